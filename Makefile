@@ -1,0 +1,38 @@
+# The two commands of the README. Both install what is missing (scripts/deps.sh), configure and build.
+BUILD ?= build
+JOBS  ?= $(shell nproc)
+CMAKE_FLAGS ?=
+
+.PHONY: all deps configure build demo test bench install clean asan tsan
+
+all: build
+
+deps:
+	@scripts/deps.sh
+
+configure: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
+
+build: configure
+	@cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	@$(BUILD)/examples/liveprobe-demo
+
+test: build
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+bench: build
+	@$(BUILD)/bench/liveprobe-bench
+
+install: build
+	@cmake --install $(BUILD)
+
+# Sanitizer builds of the whole suite, each in a directory of its own.
+asan:
+	@$(MAKE) test BUILD=build-asan CMAKE_FLAGS=-DLIVEPROBE_SANITIZE=address
+tsan:
+	@$(MAKE) test BUILD=build-tsan CMAKE_FLAGS=-DLIVEPROBE_SANITIZE=thread
+
+clean:
+	rm -rf $(BUILD) build-asan build-tsan

@@ -1,0 +1,47 @@
+// Symbols of every object loaded in this process: name -> address resolution with the rules of
+// API.md "Symbol names", and address -> function bounds for the instruction-boundary check.
+//
+// Sources: each object's .symtab and .dynsym read from its file on disk (and its separate debug
+// file under /usr/lib/debug/.build-id when present), function bounds from symbol sizes and,
+// where symbols are missing or sizeless, from .eh_frame FDEs. liveprobe's own object and the
+// vDSO are never searched by name. Thread-safe (an internal mutex); not async-signal-safe.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace liveprobe::symbols {
+
+// Resolves `spec`:
+//   "name"         the main program first (a single definition there wins), else exactly one
+//                  definition among the other loaded objects;
+//   "OBJECT:name"  one object only, by its file's base name with or without version suffix
+//                  (libz.so.1.2.13, libz.so.1, libz.so, libz), or the main program's base name;
+//   names may be mangled or demangled C++ ("ns::Widget::spin(int)", or "ns::Widget::spin"
+//   when only one overload exists), versioned symbols match by base name (the default
+//   version), and an IFUNC resolves to the implementation selected in this process.
+// Returns 0 and sets *addr, or -ENOENT (unknown; *why names what was searched) or -EINVAL
+// (malformed spec, or ambiguous: *why lists every candidate as "OBJECT:name at 0xADDR").
+int resolve(std::string_view spec, uint64_t* addr, std::string* why);
+
+struct Function {
+    uint64_t start = 0;
+    uint64_t end = 0;    // one past the last byte
+    std::string name;    // symbol name (mangled as in the file); empty when from an FDE only
+    std::string object;  // path of the object file
+    bool from_eh_frame = false;
+};
+
+// The function containing addr, from symbols or FDEs; nullopt when none is known.
+std::optional<Function> function_at(uint64_t addr);
+
+// "name+0xOFF" (or "OBJECT+0xOFF" without a symbol, or "0xADDR" when unmapped), for messages.
+std::string describe(uint64_t addr);
+
+// Drops every cached table (objects may have been loaded or unloaded). Cheap; the next
+// call rereads what it needs. Callers need not call it: the caches notice dlopen/dlclose.
+void invalidate();
+
+}  // namespace liveprobe::symbols

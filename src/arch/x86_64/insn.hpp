@@ -32,6 +32,9 @@ struct Insn {
     uint8_t bytes[kMaxInsnLen] = {};
     InsnClass cls = InsnClass::kOutOfLine;
     bool rip_relative = false;  // has a RIP-relative memory operand (disp32 rebased in slots)
+    // For a direct (relative) kEmulate branch: the absolute address it transfers to when
+    // taken (jmp, jcc, call rel32, loop*, jrcxz/jecxz). 0 for indirect branches and ret.
+    uint64_t target = 0;
     ZydisDecodedInstruction zi{};                               // for emulate() and relocation
     ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT_VISIBLE]{};  // visible operands only
 };

@@ -170,6 +170,8 @@ struct liveprobe_info {
 
 /* Fills *out for a registered probe: 0, or -EINVAL if p is not registered. */
 LIVEPROBE_API int liveprobe_kprobe_info(const struct kprobe *p, struct liveprobe_info *out);
+/* Handler faults of a registered probe, summed over threads (0 if p is not registered). */
+LIVEPROBE_API unsigned long liveprobe_kprobe_faults(const struct kprobe *p);
 /* Default on; LIVEPROBE_OPTIMIZE=0 in the environment turns it off at start. */
 LIVEPROBE_API void liveprobe_set_optimization(int enabled);
 /* The precise reason of the calling thread's last failure, for the negative errno err it

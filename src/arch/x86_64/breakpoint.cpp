@@ -1,0 +1,199 @@
+#include "arch/x86_64/breakpoint.hpp"
+
+#include "arch/x86_64/insn.hpp"
+#include "core/dispatch.hpp"
+#include "core/probe.hpp"
+#include "os/linux/code_alloc.hpp"
+#include "os/linux/raw_syscall.hpp"
+#include "os/linux/signals.hpp"
+
+namespace liveprobe::arch {
+
+void regs_from_context(const ucontext_t *uc, struct pt_regs *r) noexcept
+{
+    const greg_t *g = uc->uc_mcontext.gregs;
+    r->r15 = g[REG_R15];
+    r->r14 = g[REG_R14];
+    r->r13 = g[REG_R13];
+    r->r12 = g[REG_R12];
+    r->bp = g[REG_RBP];
+    r->bx = g[REG_RBX];
+    r->r11 = g[REG_R11];
+    r->r10 = g[REG_R10];
+    r->r9 = g[REG_R9];
+    r->r8 = g[REG_R8];
+    r->ax = g[REG_RAX];
+    r->cx = g[REG_RCX];
+    r->dx = g[REG_RDX];
+    r->si = g[REG_RSI];
+    r->di = g[REG_RDI];
+    r->orig_ax = ~0ul;
+    r->ip = g[REG_RIP];
+    uint64_t csgsfs = static_cast<uint64_t>(g[REG_CSGSFS]);
+    r->cs = csgsfs & 0xffff;
+    r->flags = g[REG_EFL];
+    r->sp = g[REG_RSP];
+    r->ss = (csgsfs >> 48) & 0xffff;
+}
+
+void regs_to_context(const struct pt_regs *r, ucontext_t *uc) noexcept
+{
+    greg_t *g = uc->uc_mcontext.gregs;
+    g[REG_R15] = r->r15;
+    g[REG_R14] = r->r14;
+    g[REG_R13] = r->r13;
+    g[REG_R12] = r->r12;
+    g[REG_RBP] = r->bp;
+    g[REG_RBX] = r->bx;
+    g[REG_R11] = r->r11;
+    g[REG_R10] = r->r10;
+    g[REG_R9] = r->r9;
+    g[REG_R8] = r->r8;
+    g[REG_RAX] = r->ax;
+    g[REG_RCX] = r->cx;
+    g[REG_RDX] = r->dx;
+    g[REG_RSI] = r->si;
+    g[REG_RDI] = r->di;
+    g[REG_RIP] = r->ip;
+    g[REG_EFL] = r->flags;
+    g[REG_RSP] = r->sp;
+}
+
+}  // namespace liveprobe::arch
+
+namespace liveprobe::core {
+namespace {
+
+uint64_t context_ip(const ucontext_t *uc) { return uc->uc_mcontext.gregs[REG_RIP]; }
+void set_context_ip(ucontext_t *uc, uint64_t ip) { uc->uc_mcontext.gregs[REG_RIP] = ip; }
+
+// Handlers may fault; the kernel would kill a thread that faults with the fault signal
+// blocked. The context's mask is restored when the signal handler returns.
+void unblock_fault_signals(const ucontext_t *uc) noexcept
+{
+    uint64_t mask = *reinterpret_cast<const uint64_t *>(&uc->uc_sigmask);
+    if (mask & os::kFaultSignals) {
+        uint64_t set = os::kFaultSignals;
+        os::raw_sigprocmask(SIG_UNBLOCK, &set, nullptr);
+    }
+}
+
+bool mem_read(void *ctx, uint64_t addr, void *dst, size_t n)
+{
+    return guarded_copy(static_cast<GuardedAccess *>(ctx), dst, reinterpret_cast<void *>(addr), n);
+}
+bool mem_write(void *ctx, uint64_t addr, const void *src, size_t n)
+{
+    return guarded_copy(static_cast<GuardedAccess *>(ctx), reinterpret_cast<void *>(addr), src, n);
+}
+
+// The int3 that ends the trap variant of a slot: post handlers, then resume after the
+// original instruction.
+void post_trap(ThreadRecord *rec, uint64_t at, ucontext_t *uc, siginfo_t *info)
+{
+    uint64_t slot = at & ~uint64_t(kSlotSize - 1);
+    if (at - slot < kSlotTrapOffset) {
+        os::forward_signal(SIGTRAP, info, uc);  // cannot happen: no other int3 in a slot
+        return;
+    }
+    const auto *h = reinterpret_cast<const SlotHeader *>(slot);
+    ProbePoint *prev = rec->busy.load(std::memory_order_relaxed);
+    ProbePoint *pp = acquire(rec, h->orig);
+    struct pt_regs regs;
+    arch::regs_from_context(uc, &regs);
+    regs.ip = h->next;
+    if (pp && pp->slot == slot && rec->in_handler == 0) {
+        unblock_fault_signals(uc);
+        run_post(rec, pp, &regs);
+    }
+    arch::regs_to_context(&regs, uc);
+    rec->busy.store(prev, std::memory_order_release);
+}
+
+}  // namespace
+
+void breakpoint_trap_handler(int sig, siginfo_t *info, ucontext_t *uc)
+{
+    // int3 raises SIGTRAP with si_code SI_KERNEL; anything else (kill, a debugger's
+    // single-step) is the program's.
+    if (info->si_code != SI_KERNEL) {
+        os::forward_signal(sig, info, uc);
+        return;
+    }
+    uint64_t at = context_ip(uc) - 1;
+    ThreadRecord *rec = this_thread();
+    if (!rec) {
+        // Out of memory for the per-thread record: nothing can be dispatched safely.
+        static const char msg[] = "liveprobe: out of memory for a thread record at a probe hit\n";
+        os::raw_syscall(SYS_write, 2, reinterpret_cast<long>(msg), sizeof msg - 1);
+        os::raw_syscall(SYS_exit_group, 127);
+    }
+    if (os::is_liveprobe_code(at)) {
+        post_trap(rec, at, uc, info);
+        return;
+    }
+
+    ProbePoint *prev = rec->busy.load(std::memory_order_relaxed);
+    ProbePoint *pp = acquire(rec, at);
+    if (!pp) {
+        rec->busy.store(prev, std::memory_order_release);
+        if (*reinterpret_cast<volatile const uint8_t *>(at) == 0xcc)
+            os::forward_signal(sig, info, uc);  // the program's own int3
+        else
+            set_context_ip(uc, at);  // a stale int3, removed since: run the original
+        return;
+    }
+
+    struct pt_regs regs;
+    arch::regs_from_context(uc, &regs);
+    regs.ip = at;
+    bool post = false;
+    if (rec->in_handler) {
+        count_missed(pp);
+    } else {
+        unblock_fault_signals(uc);
+        PreResult r = run_pre(rec, pp, &regs);
+        if (r == PreResult::kSkip) {
+            arch::regs_to_context(&regs, uc);
+            rec->busy.store(prev, std::memory_order_release);
+            return;
+        }
+        post = r == PreResult::kContinueWithPost;
+    }
+
+    if (pp->insn.cls == arch::InsnClass::kEmulate) {
+        regs.ip = at;
+        GuardedAccess ga{rec, 0, {}};
+        arch::MemOps mem{mem_read, mem_write, &ga};
+        uint64_t fault_addr = 0;
+        if (arch::emulate(pp->insn, regs, mem, &fault_addr) != 0) {
+            // The instruction's own fault (a bad stack, a bad indirect target): the program's,
+            // at the original address.
+            regs.ip = at;
+            arch::regs_to_context(&regs, uc);
+            rec->busy.store(prev, std::memory_order_release);
+            os::forward_signal(ga.sig ? ga.sig : SIGSEGV, &ga.info, uc);
+            return;
+        }
+        if (post) run_post(rec, pp, &regs);
+    } else {
+        regs.ip = pp->slot + (post ? kSlotTrapOffset : kSlotJumpOffset);
+    }
+    arch::regs_to_context(&regs, uc);
+    rec->busy.store(prev, std::memory_order_release);
+}
+
+void breakpoint_fault_handler(int sig, siginfo_t *info, ucontext_t *uc)
+{
+    // A fault inside a handler (or a guarded access) unwinds to its guard.
+    if (info->si_code > 0) unwind_to_guard(sig, info);
+    // A fault of an instruction running out of line is the program's, at the original address.
+    uint64_t ip = context_ip(uc);
+    if (os::is_liveprobe_code(ip)) {
+        uint64_t slot = ip & ~uint64_t(kSlotSize - 1);
+        set_context_ip(uc, reinterpret_cast<const SlotHeader *>(slot)->orig);
+    }
+    os::forward_signal(sig, info, uc);
+}
+
+}  // namespace liveprobe::core

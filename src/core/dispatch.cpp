@@ -1,0 +1,127 @@
+#include "core/dispatch.hpp"
+
+#include "core/probe_table.hpp"
+
+namespace liveprobe::core {
+namespace {
+
+void copy_siginfo(siginfo_t *dst, const siginfo_t *src) noexcept
+{
+    // Word by word: no libc memcpy on the hit path (a user may probe memcpy).
+    auto *d = reinterpret_cast<volatile uint64_t *>(dst);
+    auto *s = reinterpret_cast<const uint64_t *>(src);
+    for (size_t i = 0; i < sizeof(siginfo_t) / 8; ++i) d[i] = s[i];
+}
+
+// Runs one handler of ks under a fault guard. A fault abandons the handler: its probe's
+// fault_handler (itself guarded) is told, the fault is counted, and the result is 0.
+template <typename Call>
+int guarded_call(ThreadRecord *rec, KprobeState *ks, struct pt_regs *regs, Call call) noexcept
+{
+    GuardFrame g;
+    g.prev = rec->guard;
+    rec->guard = &g;
+    if (lp_setjmp(&g.jb) == 0) {
+        int r = call();
+        rec->guard = g.prev;
+        return r;
+    }
+    rec->guard = g.prev;
+    count(rec, ks->fault_id);
+    if (kprobe_fault_handler_t fh = ks->kp->fault_handler) {
+        GuardFrame g2;
+        g2.prev = rec->guard;
+        rec->guard = &g2;
+        if (lp_setjmp(&g2.jb) == 0) fh(ks->kp, regs, g.sig);
+        rec->guard = g2.prev;
+    }
+    return 0;
+}
+
+}  // namespace
+
+void unwind_to_guard(int sig, const siginfo_t *info) noexcept
+{
+    ThreadRecord *rec = this_thread_if_any();
+    if (!rec || !rec->guard) return;
+    GuardFrame *g = rec->guard;
+    g->sig = sig;
+    copy_siginfo(&g->info, info);
+    lp_longjmp(&g->jb, 1);
+}
+
+ProbePoint *acquire(ThreadRecord *rec, uint64_t addr) noexcept
+{
+    ProbeTable &t = probe_table();
+    ProbePoint *pp = t.lookup(addr);
+    if (!pp) return nullptr;
+    rec->busy.store(pp, std::memory_order_seq_cst);
+    if (t.lookup(addr) != pp) return nullptr;
+    return pp;
+}
+
+PreResult run_pre(ThreadRecord *rec, ProbePoint *pp, struct pt_regs *regs) noexcept
+{
+    Members *m = pp->members.load(std::memory_order_acquire);
+    PreResult res = PreResult::kContinue;
+    rec->in_handler++;
+    for (uint32_t i = 0; i < m->n; ++i) {
+        KprobeState *ks = m->items[i];
+        if (!ks->enabled.load(std::memory_order_relaxed)) continue;
+        count(rec, ks->id);
+        struct kprobe *kp = ks->kp;
+        if (kp->post_handler) res = PreResult::kContinueWithPost;
+        if (kp->pre_handler &&
+            guarded_call(rec, ks, regs, [&] { return kp->pre_handler(kp, regs); }) != 0) {
+            res = PreResult::kSkip;
+            break;
+        }
+    }
+    rec->in_handler--;
+    return res;
+}
+
+void run_post(ThreadRecord *rec, ProbePoint *pp, struct pt_regs *regs) noexcept
+{
+    Members *m = pp->members.load(std::memory_order_acquire);
+    rec->in_handler++;
+    for (uint32_t i = 0; i < m->n; ++i) {
+        KprobeState *ks = m->items[i];
+        struct kprobe *kp = ks->kp;
+        if (!ks->enabled.load(std::memory_order_relaxed) || !kp->post_handler) continue;
+        guarded_call(rec, ks, regs, [&] {
+            kp->post_handler(kp, regs, 0);
+            return 0;
+        });
+    }
+    rec->in_handler--;
+}
+
+void count_missed(ProbePoint *pp) noexcept
+{
+    Members *m = pp->members.load(std::memory_order_acquire);
+    for (uint32_t i = 0; i < m->n; ++i)
+        if (m->items[i]->enabled.load(std::memory_order_relaxed))
+            __atomic_fetch_add(&m->items[i]->kp->nmissed, 1, __ATOMIC_RELAXED);
+}
+
+bool guarded_copy(GuardedAccess *ga, void *dst, const void *src, size_t n) noexcept
+{
+    ThreadRecord *rec = ga->rec;
+    GuardFrame g;
+    g.prev = rec->guard;
+    rec->guard = &g;
+    if (lp_setjmp(&g.jb) == 0) {
+        auto *d = static_cast<volatile uint8_t *>(dst);
+        auto *s = static_cast<const volatile uint8_t *>(src);
+        for (size_t i = 0; i < n; ++i) d[i] = s[i];
+        rec->guard = g.prev;
+        return true;
+    }
+    rec->guard = g.prev;
+    ga->sig = g.sig;
+    copy_siginfo(&ga->info, &g.info);
+    return false;
+}
+
+}  // namespace liveprobe::core

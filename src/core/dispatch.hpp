@@ -1,0 +1,66 @@
+// The arch-neutral half of a probe hit: finding the probe point safely, running the handlers
+// of its kprobes with reentrancy and fault protection, and counting.
+//
+// Nothing here takes a lock, allocates or enters libc: it runs inside signal handlers (the
+// breakpoint path) and, later, on the jump path.
+#pragma once
+
+#include <signal.h>
+
+#include <cstdint>
+
+#include <liveprobe/kprobes.h>
+
+#include "core/probe.hpp"
+#include "core/thread_state.hpp"
+
+namespace liveprobe::core {
+
+// Saved callee-saved registers, stack pointer and resume address (src/arch/*/guard.S).
+struct JmpBuf {
+    uint64_t regs[8];
+};
+extern "C" int lp_setjmp(JmpBuf *jb) __attribute__((returns_twice));
+extern "C" [[noreturn]] void lp_longjmp(JmpBuf *jb, int val);
+
+// A region of code whose synchronous faults (SIGSEGV, SIGBUS, SIGFPE, SIGILL) are caught:
+// the fault handler longjmps back to its lp_setjmp with the signal recorded.
+struct GuardFrame {
+    JmpBuf jb;
+    GuardFrame *prev = nullptr;
+    int sig = 0;
+    siginfo_t info;
+};
+
+// Called by the fault-signal handler: if the calling thread is inside a guarded region,
+// unwinds to it (does not return). Returns otherwise.
+void unwind_to_guard(int sig, const siginfo_t *info) noexcept;
+
+// Finds the live probe point at addr and marks this thread as dispatching it (busy), or
+// returns null. The quiescence protocol: the thread stores busy = pp (seq_cst) and then
+// looks pp up again; a registry writer removes pp from the table (seq_cst) and then waits
+// until no thread's busy is pp. One of the two sees the other, so either the reader bails
+// out or the writer waits for it: pp and its members stay valid while busy == pp.
+ProbePoint *acquire(ThreadRecord *rec, uint64_t addr) noexcept;
+
+enum class PreResult { kContinue, kContinueWithPost, kSkip };
+
+// Runs the pre handlers of pp's enabled kprobes, in registration order, until one returns
+// non-zero (kSkip: regs->ip was set by that handler). Sets in_handler around them.
+PreResult run_pre(ThreadRecord *rec, ProbePoint *pp, struct pt_regs *regs) noexcept;
+
+// Runs the post handlers of pp's enabled kprobes. Sets in_handler around them.
+void run_post(ThreadRecord *rec, ProbePoint *pp, struct pt_regs *regs) noexcept;
+
+// A hit while a handler runs on this thread: counted in nmissed of every enabled kprobe at pp.
+void count_missed(ProbePoint *pp) noexcept;
+
+// Byte-by-byte copy whose faults are caught: false (and *fault filled) if it faulted.
+struct GuardedAccess {
+    ThreadRecord *rec;
+    int sig;
+    siginfo_t info;
+};
+bool guarded_copy(GuardedAccess *ga, void *dst, const void *src, size_t n) noexcept;
+
+}  // namespace liveprobe::core

@@ -1,0 +1,90 @@
+// The C API of <liveprobe/kprobes.h>: argument checks, error recording, and the registry.
+#include <liveprobe/kprobes.h>
+
+#include <cerrno>
+#include <string>
+
+#include "core/error.hpp"
+#include "core/registry.hpp"
+#include "symbols/symbols.hpp"
+
+using namespace liveprobe;
+
+extern "C" {
+
+int register_kprobe(struct kprobe *p) { return record(core::register_probe(p)); }
+
+void unregister_kprobe(struct kprobe *p)
+{
+    if (p) core::unregister_probe(p);
+}
+
+int register_kprobes(struct kprobe **kps, int num)
+{
+    if (!kps || num <= 0) return record(Fail(-EINVAL, "no kprobes to register (kps={}, num={})", fmt::ptr(kps), num));
+    for (int i = 0; i < num; ++i) {
+        Status s = core::register_probe(kps[i]);
+        if (!s.ok()) {
+            for (int j = i - 1; j >= 0; --j) core::unregister_probe(kps[j]);
+            s.reason = fmt::format("kprobe {} of {}: {}", i, num, s.reason);
+            return record(s);
+        }
+    }
+    return 0;
+}
+
+void unregister_kprobes(struct kprobe **kps, int num)
+{
+    for (int i = 0; kps && i < num; ++i)
+        if (kps[i]) core::unregister_probe(kps[i]);
+}
+
+int disable_kprobe(struct kprobe *p)
+{
+    if (!p) return record(Fail(-EINVAL, "the kprobe pointer is NULL"));
+    return record(core::set_enabled(p, false));
+}
+
+int enable_kprobe(struct kprobe *p)
+{
+    if (!p) return record(Fail(-EINVAL, "the kprobe pointer is NULL"));
+    return record(core::set_enabled(p, true));
+}
+
+unsigned long kallsyms_lookup_name(const char *name)
+{
+    if (!name) return 0;
+    uint64_t addr = 0;
+    std::string why;
+    if (symbols::resolve(name, &addr, &why) != 0) return 0;
+    return addr;
+}
+
+int liveprobe_kprobe_info(const struct kprobe *p, struct liveprobe_info *out)
+{
+    if (!p || !out) return record(Fail(-EINVAL, "NULL argument"));
+    core::ProbeCounters c;
+    if (!core::probe_counters(p, &c)) return record(Fail(-EINVAL, "this struct kprobe is not registered"));
+    out->hits = c.hits;
+    out->nmissed = c.nmissed;
+    out->optimized = 0;
+    out->why_not_optimized = core::optimization_enabled()
+                                 ? "jump optimization is not built yet: every probe takes the "
+                                   "breakpoint (int3) path"
+                                 : "optimization is turned off (liveprobe_set_optimization(0) or "
+                                   "LIVEPROBE_OPTIMIZE=0)";
+    return 0;
+}
+
+unsigned long liveprobe_kprobe_faults(const struct kprobe *p)
+{
+    core::ProbeCounters c;
+    if (!p || !core::probe_counters(p, &c)) return 0;
+    return c.faults;
+}
+
+void liveprobe_set_optimization(int enabled) { core::set_optimization(enabled != 0); }
+
+const char *liveprobe_strerror(int err) { return last_reason(err); }
+
+}  // extern "C"

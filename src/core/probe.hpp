@@ -1,0 +1,61 @@
+// The probe table's objects: one ProbePoint per probed address (the kernel's aggregate
+// probe: every kprobe at that address hangs off it) and one KprobeState per registered
+// struct kprobe.
+//
+// Concurrency contract:
+//   - Every field not marked otherwise is written only with the registry mutex held, before
+//     the object is published in the probe table, and is immutable afterwards.
+//   - ProbePoint::members is an immutable snapshot, replaced (copy on write) with the registry
+//     mutex held; a snapshot is freed only after wait_quiescent(pp), since the hit path
+//     iterates it while its thread's busy == pp.
+//   - KprobeState::enabled is written with the registry mutex held and read by the hit path.
+//   - A ProbePoint is freed only after it left the table and wait_quiescent(pp) returned.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include <liveprobe/kprobes.h>
+
+#include "arch/x86_64/insn.hpp"
+
+namespace liveprobe::core {
+
+struct ProbePoint;
+
+struct KprobeState {
+    struct kprobe *kp = nullptr;
+    ProbePoint *pp = nullptr;
+    uint32_t id = 0;         // index of this probe's per-thread counters
+    uint32_t fault_id = 0;   // index of its fault counters
+    uint64_t hits_base = 0;  // counter sums when the ids were handed out (ids are recycled)
+    uint64_t faults_base = 0;
+    std::atomic<bool> enabled{true};
+};
+
+struct Members {
+    uint32_t n = 0;
+    bool any_post = false;  // some member has a post_handler
+    KprobeState *items[];   // registration order
+};
+
+// Out-of-line copy of one probed instruction, 64 bytes, 64-aligned, immortal (see
+// docs/DESIGN-NOTES.md): a thread may still be executing it after its probe is gone.
+struct SlotHeader {
+    uint64_t orig;  // the probed address
+    uint64_t next;  // orig + instruction length: where a stale trap in the slot resumes
+};
+constexpr size_t kSlotSize = 64;
+constexpr size_t kSlotJumpOffset = 16;  // relocated instruction + jump back
+constexpr size_t kSlotTrapOffset = 45;  // relocated instruction + int3 (post handlers)
+
+struct ProbePoint {
+    uint64_t addr = 0;
+    arch::Insn insn;
+    uint8_t orig_byte = 0;  // the byte under the int3
+    uint64_t slot = 0;      // 0 for emulated instructions
+    bool armed = false;     // int3 written; registry mutex
+    std::atomic<Members *> members{nullptr};
+};
+
+}  // namespace liveprobe::core

@@ -1,0 +1,458 @@
+#include "core/registry.hpp"
+
+#include <dlfcn.h>
+#include <link.h>
+#include <pthread.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "arch/x86_64/breakpoint.hpp"
+#include "core/probe_table.hpp"
+#include "core/thread_state.hpp"
+#include "os/linux/code_alloc.hpp"
+#include "os/linux/maps.hpp"
+#include "os/linux/signals.hpp"
+#include "os/linux/text_poke.hpp"
+#include "symbols/symbols.hpp"
+
+namespace liveprobe::core {
+namespace {
+
+// Registry state, all guarded by g_mu.
+std::mutex g_mu;
+std::unordered_map<const struct kprobe *, KprobeState *> g_probes;
+std::map<uint64_t, ProbePoint *> g_points;  // ordered: the boundary check overlays a range
+// Slots are immortal and reused for the same address and bytes (see probe.hpp).
+std::map<std::pair<uint64_t, std::string>, uint64_t> g_slots;
+std::vector<uint32_t> g_free_ids;
+uint32_t g_next_id = 0;
+// Snapshots and points retired by a thread that was itself dispatching their probe point
+// (a handler unregistering a sibling): freed by a later registry call once nobody uses them.
+struct Retired {
+    ProbePoint *pp;
+    Members *members;
+    KprobeState *ks;
+    bool free_point;
+};
+std::vector<Retired> g_retired;
+
+std::atomic<bool> g_optimize{[] {
+    const char *e = getenv("LIVEPROBE_OPTIMIZE");
+    return !(e && std::strcmp(e, "0") == 0);
+}()};
+
+bool g_atfork = [] {
+    pthread_atfork([] { g_mu.lock(); }, [] { g_mu.unlock(); },
+                   [] {
+                       g_mu.unlock();
+                       reset_after_fork();
+                   });
+    return true;
+}();
+
+// ---- Address checks ----
+
+struct SelfRange {
+    uint64_t lo = 0, hi = 0;
+};
+
+// The text of liveprobe's own object: probing it would recurse into the hit path.
+SelfRange self_range()
+{
+    static SelfRange r = [] {
+        SelfRange out;
+        Dl_info info;
+        if (!dladdr(reinterpret_cast<void *>(&self_range), &info)) return out;
+        struct Ctx {
+            uint64_t base;
+            SelfRange *r;
+        } ctx{reinterpret_cast<uint64_t>(info.dli_fbase), &out};
+        dl_iterate_phdr(
+            [](struct dl_phdr_info *i, size_t, void *data) {
+                auto *c = static_cast<Ctx *>(data);
+                uint64_t lo = UINT64_MAX, hi = 0;
+                for (int k = 0; k < i->dlpi_phnum; ++k) {
+                    const auto &ph = i->dlpi_phdr[k];
+                    if (ph.p_type != PT_LOAD) continue;
+                    lo = std::min<uint64_t>(lo, i->dlpi_addr + ph.p_vaddr);
+                    hi = std::max<uint64_t>(hi, i->dlpi_addr + ph.p_vaddr + ph.p_memsz);
+                }
+                if (c->base >= lo && c->base < hi) {
+                    c->r->lo = lo;
+                    c->r->hi = hi;
+                    return 1;
+                }
+                return 0;
+            },
+            &ctx);
+        return out;
+    }();
+    return r;
+}
+
+Status check_region(uint64_t addr)
+{
+    SelfRange self = self_range();
+    if (addr >= self.lo && addr < self.hi)
+        return Fail(-EINVAL, "{:#x} is inside liveprobe itself ({})", addr, symbols::describe(addr));
+    if (os::is_liveprobe_code(addr))
+        return Fail(-EINVAL, "{:#x} is inside liveprobe's own out-of-line code", addr);
+    uint64_t restorer = os::signal_restorer();
+    if (restorer && addr >= restorer && addr < restorer + 16)
+        return Fail(-EINVAL,
+                    "{:#x} is on the blacklist: it is the signal-return trampoline "
+                    "(__restore_rt), which liveprobe's own breakpoint path returns through",
+                    addr);
+    auto m = os::mapping_at(addr);
+    if (!m) return Fail(-EINVAL, "{:#x} is not mapped in this process", addr);
+    if (!m->x)
+        return Fail(-EINVAL, "{:#x} is not in executable code (mapping {:#x}-{:#x} {} is not executable)",
+                    addr, m->start, m->end, m->path.empty() ? "[anonymous]" : m->path);
+    if (m->path == "[vdso]" || m->path == "[vsyscall]")
+        return Fail(-EINVAL, "{:#x} is on the blacklist: the {} is kernel-provided code shared by every process", addr, m->path);
+    return Status::Ok();
+}
+
+// Decodes from the start of the function containing addr, with the original bytes under
+// liveprobe's own int3s, and checks that addr starts an instruction; then decodes it.
+Status check_instruction(uint64_t addr, arch::Insn &insn)
+{
+    auto fn = symbols::function_at(addr);
+    if (!fn)
+        return Fail(-EILSEQ,
+                    "no function covers {:#x} (no symbol and no .eh_frame FDE), so liveprobe "
+                    "cannot verify that it is an instruction boundary",
+                    addr);
+    auto m = os::mapping_at(fn->start);
+    uint64_t end = std::min<uint64_t>(addr + arch::kMaxInsnLen, m ? m->end : addr + 1);
+    auto m2 = os::mapping_at(addr);
+    if (m2) end = std::min<uint64_t>(addr + arch::kMaxInsnLen, m2->end);
+    if (end <= fn->start) return Fail(-EILSEQ, "bad function bounds for {:#x}", addr);
+    std::vector<uint8_t> code(end - fn->start);
+    os::peek_text(fn->start, code.data(), code.size());
+    for (auto it = g_points.lower_bound(fn->start); it != g_points.end() && it->first < end; ++it)
+        if (it->second->armed) code[it->first - fn->start] = it->second->orig_byte;
+
+    uint64_t at = fn->start;
+    while (at < addr) {
+        size_t len = arch::insn_length(code.data() + (at - fn->start), end - at);
+        if (len == 0)
+            return Fail(-EILSEQ, "cannot decode the instruction at {:#x} ({}) while walking to {:#x}",
+                        at, symbols::describe(at), addr);
+        if (at + len > addr) {
+            return Fail(-EILSEQ, "{:#x} is not on an instruction boundary: it is inside the {}-byte instruction at {} ",
+                        addr, len, symbols::describe(at));
+        }
+        at += len;
+    }
+    const char *why = nullptr;
+    int err = arch::decode(addr, code.data() + (addr - fn->start), end - addr, insn, &why);
+    if (err == -EOPNOTSUPP)
+        return Fail(-EOPNOTSUPP, "the instruction at {} cannot be probed: {}", symbols::describe(addr), why ? why : "unsupported");
+    if (err != 0)
+        return Fail(-EILSEQ, "cannot decode the instruction at {}: {}", symbols::describe(addr), why ? why : "invalid");
+    return Status::Ok();
+}
+
+Status resolve_address(struct kprobe *p, uint64_t *out)
+{
+    if ((p->addr && p->symbol_name) || (!p->addr && !p->symbol_name))
+        return p->addr ? Fail(-EINVAL, "both addr and symbol_name are set; set one of them")
+                       : Fail(-EINVAL, "neither addr nor symbol_name is set");
+    uint64_t addr = reinterpret_cast<uint64_t>(p->addr);
+    if (p->symbol_name) {
+        std::string why;
+        int err = symbols::resolve(p->symbol_name, &addr, &why);
+        if (err != 0) return Status{err, why};
+    }
+    *out = addr + p->offset;
+    return Status::Ok();
+}
+
+// ---- Slots ----
+
+Status build_slot(ProbePoint *pp)
+{
+    if (pp->insn.cls != arch::InsnClass::kOutOfLine) return Status::Ok();
+    auto key = std::make_pair(pp->addr, std::string(reinterpret_cast<char *>(pp->insn.bytes), pp->insn.len));
+    if (auto it = g_slots.find(key); it != g_slots.end()) {
+        pp->slot = it->second;
+        return Status::Ok();
+    }
+    uint64_t slot = os::alloc_code(pp->addr, kSlotSize);
+    if (!slot)
+        return Fail(-ENOMEM, "no memory for out-of-line code within +-2 GiB of {:#x}", pp->addr);
+    uint8_t buf[kSlotSize];
+    std::memset(buf, 0xcc, sizeof buf);
+    SlotHeader h{pp->addr, pp->addr + pp->insn.len};
+    std::memcpy(buf, &h, sizeof h);
+    size_t trap_off = 0;
+    int n1 = arch::build_slot(pp->insn, slot + kSlotJumpOffset, arch::SlotTail::kJumpBack,
+                              buf + kSlotJumpOffset, kSlotTrapOffset - kSlotJumpOffset, nullptr);
+    int n2 = arch::build_slot(pp->insn, slot + kSlotTrapOffset, arch::SlotTail::kTrap,
+                              buf + kSlotTrapOffset, kSlotSize - kSlotTrapOffset, &trap_off);
+    if (n1 < 0 || n2 < 0)
+        return Fail(-ENOMEM, "cannot relocate the instruction at {:#x} to {:#x}: {}", pp->addr, slot,
+                    (n1 == -ERANGE || n2 == -ERANGE) ? "its RIP-relative operand is out of reach"
+                                                     : "slot too small");
+    if (Status s = os::poke_text(slot, buf, sizeof buf); !s.ok()) return s;
+    g_slots.emplace(key, slot);
+    pp->slot = slot;
+    return Status::Ok();
+}
+
+// ---- Arming ----
+
+Status arm(ProbePoint *pp)
+{
+    if (pp->armed) return Status::Ok();
+    // The point is in the table before its int3 exists: a thread that traps on it finds it.
+    const uint8_t int3 = 0xcc;
+    if (Status s = os::poke_text(pp->addr, &int3, 1); !s.ok()) return s;
+    os::sync_cores();
+    pp->armed = true;
+    return Status::Ok();
+}
+
+void disarm(ProbePoint *pp)
+{
+    if (!pp->armed) return;
+    os::poke_text(pp->addr, &pp->orig_byte, 1);
+    os::sync_cores();
+    pp->armed = false;
+}
+
+Members *make_members(const Members *old, KprobeState *add, const KprobeState *drop)
+{
+    uint32_t n = old ? old->n : 0;
+    auto *m = static_cast<Members *>(::operator new(sizeof(Members) + sizeof(KprobeState *) * (n + 1)));
+    new (m) Members();
+    for (uint32_t i = 0; i < n; ++i)
+        if (old->items[i] != drop) m->items[m->n++] = old->items[i];
+    if (add) m->items[m->n++] = add;
+    for (uint32_t i = 0; i < m->n; ++i)
+        if (m->items[i]->kp->post_handler) m->any_post = true;
+    return m;
+}
+
+void free_members(Members *m)
+{
+    if (!m) return;
+    m->~Members();
+    ::operator delete(m);
+}
+
+bool any_enabled(const Members *m)
+{
+    for (uint32_t i = 0; m && i < m->n; ++i)
+        if (m->items[i]->enabled.load()) return true;
+    return false;
+}
+
+uint32_t alloc_ids()
+{
+    if (!g_free_ids.empty()) {
+        uint32_t id = g_free_ids.back();
+        g_free_ids.pop_back();
+        return id;
+    }
+    if (g_next_id + 2 > kMaxCounters) return UINT32_MAX;
+    uint32_t id = g_next_id;
+    g_next_id += 2;
+    return id;
+}
+
+bool is_busy_anywhere(const ProbePoint *pp)
+{
+    for (ThreadRecord *r = all_threads(); r; r = r->next)
+        if (r->busy.load() == pp) return true;
+    return false;
+}
+
+void drain_retired()
+{
+    for (size_t i = 0; i < g_retired.size();) {
+        if (is_busy_anywhere(g_retired[i].pp)) {
+            ++i;
+            continue;
+        }
+        free_members(g_retired[i].members);
+        delete g_retired[i].ks;
+        if (g_retired[i].free_point) delete g_retired[i].pp;
+        g_retired[i] = g_retired.back();
+        g_retired.pop_back();
+    }
+}
+
+// Frees what the hit path may still be reading once no other thread dispatches pp. Called
+// without the registry mutex (a handler of pp may be waiting for it).
+void retire(ProbePoint *pp, Members *old, KprobeState *ks, bool free_point)
+{
+    wait_quiescent(pp);
+    ThreadRecord *self = this_thread_if_any();
+    if (self && self->busy.load() == pp) {
+        std::lock_guard<std::mutex> lk(g_mu);
+        g_retired.push_back({pp, old, ks, free_point});
+        return;
+    }
+    free_members(old);
+    delete ks;
+    if (free_point) delete pp;
+}
+
+Status setup_once()
+{
+    if (Status s = os::text_write_check(); !s.ok()) return s;
+    return os::install_signal_handlers(breakpoint_trap_handler, breakpoint_fault_handler);
+}
+
+}  // namespace
+
+Status register_probe(struct kprobe *p)
+{
+    if (!p) return Fail(-EINVAL, "the kprobe pointer is NULL");
+    if (Status s = setup_once(); !s.ok()) return s;
+    std::unique_lock<std::mutex> lk(g_mu);
+    drain_retired();
+    if (g_probes.count(p)) return Fail(-EINVAL, "this struct kprobe is already registered");
+    uint64_t addr = 0;
+    if (Status s = resolve_address(p, &addr); !s.ok()) return s;
+    if (Status s = check_region(addr); !s.ok()) return s;
+
+    ProbePoint *pp = nullptr;
+    bool fresh = false;
+    if (auto it = g_points.find(addr); it != g_points.end()) {
+        pp = it->second;
+    } else {
+        auto np = std::make_unique<ProbePoint>();
+        np->addr = addr;
+        if (Status s = check_instruction(addr, np->insn); !s.ok()) return s;
+        os::peek_text(addr, &np->orig_byte, 1);
+        if (Status s = build_slot(np.get()); !s.ok()) return s;
+        pp = np.release();
+        fresh = true;
+    }
+    uint32_t id = alloc_ids();
+    if (id == UINT32_MAX) {
+        if (fresh) delete pp;
+        return Fail(-ENOMEM, "too many probes (at most {})", kMaxCounters / 2);
+    }
+    auto *ks = new KprobeState();
+    ks->kp = p;
+    ks->pp = pp;
+    ks->id = id;
+    ks->fault_id = id + 1;
+    ks->hits_base = sum_counter(id);
+    ks->faults_base = sum_counter(id + 1);
+    ks->enabled.store(!(p->flags & KPROBE_FLAG_DISABLED));
+
+    p->addr = reinterpret_cast<kprobe_opcode_t *>(addr);
+    p->flags &= KPROBE_FLAG_DISABLED;
+    p->nmissed = 0;
+    p->__lp_state = ks;
+
+    Members *old = pp->members.load();
+    pp->members.store(make_members(old, ks, nullptr), std::memory_order_seq_cst);
+    if (fresh) {
+        g_points.emplace(addr, pp);
+        probe_table().insert(addr, pp);
+    }
+    if (ks->enabled.load()) {
+        if (Status s = arm(pp); !s.ok()) {
+            // Undo: nothing was armed, so no thread can be inside this probe.
+            Members *mine = pp->members.load();
+            pp->members.store(old);
+            free_members(mine);
+            if (fresh) {
+                probe_table().remove(addr);
+                g_points.erase(addr);
+            }
+            g_free_ids.push_back(id);
+            p->__lp_state = nullptr;
+            delete ks;
+            lk.unlock();
+            if (fresh) retire(pp, nullptr, nullptr, true);
+            return s;
+        }
+    }
+    g_probes.emplace(p, ks);
+    lk.unlock();
+    if (old) retire(pp, old, nullptr, false);
+    return Status::Ok();
+}
+
+bool unregister_probe(struct kprobe *p)
+{
+    std::unique_lock<std::mutex> lk(g_mu);
+    auto it = g_probes.find(p);
+    if (it == g_probes.end()) return false;
+    KprobeState *ks = it->second;
+    ProbePoint *pp = ks->pp;
+    g_probes.erase(it);
+    ks->enabled.store(false);
+    Members *old = pp->members.load();
+    Members *now = make_members(old, nullptr, ks);
+    bool last = now->n == 0;
+    if (last) {
+        // 1. Restore the original byte: no new trap at this address after sync_cores().
+        disarm(pp);
+        // 2. Unpublish: a thread that trapped before step 1 finds no point and resumes at
+        //    the address, which holds the original instruction again.
+        probe_table().remove(pp->addr);
+        g_points.erase(pp->addr);
+        free_members(now);
+    } else {
+        pp->members.store(now, std::memory_order_seq_cst);
+        if (!any_enabled(now)) disarm(pp);
+    }
+    g_free_ids.push_back(ks->id);
+    p->__lp_state = nullptr;
+    lk.unlock();
+    // 3. Wait until no other thread runs handlers at this point, then free what it read.
+    retire(pp, old, ks, last);
+    return true;
+}
+
+Status set_enabled(struct kprobe *p, bool enabled)
+{
+    std::lock_guard<std::mutex> lk(g_mu);
+    auto it = g_probes.find(p);
+    if (it == g_probes.end()) return Fail(-EINVAL, "this struct kprobe is not registered");
+    KprobeState *ks = it->second;
+    ProbePoint *pp = ks->pp;
+    ks->enabled.store(enabled);
+    if (enabled) {
+        p->flags &= ~KPROBE_FLAG_DISABLED;
+        if (Status s = arm(pp); !s.ok()) {
+            ks->enabled.store(false);
+            p->flags |= KPROBE_FLAG_DISABLED;
+            return s;
+        }
+    } else {
+        p->flags |= KPROBE_FLAG_DISABLED;
+        if (!any_enabled(pp->members.load())) disarm(pp);
+    }
+    return Status::Ok();
+}
+
+bool probe_counters(const struct kprobe *p, ProbeCounters *out)
+{
+    std::lock_guard<std::mutex> lk(g_mu);
+    auto it = g_probes.find(p);
+    if (it == g_probes.end()) return false;
+    KprobeState *ks = it->second;
+    out->hits = sum_counter(ks->id) - ks->hits_base;
+    out->faults = sum_counter(ks->fault_id) - ks->faults_base;
+    out->nmissed = __atomic_load_n(&p->nmissed, __ATOMIC_RELAXED);
+    return true;
+}
+
+void set_optimization(bool enabled) { g_optimize.store(enabled); }
+bool optimization_enabled() { return g_optimize.load(); }
+
+}  // namespace liveprobe::core

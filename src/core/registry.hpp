@@ -1,0 +1,29 @@
+// The registry: every registered kprobe, its probe point, and the arm/disarm transactions.
+// One mutex serializes registration; the hit path never takes it (it reads the probe table,
+// the members snapshots and the thread records, see probe.hpp and thread_state.hpp).
+#pragma once
+
+#include <liveprobe/kprobes.h>
+
+#include "core/error.hpp"
+#include "core/probe.hpp"
+
+namespace liveprobe::core {
+
+Status register_probe(struct kprobe *p);
+// Returns false if p was not registered.
+bool unregister_probe(struct kprobe *p);
+Status set_enabled(struct kprobe *p, bool enabled);
+
+struct ProbeCounters {
+    uint64_t hits = 0;
+    uint64_t faults = 0;
+    uint64_t nmissed = 0;
+};
+// False if p is not registered.
+bool probe_counters(const struct kprobe *p, ProbeCounters *out);
+
+void set_optimization(bool enabled);
+bool optimization_enabled();
+
+}  // namespace liveprobe::core

@@ -1,0 +1,120 @@
+#include "core/thread_state.hpp"
+
+#include <pthread.h>
+#include <sys/mman.h>
+
+#include "os/linux/raw_syscall.hpp"
+
+namespace liveprobe::core {
+namespace {
+
+constexpr size_t kChunkRecords = 64;
+
+std::atomic<ThreadRecord *> g_head{nullptr};
+// Plain pointer: initial-exec TLS with no constructor, safe in signal handlers.
+thread_local ThreadRecord *tl_rec;
+
+pthread_key_t g_exit_key;
+bool g_key_ok = [] { return pthread_key_create(&g_exit_key, [](void *p) {
+                         auto *rec = static_cast<ThreadRecord *>(p);
+                         rec->busy.store(nullptr);
+                         rec->in_handler = 0;
+                         rec->guard = nullptr;
+                         rec->owner.store(0, std::memory_order_release);
+                     }) == 0; }();
+
+ThreadRecord *new_chunk() noexcept
+{
+    void *mem = os::raw_mmap(nullptr, sizeof(ThreadRecord) * kChunkRecords,
+                             PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
+    if (!mem) return nullptr;
+    auto *recs = static_cast<ThreadRecord *>(mem);
+    for (size_t i = 0; i < kChunkRecords; ++i) new (&recs[i]) ThreadRecord();
+    for (size_t i = 0; i + 1 < kChunkRecords; ++i) recs[i].next = &recs[i + 1];
+    // Publish the chunk at the head of the list.
+    ThreadRecord *head = g_head.load(std::memory_order_acquire);
+    do {
+        recs[kChunkRecords - 1].next = head;
+    } while (!g_head.compare_exchange_weak(head, &recs[0], std::memory_order_acq_rel));
+    return recs;
+}
+
+ThreadRecord *claim(int tid) noexcept
+{
+    for (int attempt = 0; attempt < 2; ++attempt) {
+        for (ThreadRecord *r = g_head.load(std::memory_order_acquire); r; r = r->next) {
+            int expected = 0;
+            if (r->owner.load(std::memory_order_relaxed) == 0 &&
+                r->owner.compare_exchange_strong(expected, tid, std::memory_order_acq_rel))
+                return r;
+        }
+        if (!new_chunk()) return nullptr;
+    }
+    return nullptr;
+}
+
+}  // namespace
+
+ThreadRecord *this_thread_if_any() noexcept { return tl_rec; }
+
+ThreadRecord *this_thread() noexcept
+{
+    if (tl_rec) return tl_rec;
+    ThreadRecord *r = claim(os::raw_gettid());
+    if (!r) return nullptr;
+    if (!r->counters) {
+        void *c = os::raw_mmap(nullptr, sizeof(uint64_t) * kMaxCounters, PROT_READ | PROT_WRITE,
+                               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE);
+        r->counters = static_cast<std::atomic<uint64_t> *>(c);
+    }
+    tl_rec = r;
+    // Release the record at thread exit. pthread_setspecific on a key of the first block
+    // writes into the thread descriptor, without allocating. A probe hit inside it counts a
+    // miss (in_handler), so it cannot recurse.
+    r->in_handler++;
+    if (g_key_ok) pthread_setspecific(g_exit_key, r);
+    r->in_handler--;
+    return r;
+}
+
+ThreadRecord *all_threads() noexcept { return g_head.load(std::memory_order_acquire); }
+
+void wait_quiescent(const ProbePoint *pp)
+{
+    ThreadRecord *self = tl_rec;
+    for (ThreadRecord *r = all_threads(); r; r = r->next) {
+        if (r == self) continue;
+        for (int spins = 0; r->busy.load(std::memory_order_seq_cst) == pp; ++spins) {
+            if (spins < 64)
+                __builtin_ia32_pause();
+            else
+                os::raw_sched_yield();
+        }
+    }
+}
+
+uint64_t sum_counter(uint32_t id)
+{
+    uint64_t sum = 0;
+    for (ThreadRecord *r = all_threads(); r; r = r->next)
+        if (r->counters) sum += r->counters[id].load(std::memory_order_relaxed);
+    return sum;
+}
+
+void reset_after_fork()
+{
+    ThreadRecord *self = tl_rec;
+    int tid = os::raw_gettid();
+    for (ThreadRecord *r = all_threads(); r; r = r->next) {
+        if (r == self) {
+            r->owner.store(tid);
+            continue;
+        }
+        r->busy.store(nullptr);
+        r->in_handler = 0;
+        r->guard = nullptr;
+        r->owner.store(0);
+    }
+}
+
+}  // namespace liveprobe::core

@@ -1,0 +1,65 @@
+// Per-thread state of the hit path.
+//
+// Each thread that hits a probe claims a ThreadRecord (on its first hit, inside a signal
+// handler: so no malloc, records come from mmap'd chunks) and keeps it until it exits. Records
+// are reachable from every thread through a lock-free list, so registration code can see
+// what each thread is doing (quiescence) and sum its counters. Records are never freed:
+// an exited thread's record is reused by a later thread, counters included, so sums stay
+// right.
+//
+// Concurrency contract:
+//   owner       CAS by a claiming thread; reset by its exit (pthread key destructor).
+//   busy        written only by the owner (seq_cst); read by any registering thread.
+//   in_handler, guard
+//               owner only.
+//   counters    written only by the owner (relaxed); read by any thread (relaxed) for sums.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace liveprobe::core {
+
+struct ProbePoint;
+struct GuardFrame;
+
+constexpr uint32_t kMaxCounters = 1u << 20;  // probe ids per process (8 MiB of virtual memory)
+
+struct alignas(64) ThreadRecord {
+    std::atomic<int> owner{0};                  // tid, 0 when free
+    std::atomic<ProbePoint *> busy{nullptr};    // the probe point this thread is dispatching
+    int in_handler = 0;                         // a handler of some probe runs on this thread
+    GuardFrame *guard = nullptr;                // innermost fault guard
+    std::atomic<uint64_t> *counters = nullptr;  // [kMaxCounters], mmap'd lazily, never freed
+    ThreadRecord *next = nullptr;               // immutable once published
+};
+
+// The calling thread's record, claimed on first use. Async-signal-safe. Null only if the
+// process is out of memory.
+ThreadRecord *this_thread() noexcept;
+
+// The calling thread's record if it has one (never claims).
+ThreadRecord *this_thread_if_any() noexcept;
+
+// First record of the global list (then ->next). Records are never removed.
+ThreadRecord *all_threads() noexcept;
+
+// Waits until no thread other than the caller is dispatching `pp` (its busy == pp).
+void wait_quiescent(const ProbePoint *pp);
+
+// Adds one to counter `id` of the calling thread. Lock-free, no shared cache line.
+inline void count(ThreadRecord *rec, uint32_t id) noexcept
+{
+    if (rec->counters) {
+        auto &c = rec->counters[id];
+        c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    }
+}
+
+// Sum of counter `id` over all threads.
+uint64_t sum_counter(uint32_t id);
+
+// After fork(): the child has one thread; records of the parent's other threads are freed.
+void reset_after_fork();
+
+}  // namespace liveprobe::core

@@ -1,0 +1,43 @@
+#include "os/linux/maps.hpp"
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+
+namespace liveprobe::os {
+
+std::vector<Mapping> read_maps()
+{
+    std::vector<Mapping> out;
+    FILE *f = std::fopen("/proc/self/maps", "re");
+    if (!f) return out;
+    char line[4096 + 256];
+    while (std::fgets(line, sizeof line, f)) {
+        Mapping m;
+        char perms[8] = {};
+        int path_off = 0;
+        if (std::sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %*s %*s %*s %n", &m.start, &m.end,
+                        perms, &path_off) < 3)
+            continue;
+        m.r = perms[0] == 'r';
+        m.w = perms[1] == 'w';
+        m.x = perms[2] == 'x';
+        if (path_off > 0) {
+            m.path = line + path_off;
+            while (!m.path.empty() && (m.path.back() == '\n' || m.path.back() == ' '))
+                m.path.pop_back();
+        }
+        out.push_back(std::move(m));
+    }
+    std::fclose(f);
+    return out;
+}
+
+std::optional<Mapping> mapping_at(uint64_t addr)
+{
+    for (auto &m : read_maps())
+        if (addr >= m.start && addr < m.end) return m;
+    return std::nullopt;
+}
+
+}  // namespace liveprobe::os

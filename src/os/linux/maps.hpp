@@ -1,0 +1,21 @@
+// The process's memory map, read from /proc/self/maps.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace liveprobe::os {
+
+struct Mapping {
+    uint64_t start = 0;
+    uint64_t end = 0;
+    bool r = false, w = false, x = false;
+    std::string path;  // file path, "[vdso]", "[stack]", ... or empty for anonymous memory
+};
+
+std::vector<Mapping> read_maps();
+std::optional<Mapping> mapping_at(uint64_t addr);
+
+}  // namespace liveprobe::os

@@ -1,0 +1,28 @@
+// Writing live code. Text is never made writable with mprotect (another thread executing on
+// the page would fault, and hardened systems refuse writable+executable pages): it is written
+// through /proc/self/mem, as debuggers and the kernel's uprobes do, which relies on FOLL_FORCE.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/error.hpp"
+
+namespace liveprobe::os {
+
+// Checks once per process that /proc/self/mem can write read-only executable memory
+// (Linux 6.12+ can forbid it with proc_mem.force_override=never); the result is cached.
+Status text_write_check();
+
+// Writes n bytes at addr in this process's memory, whatever the page's protection.
+// Not async-signal-safe; callers serialize (registry mutex).
+Status poke_text(uint64_t addr, const void *bytes, size_t n);
+
+// Reads n bytes at addr (plain memory read of mapped, readable code).
+void peek_text(uint64_t addr, void *out, size_t n);
+
+// Makes every thread of the process serialize its instruction stream before it next runs
+// user code (membarrier PRIVATE_EXPEDITED_SYNC_CORE), so no core executes stale bytes.
+void sync_cores();
+
+}  // namespace liveprobe::os

@@ -7,8 +7,12 @@
 #include "arch/x86_64/insn.hpp"
 
 #include <cerrno>
+#include <type_traits>
 
 namespace liveprobe::arch {
+
+// Signal handlers read probe points' copies of Insn; the copy must be a plain byte copy.
+static_assert(std::is_trivially_copyable_v<Insn>);
 
 namespace {
 

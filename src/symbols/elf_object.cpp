@@ -104,6 +104,20 @@ std::string find_debug_file(Elf *elf, const std::string &path) {
     return {};
 }
 
+// Of two aliases of one function, the name to show: the one other code binds to (global),
+// without a version suffix, with fewer leading underscores, shorter. "getpid" rather than
+// "__GI___getpid", "memcpy" rather than "memcpy@@GLIBC_2.14".
+bool better_alias(const Symbol &a, const Symbol &b) {
+    if (a.global != b.global) return a.global;
+    bool a_ver = a.name.find('@') != std::string::npos;
+    bool b_ver = b.name.find('@') != std::string::npos;
+    if (a_ver != b_ver) return !a_ver;
+    size_t a_us = a.name.find_first_not_of('_'), b_us = b.name.find_first_not_of('_');
+    if (a_us != b_us) return a_us < b_us;
+    if (a.name.size() != b.name.size()) return a.name.size() < b.name.size();
+    return a.name < b.name;
+}
+
 }  // namespace
 
 std::unique_ptr<ElfObject> ElfObject::load(const std::string &path, bool use_debug_file,
@@ -278,7 +292,10 @@ const Symbol *ElfObject::function_containing(uint64_t addr) const {
     while (it != functions_.begin()) {
         const Symbol &s = symbols_[*--it];
         if (addr - s.value >= max_function_size_) break;
-        if (addr - s.value < s.size && (best == nullptr || s.size < best->size)) best = &s;
+        if (addr - s.value >= s.size) continue;
+        if (best == nullptr || s.size < best->size ||
+            (s.size == best->size && s.value == best->value && better_alias(s, *best)))
+            best = &s;
     }
     return best;
 }
@@ -286,8 +303,10 @@ const Symbol *ElfObject::function_containing(uint64_t addr) const {
 const Symbol *ElfObject::function_starting(uint64_t addr) const {
     auto it = std::lower_bound(function_starts_.begin(), function_starts_.end(), addr,
                                [this](uint32_t i, uint64_t a) { return symbols_[i].value < a; });
-    if (it == function_starts_.end() || symbols_[*it].value != addr) return nullptr;
-    return &symbols_[*it];
+    const Symbol *best = nullptr;
+    for (; it != function_starts_.end() && symbols_[*it].value == addr; ++it)
+        if (best == nullptr || better_alias(symbols_[*it], *best)) best = &symbols_[*it];
+    return best;
 }
 
 bool ElfObject::fde_range(uint64_t addr, uint64_t *start, uint64_t *end) {

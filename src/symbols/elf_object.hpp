@@ -52,9 +52,10 @@ class ElfObject {
     // without parameters ("ns::W::f"). Demangles the whole table on first use.
     std::vector<uint32_t> by_demangled(std::string_view normalized);
 
-    // The smallest sized FUNC/IFUNC symbol containing file address `addr`, else nullptr.
+    // The smallest sized FUNC/IFUNC symbol containing file address `addr`, else nullptr. Of
+    // aliases, the best name to show (global, unversioned, fewest leading underscores).
     const Symbol *function_containing(uint64_t addr) const;
-    // A FUNC/IFUNC symbol starting exactly at `addr` (sized or not), else nullptr.
+    // A FUNC/IFUNC symbol starting exactly at `addr` (sized or not, best alias), else nullptr.
     const Symbol *function_starting(uint64_t addr) const;
 
     // The [*start, *end) range of the .eh_frame FDE covering file address `addr`.

@@ -8,6 +8,7 @@
 #include <link.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -254,7 +255,9 @@ class Libraries : public ::testing::Test {
         char tmpl[] = "/tmp/lp_symtest_XXXXXX";
         if (mkdtemp(tmpl) == nullptr) return;
         dir_ = tmpl;
-        write("a.c", "int lp_dup_fn(int x) { return x + 1; }\nint lp_only_a(void) { return 7; }\n");
+        write("a.c",
+              "int lp_dup_fn(int x) { return x + 1; }\nint lp_only_a(void) { return 7; }\n"
+              "int lp_tier(int x) { return x + 4; }\n");
         write("b.c", "int lp_dup_fn(int x) { return x + 2; }\n");
         write("v.c",
               "int lp_ver_old(void) { return 1; }\n"
@@ -271,11 +274,21 @@ class Libraries : public ::testing::Test {
               // Hand-written assembly without .size: bounds only from its FDE.
               "__asm__(\".text\\n.globl lp_nosize\\n.type lp_nosize, @function\\n\"\n"
               "        \"lp_nosize:\\n.cfi_startproc\\nnop\\nnop\\nret\\n.cfi_endproc\\n\");\n");
-        bool ok = cc("liblpa.so", "a.c") && cc("liblpb.so", "b.c") &&
+        // Two compilation units of one object, each with a static lp_twin; lp_tier is static
+        // here and global in liblpa.so.
+        write("c1.c",
+              "__attribute__((noinline, used)) static int lp_twin(int x) { return x + 1; }\n"
+              "__attribute__((noinline, used)) static int lp_tier(int x) { return x + 3; }\n"
+              "int lp_use_twin1(int x) { return lp_twin(x) + lp_tier(x); }\n");
+        write("c2.c",
+              "__attribute__((noinline, used)) static int lp_twin(int x) { return x + 2; }\n"
+              "int lp_use_twin2(int x) { return lp_twin(x); }\n");
+        bool ok = cc("liblpc.so", "c1.c", dir_ + "/c2.c") && cc("liblpa.so", "a.c") &&
+                  cc("liblpb.so", "b.c") &&
                   cc("liblpv.so", "v.c", "-Wl,--version-script=" + dir_ + "/v.map") &&
                   cc("liblpi.so", "i.c");
         if (!ok) return;
-        for (const char *name : {"liblpa.so", "liblpb.so", "liblpv.so", "liblpi.so"}) {
+        for (const char *name : {"liblpa.so", "liblpb.so", "liblpv.so", "liblpi.so", "liblpc.so"}) {
             void *h = dlopen((dir_ + "/" + name).c_str(), RTLD_NOW | RTLD_LOCAL);
             if (h == nullptr) return;
             handles_.push_back(h);
@@ -287,7 +300,7 @@ class Libraries : public ::testing::Test {
         if (!dir_.empty()) std::system(("rm -rf " + dir_).c_str());
     }
     void SetUp() override {
-        if (handles_.size() != 4) GTEST_SKIP() << "could not build the test libraries with cc";
+        if (handles_.size() != 5) GTEST_SKIP() << "could not build the test libraries with cc";
     }
     static void write(const char *name, const char *text) {
         std::ofstream(dir_ + "/" + name) << text;
@@ -316,6 +329,21 @@ TEST_F(Libraries, AmbiguousAcrossObjects) {
     EXPECT_EQ(must_resolve("liblpa:lp_dup_fn"), sym(0, "lp_dup_fn"));
     EXPECT_EQ(must_resolve("liblpb.so:lp_dup_fn"), sym(1, "lp_dup_fn"));
     EXPECT_EQ(must_resolve("lp_only_a"), sym(0, "lp_only_a"));
+}
+
+// Static functions of one name in two compilation units of one object: ambiguous, as two in the
+// main program are. A global definition elsewhere hides a static one of the same name.
+TEST_F(Libraries, StaticTwinsAndGlobalsFirst) {
+    std::string why;
+    EXPECT_EQ(resolve_error("liblpc:lp_twin", &why), -EINVAL);
+    EXPECT_EQ(std::count(why.begin(), why.end(), ','), 1) << why;
+    EXPECT_NE(why.find("liblpc.so:lp_twin at 0x"), std::string::npos) << why;
+    EXPECT_EQ(resolve_error("lp_twin", &why), -EINVAL);
+    EXPECT_EQ(must_resolve("lp_tier"), sym(0, "lp_tier"));
+    std::optional<symbols::Function> f = symbols::function_at(must_resolve("liblpc:lp_tier"));
+    ASSERT_TRUE(f.has_value());
+    EXPECT_EQ(f->name, "lp_tier");
+    EXPECT_NE(f->object.find("liblpc.so"), std::string::npos);
 }
 
 TEST_F(Libraries, UnloadIsNoticed) {

@@ -1,0 +1,46 @@
+// Hand-written probe targets for the behaviour tests: each instruction a test probes has a
+// global label, so tests name exact machine code. Defined in asm_targets.S.
+#pragma once
+
+extern "C" {
+// long lp_t_ret42(void): movl $42,%eax (5 bytes) ; ret
+long lp_t_ret42(void);
+extern char lp_t_ret42_mov[], lp_t_ret42_ret[];
+
+// long lp_t_load(const long *p): movq (%rdi),%rax ; ret
+long lp_t_load(const long *p);
+extern char lp_t_load_mov[];
+
+// long lp_t_carry(void): xor %eax,%eax ; jc 1f (probe) ; ret ; 1: mov $1,%eax ; ret
+long lp_t_carry(void);
+extern char lp_t_carry_jc[];
+
+// long lp_t_call(void): push %rbx ; call lp_t_ret42 (probe) ; pop %rbx ; ret
+long lp_t_call(void);
+extern char lp_t_call_site[];
+
+// long lp_t_riprel(void): movq lp_t_data(%rip),%rax (probe) ; ret
+long lp_t_riprel(void);
+extern char lp_t_riprel_load[];
+extern long lp_t_data;
+
+// long lp_t_loop(long n): mov %rdi,%rcx ; xor %eax,%eax ; 1: inc %eax ; loop 1b (probe) ; ret
+long lp_t_loop(long n);
+extern char lp_t_loop_insn[];
+
+// long lp_t_sys(void): movl $39,%eax ; syscall (probe: refused) ; ret
+long lp_t_sys(void);
+extern char lp_t_sys_syscall[];
+
+// long lp_t_jmp(void): jmp 1f (probe, rel8) ; ud2 ; 1: movl $7,%eax ; ret
+long lp_t_jmp(void);
+extern char lp_t_jmp_insn[];
+
+// long lp_t_icall(long (*f)(void)): push %rbx ; call *%rdi (probe) ; pop %rbx ; ret
+long lp_t_icall(long (*f)(void));
+extern char lp_t_icall_site[];
+
+// long lp_t_push(long x): push %rdi (probe) ; pop %rax ; ret
+long lp_t_push(long x);
+extern char lp_t_push_insn[];
+}

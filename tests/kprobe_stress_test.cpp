@@ -1,0 +1,166 @@
+// Arming and disarming while other threads run through the probed code (DESIGN.md
+// "Patching live code safely"): results stay right, stale int3s never reach the program,
+// counters only grow, and no page is ever writable and executable.
+#include <liveprobe/kprobes.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/asm_targets.hpp"
+
+namespace {
+
+extern "C" __attribute__((noinline)) long lp_s_mix(long x)
+{
+    asm volatile("");
+    return x * 2654435761L + 12345;
+}
+
+std::atomic<long> g_hits{0};
+int count_pre(kprobe *, pt_regs *)
+{
+    g_hits.fetch_add(1, std::memory_order_relaxed);
+    return 0;
+}
+void empty_post(kprobe *, pt_regs *, unsigned long) {}
+
+// Scans /proc/self/maps for a mapping that is writable and executable at once.
+bool any_rwx(std::string *line_out)
+{
+    FILE *f = fopen("/proc/self/maps", "re");
+    if (!f) return false;
+    char line[4096];
+    bool found = false;
+    while (fgets(line, sizeof line, f)) {
+        char perms[8] = {};
+        if (sscanf(line, "%*s %7s", perms) == 1 && perms[1] == 'w' && perms[2] == 'x') {
+            found = true;
+            *line_out = line;
+            break;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+TEST(KprobeStress, RegisterUnregister2000TimesUnderThreeCallingThreads)
+{
+    std::atomic<bool> stop{false};
+    std::atomic<long> wrong{0}, calls{0};
+    std::vector<std::thread> callers;
+    for (int t = 0; t < 3; ++t) {
+        callers.emplace_back([&, t] {
+            for (long i = t; !stop.load(std::memory_order_relaxed); i += 3) {
+                long expect = i * 2654435761L + 12345;
+                if (lp_s_mix(i) != expect) wrong++;
+                if (lp_t_ret42() != 42) wrong++;
+                calls++;
+            }
+        });
+    }
+    std::atomic<bool> rwx_seen{false};
+    std::string rwx_line;
+    std::thread maps_watch([&] {
+        while (!stop.load()) {
+            std::string l;
+            if (any_rwx(&l)) {
+                rwx_seen = true;
+                rwx_line = l;
+            }
+        }
+    });
+
+    long last_hits = 0;
+    int grew = 0;
+    for (int round = 0; round < 2000; ++round) {
+        kprobe kp{};
+        kp.symbol_name = "lp_s_mix";
+        kp.pre_handler = count_pre;
+        if (round % 2) kp.post_handler = empty_post;
+        kprobe mov{};
+        mov.addr = reinterpret_cast<kprobe_opcode_t *>(lp_t_ret42_mov);
+        mov.pre_handler = count_pre;
+        mov.post_handler = empty_post;
+        ASSERT_EQ(register_kprobe(&kp), 0) << liveprobe_strerror(-1);
+        ASSERT_EQ(register_kprobe(&mov), 0) << liveprobe_strerror(-1);
+        if (round % 100 == 0) std::this_thread::yield();
+        unregister_kprobe(&mov);
+        unregister_kprobe(&kp);
+        long h = g_hits.load();
+        ASSERT_GE(h, last_hits);
+        if (h > last_hits) ++grew;
+        last_hits = h;
+    }
+    // A last round that certainly sees hits.
+    kprobe kp{};
+    kp.symbol_name = "lp_s_mix";
+    kp.pre_handler = count_pre;
+    ASSERT_EQ(register_kprobe(&kp), 0);
+    long before = g_hits.load();
+    while (g_hits.load() < before + 1000) std::this_thread::yield();
+    liveprobe_info info{};
+    ASSERT_EQ(liveprobe_kprobe_info(&kp, &info), 0);
+    EXPECT_GE(info.hits, 1000u);
+    unregister_kprobe(&kp);
+
+    stop = true;
+    for (auto &t : callers) t.join();
+    maps_watch.join();
+    EXPECT_EQ(wrong.load(), 0);
+    EXPECT_GT(calls.load(), 0);
+    EXPECT_GT(grew, 0) << "the hit count grew during the 2000 rounds";
+    EXPECT_FALSE(rwx_seen.load()) << rwx_line;
+    // The code is back to its original bytes.
+    EXPECT_NE(*reinterpret_cast<volatile unsigned char *>(&lp_s_mix), 0xcc);
+    EXPECT_EQ(*reinterpret_cast<volatile unsigned char *>(lp_t_ret42_mov), 0xb8);
+}
+
+// Handlers that register and unregister other probes while threads run through them.
+kprobe g_sibling;
+std::atomic<int> g_sibling_ops{0};
+int churn_pre(kprobe *, pt_regs *)
+{
+    // Only one thread churns at a time: the sibling struct is shared.
+    static std::atomic<bool> busy{false};
+    if (busy.exchange(true)) return 0;
+    std::memset(&g_sibling, 0, sizeof g_sibling);
+    g_sibling.addr = reinterpret_cast<kprobe_opcode_t *>(lp_t_ret42_mov);
+    g_sibling.pre_handler = count_pre;
+    if (register_kprobe(&g_sibling) == 0) {
+        unregister_kprobe(&g_sibling);
+        g_sibling_ops++;
+    }
+    busy = false;
+    return 0;
+}
+
+TEST(KprobeStress, HandlersRegisteringAndUnregisteringOtherProbes)
+{
+    kprobe churn{};
+    churn.symbol_name = "lp_s_mix";
+    churn.pre_handler = churn_pre;
+    ASSERT_EQ(register_kprobe(&churn), 0);
+    std::atomic<bool> stop{false};
+    std::atomic<long> wrong{0};
+    std::vector<std::thread> ts;
+    for (int t = 0; t < 2; ++t)
+        ts.emplace_back([&] {
+            for (long i = 0; !stop.load(); ++i) {
+                if (lp_s_mix(i) != i * 2654435761L + 12345) wrong++;
+                if (lp_t_ret42() != 42) wrong++;
+            }
+        });
+    while (g_sibling_ops.load() < 200) std::this_thread::yield();
+    stop = true;
+    for (auto &t : ts) t.join();
+    unregister_kprobe(&churn);
+    EXPECT_EQ(wrong.load(), 0);
+}
+
+}  // namespace

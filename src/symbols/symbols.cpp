@@ -151,7 +151,7 @@ struct Candidate {
     std::string version;  // for dlvsym, when the user asked for one
     std::string open_path;
     bool is_main = false;
-    bool ifunc = false;
+    bool ifunc = false;  // an IFUNC not resolved (yet): addr is its resolver's
     bool global = false;
     uint64_t addr = 0;  // runtime address; for an IFUNC, its resolver until resolved
     std::vector<std::pair<uint64_t, uint64_t>> ranges;
@@ -250,6 +250,7 @@ std::string list(const std::vector<Candidate> &cands) {
     for (const Candidate &c : cands) {
         if (!out.empty()) out += ", ";
         out += c.object + ":" + c.display + " at " + hex(c.addr);
+        if (c.ifunc) out += " (IFUNC resolver)";
     }
     return out;
 }
@@ -308,11 +309,11 @@ int resolve(std::string_view spec_text, uint64_t *addr, std::string *why) {
         }
     }
 
+    // An IFUNC whose choice cannot be known still counts as a definition (at its resolver's
+    // address) for ambiguity; only as the one candidate is it an error.
     std::string ifunc_why;
-    std::erase_if(cands, [&](Candidate &c) { return c.ifunc && !resolve_ifunc(&c, &ifunc_why); });
-    if (cands.empty()) {
-        if (why) *why = ifunc_why;
-        return -ENOENT;
+    for (Candidate &c : cands) {
+        if (c.ifunc && resolve_ifunc(&c, &ifunc_why)) c.ifunc = false;
     }
     // Distinct addresses count, not names: two IFUNCs may select one implementation.
     std::vector<Candidate> distinct;
@@ -324,6 +325,10 @@ int resolve(std::string_view spec_text, uint64_t *addr, std::string *why) {
     if (distinct.size() > 1) {
         if (why) *why = "symbol '" + std::string(spec_text) + "' is ambiguous: " + list(distinct);
         return -EINVAL;
+    }
+    if (distinct[0].ifunc) {
+        if (why) *why = ifunc_why;
+        return -ENOENT;
     }
     *addr = distinct[0].addr;
     return 0;

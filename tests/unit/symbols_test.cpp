@@ -285,7 +285,8 @@ class Libraries : public ::testing::Test {
               "static int lp_impl_b(int x) { return x + 20; }\n"
               "static void *lp_resolver(void) { return (void *)lp_impl_b; }\n"
               "int lp_ifn(int x) __attribute__((ifunc(\"lp_resolver\")));\n"
-              "int lp_use_a(int x) { return lp_impl_a(x); }\n"
+              "static int lp_local_ifn(int x) __attribute__((ifunc(\"lp_resolver\")));\n"
+              "int lp_use_a(int x) { return lp_impl_a(x) + lp_local_ifn(x); }\n"
               // Hand-written assembly without .size: bounds only from its FDE.
               "__asm__(\".text\\n.globl lp_nosize\\n.type lp_nosize, @function\\n\"\n"
               "        \"lp_nosize:\\n.cfi_startproc\\nnop\\nnop\\nret\\n.cfi_endproc\\n\");\n");
@@ -394,6 +395,10 @@ TEST_F(Libraries, OwnIfunc) {
     ASSERT_TRUE(f.has_value());
     EXPECT_EQ(f->start, impl);
     EXPECT_NE(f->object.find("liblpi.so"), std::string::npos);
+    // A static IFUNC is in .symtab only; which implementation it bound to is unknown.
+    std::string why;
+    EXPECT_EQ(resolve_error("liblpi:lp_local_ifn", &why), -ENOENT);
+    EXPECT_NE(why.find("not exported"), std::string::npos) << why;
 }
 
 TEST_F(Libraries, FdeBoundsOfSizelessFunction) {

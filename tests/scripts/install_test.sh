@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Installs liveprobe into a temporary prefix and uses it as an outside program would:
+# headers and library in place, pkg-config (cflags, libs, compatdir), a C11 program built with
+# `cc $(pkg-config --cflags --libs liveprobe)`, and a CMake project using find_package(liveprobe).
+# The program is examples/first_probe.c, README.md's "A first probe"; it exits 0 when its handler
+# ran. Run by ctest with LIVEPROBE_SOURCE_DIR and LIVEPROBE_BINARY_DIR set.
+set -uo pipefail
+
+src=${LIVEPROBE_SOURCE_DIR:?LIVEPROBE_SOURCE_DIR is not set}
+bin=${LIVEPROBE_BINARY_DIR:?LIVEPROBE_BINARY_DIR is not set}
+cc=${CC:-cc}
+cxx=${CXX:-c++}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/liveprobe-install.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+prefix=$tmp/prefix
+work=$tmp/work
+mkdir -p "$work"
+
+failures=0
+pass() { echo "PASS: $*"; }
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+# check "what" command...: runs the command, output to a log shown on failure.
+check() {
+    local what=$1; shift
+    local log=$work/log.$RANDOM
+    if "$@" >"$log" 2>&1; then pass "$what"; else fail "$what"; sed 's/^/    /' "$log"; fi
+}
+
+# 1. Install.
+if ! cmake --install "$bin" --prefix "$prefix" >"$work/install.log" 2>&1; then
+    fail "cmake --install $bin --prefix $prefix"; sed 's/^/    /' "$work/install.log"
+    echo "install test: FAILED"; exit 1
+fi
+pass "cmake --install into $prefix"
+
+# 2. Files. The library directory is lib with a custom prefix; GNUInstallDirs may choose
+# lib/<multiarch> or lib64 when the build was configured for /usr.
+libdir=
+for d in lib lib64 lib/x86_64-linux-gnu; do
+    [ -e "$prefix/$d/libliveprobe.so" ] && { libdir=$prefix/$d; break; }
+done
+if [ -n "$libdir" ]; then pass "libliveprobe.so in ${libdir#"$prefix"/}"; else
+    fail "libliveprobe.so not installed"; find "$prefix" | sed 's/^/    /'; echo "install test: FAILED"; exit 1
+fi
+check "libliveprobe.so.0 (soname link) installed" test -e "$libdir/libliveprobe.so.0"
+check "include/liveprobe/kprobes.h installed" test -f "$prefix/include/liveprobe/kprobes.h"
+check "include/liveprobe/compat/ installed" test -d "$prefix/include/liveprobe/compat"
+check "no private header installed" bash -c "! find '$prefix/include' -name '*.hpp' | grep -v '/liveprobe/liveprobe.hpp$' | grep -q ."
+check "liveprobeConfig.cmake installed" test -f "$libdir/cmake/liveprobe/liveprobeConfig.cmake"
+
+# 3. pkg-config.
+export PKG_CONFIG_PATH=$libdir/pkgconfig
+compatdir=$(pkg-config --variable=compatdir liveprobe 2>&1)
+if [ "$compatdir" = "$prefix/include/liveprobe/compat" ]; then pass "pkg-config compatdir = $compatdir"
+else fail "pkg-config --variable=compatdir liveprobe: got '$compatdir', want '$prefix/include/liveprobe/compat'"; fi
+version=$(pkg-config --modversion liveprobe 2>&1)
+want=$(sed -n 's/^project(liveprobe VERSION \([0-9.]*\).*/\1/p' "$src/CMakeLists.txt")
+if [ "$version" = "$want" ]; then pass "pkg-config --modversion = $version"
+else fail "pkg-config --modversion liveprobe: got '$version', want '$want'"; fi
+flags=$(pkg-config --cflags --libs liveprobe)
+
+# 4. A C11 program built with pkg-config, then run: the handler must run.
+example=$src/examples/first_probe.c
+# shellcheck disable=SC2086
+check "cc -std=c11 first_probe.c \$(pkg-config --cflags --libs liveprobe)" \
+    "$cc" -std=c11 "$example" $flags -o "$work/first_probe"
+check "first_probe (pkg-config build) runs, its handler ran" "$work/first_probe"
+# shellcheck disable=SC2086
+check "first_probe -O2 (pkg-config build) runs, its handler ran" \
+    bash -c "'$cc' -std=c11 -O2 '$example' $flags -o '$work/first_probe_O2' && '$work/first_probe_O2'"
+
+# 5. The public header is clean in strict C11 and in C++.
+printf '#include <liveprobe/kprobes.h>\nint main(void) { struct kprobe kp = {0}; return kp.flags; }\n' \
+    >"$work/header.c"
+# shellcheck disable=SC2086
+check "kprobes.h: cc -std=c11 -Wall -Wextra -pedantic -Werror" \
+    "$cc" -std=c11 -Wall -Wextra -pedantic -Werror "$work/header.c" $flags -o "$work/header_c"
+printf '#include <liveprobe/kprobes.h>\nint main() { kprobe kp{}; return static_cast<int>(kp.flags); }\n' \
+    >"$work/header.cpp"
+# shellcheck disable=SC2086
+check "kprobes.h: c++ -std=c++17 -Wall -Wextra -Werror" \
+    "$cxx" -std=c++17 -Wall -Wextra -Werror "$work/header.cpp" $flags -o "$work/header_cxx"
+
+# 6. A CMake project: find_package(liveprobe REQUIRED) + liveprobe::liveprobe.
+mkdir -p "$work/cmake-project"
+cp "$example" "$work/cmake-project/first_probe.c"
+cat >"$work/cmake-project/CMakeLists.txt" <<'EOF'
+cmake_minimum_required(VERSION 3.16)
+project(uses_liveprobe C)
+find_package(liveprobe 0.1 REQUIRED)
+add_executable(first_probe first_probe.c)
+set_target_properties(first_probe PROPERTIES C_STANDARD 11 C_STANDARD_REQUIRED ON)
+target_link_libraries(first_probe PRIVATE liveprobe::liveprobe)
+EOF
+check "cmake configure with find_package(liveprobe) and -DCMAKE_PREFIX_PATH" \
+    env -u PKG_CONFIG_PATH cmake -S "$work/cmake-project" -B "$work/cmake-build" -DCMAKE_PREFIX_PATH="$prefix"
+check "cmake build against liveprobe::liveprobe" cmake --build "$work/cmake-build"
+check "first_probe (CMake build) runs, its handler ran" "$work/cmake-build/first_probe"
+
+if [ "$failures" -eq 0 ]; then echo "install test: PASSED"; exit 0; fi
+echo "install test: FAILED ($failures failure(s))"
+exit 1

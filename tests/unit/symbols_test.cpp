@@ -263,7 +263,7 @@ TEST(Symbols, FunctionAtAndDescribe) {
 
 // Small libraries built at test time: two defining one name (ambiguous with none in the main
 // program), one with two versions of a symbol, one with an IFUNC.
-class Libraries : public ::testing::Test {
+class SymbolLibraries : public ::testing::Test {
   protected:
     static void SetUpTestSuite() {
         if (std::system("cc --version >/dev/null 2>&1") != 0) return;
@@ -334,7 +334,7 @@ class Libraries : public ::testing::Test {
     static inline std::vector<void *> handles_;
 };
 
-TEST_F(Libraries, AmbiguousAcrossObjects) {
+TEST_F(SymbolLibraries, AmbiguousAcrossObjects) {
     std::string why;
     EXPECT_EQ(resolve_error("lp_dup_fn", &why), -EINVAL);
     char a[32], b[32];
@@ -349,7 +349,7 @@ TEST_F(Libraries, AmbiguousAcrossObjects) {
 
 // Static functions of one name in two compilation units of one object: ambiguous, as two in the
 // main program are. A global definition elsewhere hides a static one of the same name.
-TEST_F(Libraries, StaticTwinsAndGlobalsFirst) {
+TEST_F(SymbolLibraries, StaticTwinsAndGlobalsFirst) {
     std::string why;
     EXPECT_EQ(resolve_error("liblpc:lp_twin", &why), -EINVAL);
     EXPECT_EQ(std::count(why.begin(), why.end(), ','), 1) << why;
@@ -362,7 +362,7 @@ TEST_F(Libraries, StaticTwinsAndGlobalsFirst) {
     EXPECT_NE(f->object.find("liblpc.so"), std::string::npos);
 }
 
-TEST_F(Libraries, UnloadIsNoticed) {
+TEST_F(SymbolLibraries, UnloadIsNoticed) {
     ASSERT_EQ(must_resolve("lp_only_a"), sym(0, "lp_only_a"));
     dlclose(handles_[1]);
     uint64_t addr = 0;
@@ -375,7 +375,7 @@ TEST_F(Libraries, UnloadIsNoticed) {
     EXPECT_EQ(symbols::resolve("lp_dup_fn", &addr, &why), -EINVAL);
 }
 
-TEST_F(Libraries, Versions) {
+TEST_F(SymbolLibraries, Versions) {
     void *v2 = dlvsym(handles_[2], "lp_ver", "LPV_2");
     void *v1 = dlvsym(handles_[2], "lp_ver", "LPV_1");
     ASSERT_NE(v1, nullptr);
@@ -386,7 +386,7 @@ TEST_F(Libraries, Versions) {
     EXPECT_EQ(must_resolve("lp_ver@@LPV_2"), reinterpret_cast<uint64_t>(v2));
 }
 
-TEST_F(Libraries, OwnIfunc) {
+TEST_F(SymbolLibraries, OwnIfunc) {
     uint64_t impl = sym(3, "lp_ifn");
     ASSERT_NE(impl, 0u);
     EXPECT_EQ(must_resolve("lp_ifn"), impl);
@@ -401,7 +401,7 @@ TEST_F(Libraries, OwnIfunc) {
     EXPECT_NE(why.find("not exported"), std::string::npos) << why;
 }
 
-TEST_F(Libraries, FdeBoundsOfSizelessFunction) {
+TEST_F(SymbolLibraries, FdeBoundsOfSizelessFunction) {
     uint64_t fn = sym(3, "lp_nosize");
     ASSERT_NE(fn, 0u);
     std::optional<symbols::Function> f = symbols::function_at(fn + 1);

@@ -589,3 +589,51 @@ TEST(KprobeSymbols, CppMethodByDemangledName)
 }
 
 }  // namespace
+
+// ---- An object unloaded under its probes ----
+
+namespace {
+
+std::atomic<int> g_plugin_hits{0};
+int plugin_pre(kprobe *, pt_regs *)
+{
+    g_plugin_hits++;
+    return 0;
+}
+
+TEST(KprobeGone, UnloadedObjectMarksProbesGone)
+{
+    void *h = dlopen(LP_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
+    ASSERT_NE(h, nullptr) << dlerror();
+    auto twice = reinterpret_cast<int (*)(int)>(dlsym(h, "lp_plugin_twice"));
+    ASSERT_NE(twice, nullptr);
+    kprobe kp{};
+    kp.symbol_name = "lp_plugin:lp_plugin_twice";
+    kp.pre_handler = plugin_pre;
+    ASSERT_EQ(register_kprobe(&kp), 0) << liveprobe_strerror(-1);
+    EXPECT_EQ(twice(21), 42);
+    EXPECT_EQ(g_plugin_hits.load(), 1);
+    ASSERT_EQ(dlclose(h), 0);
+    EXPECT_TRUE(kp.flags & KPROBE_FLAG_GONE);
+    EXPECT_EQ(enable_kprobe(&kp), -EINVAL);
+    EXPECT_NE(std::string(liveprobe_strerror(-EINVAL)).find("unloaded"), std::string::npos);
+    // Loaded again (maybe at the same address): the old probe does not touch it.
+    void *h2 = dlopen(LP_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
+    ASSERT_NE(h2, nullptr);
+    auto twice2 = reinterpret_cast<int (*)(int)>(dlsym(h2, "lp_plugin_twice"));
+    EXPECT_EQ(twice2(5), 10);
+    EXPECT_EQ(g_plugin_hits.load(), 1);
+    kprobe again{};
+    again.symbol_name = "lp_plugin:lp_plugin_twice";
+    again.pre_handler = plugin_pre;
+    ASSERT_EQ(register_kprobe(&again), 0) << liveprobe_strerror(-1);
+    unregister_kprobe(&kp);  // the gone probe: must not restore bytes over the new object
+    EXPECT_EQ(twice2(6), 12);
+    EXPECT_EQ(g_plugin_hits.load(), 2);
+    unregister_kprobe(&again);
+    EXPECT_EQ(twice2(7), 14);
+    EXPECT_EQ(g_plugin_hits.load(), 2);
+    dlclose(h2);
+}
+
+}  // namespace

@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <string>
 
 #include <liveprobe/kprobes.h>
 
@@ -55,6 +56,8 @@ struct ProbePoint {
     uint8_t orig_byte = 0;  // the byte under the int3
     uint64_t slot = 0;      // 0 for emulated instructions
     bool armed = false;     // int3 written; registry mutex
+    bool gone = false;      // its object was unloaded (KPROBE_FLAG_GONE); registry mutex
+    std::string object;     // path of the mapping holding addr at registration
     std::atomic<Members *> members{nullptr};
 };
 

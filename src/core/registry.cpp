@@ -15,6 +15,7 @@
 #include "core/probe_table.hpp"
 #include "core/thread_state.hpp"
 #include "os/linux/code_alloc.hpp"
+#include "os/linux/loader_events.hpp"
 #include "os/linux/maps.hpp"
 #include "os/linux/signals.hpp"
 #include "os/linux/text_poke.hpp"
@@ -25,6 +26,31 @@ namespace {
 
 // Registry state, all guarded by g_mu.
 std::mutex g_mu;
+// Set while this thread holds g_mu: liveprobe's own dlopen/dlclose calls (symbol lookups
+// under the mutex) reach the interposed dlclose, whose unload check must not relock.
+thread_local bool tl_holds_registry;
+
+class RegistryLock {
+public:
+    RegistryLock() { lock(); }
+    ~RegistryLock()
+    {
+        if (held_) unlock();
+    }
+    void lock()
+    {
+        g_mu.lock();
+        held_ = tl_holds_registry = true;
+    }
+    void unlock()
+    {
+        held_ = tl_holds_registry = false;
+        g_mu.unlock();
+    }
+
+private:
+    bool held_ = false;
+};
 std::unordered_map<const struct kprobe *, KprobeState *> g_probes;
 std::map<uint64_t, ProbePoint *> g_points;  // ordered: the boundary check overlays a range
 // Slots are immortal and reused for the same address and bytes (see probe.hpp).
@@ -95,7 +121,7 @@ SelfRange self_range()
     return r;
 }
 
-Status check_region(uint64_t addr)
+Status check_region(uint64_t addr, std::string *object)
 {
     SelfRange self = self_range();
     if (addr >= self.lo && addr < self.hi)
@@ -115,6 +141,7 @@ Status check_region(uint64_t addr)
                     addr, m->start, m->end, m->path.empty() ? "[anonymous]" : m->path);
     if (m->path == "[vdso]" || m->path == "[vsyscall]")
         return Fail(-EINVAL, "{:#x} is on the blacklist: the {} is kernel-provided code shared by every process", addr, m->path);
+    *object = m->path;
     return Status::Ok();
 }
 
@@ -145,7 +172,7 @@ Status check_instruction(uint64_t addr, arch::Insn &insn)
             return Fail(-EILSEQ, "cannot decode the instruction at {:#x} ({}) while walking to {:#x}",
                         at, symbols::describe(at), addr);
         if (at + len > addr) {
-            return Fail(-EILSEQ, "{:#x} is not on an instruction boundary: it is inside the {}-byte instruction at {} ",
+            return Fail(-EILSEQ, "{:#x} is not on an instruction boundary: it is inside the {}-byte instruction at {}",
                         addr, len, symbols::describe(at));
         }
         at += len;
@@ -296,7 +323,7 @@ void retire(ProbePoint *pp, Members *old, KprobeState *ks, bool free_point)
     wait_quiescent(pp);
     ThreadRecord *self = this_thread_if_any();
     if (self && self->busy.load() == pp) {
-        std::lock_guard<std::mutex> lk(g_mu);
+        RegistryLock lk;
         g_retired.push_back({pp, old, ks, free_point});
         return;
     }
@@ -305,8 +332,44 @@ void retire(ProbePoint *pp, Members *old, KprobeState *ks, bool free_point)
     if (free_point) delete pp;
 }
 
+// After dlclose: points whose address no longer holds the same object are gone. Their bytes
+// are not restored (the memory may belong to another object now); they leave the table and
+// their kprobes get KPROBE_FLAG_GONE, staying registered until unregistered.
+void objects_unloaded()
+{
+    if (tl_holds_registry) return;  // our own lookup's dlclose: it unloads nothing
+    RegistryLock lk;
+    if (g_points.empty()) return;
+    auto maps = os::read_maps();
+    std::vector<ProbePoint *> gone;
+    for (auto it = g_points.begin(); it != g_points.end();) {
+        ProbePoint *pp = it->second;
+        bool same = false;
+        for (auto &m : maps)
+            if (pp->addr >= m.start && pp->addr < m.end) {
+                same = m.x && m.path == pp->object;
+                break;
+            }
+        if (same) {
+            ++it;
+            continue;
+        }
+        pp->gone = true;
+        pp->armed = false;
+        probe_table().remove(pp->addr);
+        Members *m = pp->members.load();
+        for (uint32_t i = 0; m && i < m->n; ++i) {
+            m->items[i]->enabled.store(false);
+            m->items[i]->kp->flags |= KPROBE_FLAG_GONE;
+        }
+        it = g_points.erase(it);
+    }
+}
+
 Status setup_once()
 {
+    static bool hooked = (os::set_unload_callback(objects_unloaded), true);
+    (void)hooked;
     if (Status s = os::text_write_check(); !s.ok()) return s;
     return os::install_signal_handlers(breakpoint_trap_handler, breakpoint_fault_handler);
 }
@@ -317,12 +380,13 @@ Status register_probe(struct kprobe *p)
 {
     if (!p) return Fail(-EINVAL, "the kprobe pointer is NULL");
     if (Status s = setup_once(); !s.ok()) return s;
-    std::unique_lock<std::mutex> lk(g_mu);
+    RegistryLock lk;
     drain_retired();
     if (g_probes.count(p)) return Fail(-EINVAL, "this struct kprobe is already registered");
     uint64_t addr = 0;
+    std::string object;
     if (Status s = resolve_address(p, &addr); !s.ok()) return s;
-    if (Status s = check_region(addr); !s.ok()) return s;
+    if (Status s = check_region(addr, &object); !s.ok()) return s;
 
     ProbePoint *pp = nullptr;
     bool fresh = false;
@@ -331,6 +395,7 @@ Status register_probe(struct kprobe *p)
     } else {
         auto np = std::make_unique<ProbePoint>();
         np->addr = addr;
+        np->object = object;
         if (Status s = check_instruction(addr, np->insn); !s.ok()) return s;
         os::peek_text(addr, &np->orig_byte, 1);
         if (Status s = build_slot(np.get()); !s.ok()) return s;
@@ -388,7 +453,7 @@ Status register_probe(struct kprobe *p)
 
 bool unregister_probe(struct kprobe *p)
 {
-    std::unique_lock<std::mutex> lk(g_mu);
+    RegistryLock lk;
     auto it = g_probes.find(p);
     if (it == g_probes.end()) return false;
     KprobeState *ks = it->second;
@@ -402,9 +467,12 @@ bool unregister_probe(struct kprobe *p)
         // 1. Restore the original byte: no new trap at this address after sync_cores().
         disarm(pp);
         // 2. Unpublish: a thread that trapped before step 1 finds no point and resumes at
-        //    the address, which holds the original instruction again.
-        probe_table().remove(pp->addr);
-        g_points.erase(pp->addr);
+        //    the address, which holds the original instruction again. (A gone point left
+        //    the table when its object was unloaded; a new point may hold its address.)
+        if (!pp->gone) {
+            probe_table().remove(pp->addr);
+            g_points.erase(pp->addr);
+        }
         free_members(now);
     } else {
         pp->members.store(now, std::memory_order_seq_cst);
@@ -420,11 +488,14 @@ bool unregister_probe(struct kprobe *p)
 
 Status set_enabled(struct kprobe *p, bool enabled)
 {
-    std::lock_guard<std::mutex> lk(g_mu);
+    RegistryLock lk;
     auto it = g_probes.find(p);
     if (it == g_probes.end()) return Fail(-EINVAL, "this struct kprobe is not registered");
     KprobeState *ks = it->second;
     ProbePoint *pp = ks->pp;
+    if (pp->gone)
+        return Fail(-EINVAL, "the object that held this probe's address ({}) was unloaded",
+                    pp->object.empty() ? "anonymous code" : pp->object);
     ks->enabled.store(enabled);
     if (enabled) {
         p->flags &= ~KPROBE_FLAG_DISABLED;
@@ -442,7 +513,7 @@ Status set_enabled(struct kprobe *p, bool enabled)
 
 bool probe_counters(const struct kprobe *p, ProbeCounters *out)
 {
-    std::lock_guard<std::mutex> lk(g_mu);
+    RegistryLock lk;
     auto it = g_probes.find(p);
     if (it == g_probes.end()) return false;
     KprobeState *ks = it->second;

@@ -28,16 +28,12 @@ std::atomic<int> g_fault_calls{0};
 int g_fault_trapnr = 0;
 unsigned long g_fault_ip[2];
 
+// The faults go through asm_targets.S, so the compiler (and UBSan) cannot see them coming.
 int null_deref_pre(kprobe *, pt_regs *)
 {
-    volatile int *p = nullptr;
-    return *p;  // SIGSEGV inside the handler
+    return static_cast<int>(lp_t_load(nullptr));  // SIGSEGV inside the handler
 }
-void null_deref_post(kprobe *, pt_regs *, unsigned long)
-{
-    volatile int *p = nullptr;
-    *p = 1;
-}
+void null_deref_post(kprobe *, pt_regs *, unsigned long) { lp_t_load(nullptr); }
 int record_fault(kprobe *, pt_regs *regs, int trapnr)
 {
     g_fault_calls++;
@@ -84,14 +80,12 @@ TEST(KprobeFault, NullDerefInHandlerWithoutFaultHandler)
 int faulting_fault_handler(kprobe *, pt_regs *, int)
 {
     g_fault_calls++;
-    volatile int *p = nullptr;
-    return *p;  // the fault handler faults too: abandoned as well
+    return static_cast<int>(lp_t_load(nullptr));  // the fault handler faults too: abandoned
 }
 
 int divide_by_zero_pre(kprobe *, pt_regs *r)
 {
-    volatile int zero = static_cast<int>(r->di - r->di);
-    return 10 / zero;  // SIGFPE
+    return static_cast<int>(lp_t_div(10, static_cast<long>(r->di - r->di)));  // SIGFPE
 }
 
 TEST(KprobeFault, FaultingFaultHandlerAndSigfpe)

@@ -535,7 +535,11 @@ int memcpy_pre(kprobe *, pt_regs *r)
 TEST(KprobeSymbols, IfuncMemcpyProbesTheSelectedImplementation)
 {
     kprobe kp{};
+#if defined(__SANITIZE_ADDRESS__)
+    kp.symbol_name = "libc:memcpy";  // the ASan runtime defines memcpy too: "memcpy" is ambiguous
+#else
     kp.symbol_name = "memcpy";
+#endif
     kp.pre_handler = memcpy_pre;
     kp.post_handler = [](kprobe *, pt_regs *, unsigned long) {};
     ASSERT_EQ(register_kprobe(&kp), 0) << reason(-1);

@@ -59,15 +59,23 @@ if [ "$version" = "$want" ]; then pass "pkg-config --modversion = $version"
 else fail "pkg-config --modversion liveprobe: got '$version', want '$want'"; fi
 flags=$(pkg-config --cflags --libs liveprobe)
 
+# Running what was built: in a sanitizer build the installed library is instrumented, and an
+# uninstrumented program needs the sanitizer runtime loaded first.
+run=()
+if [ -n "${LIVEPROBE_SANITIZER_PRELOAD:-}" ]; then
+    run=(env "LD_PRELOAD=${LIVEPROBE_SANITIZER_PRELOAD% }" ASAN_OPTIONS=detect_leaks=0)
+fi
+
 # 4. A C11 program built with pkg-config, then run: the handler must run.
 example=$src/examples/first_probe.c
 # shellcheck disable=SC2086
 check "cc -std=c11 first_probe.c \$(pkg-config --cflags --libs liveprobe)" \
     "$cc" -std=c11 "$example" $flags -o "$work/first_probe"
-check "first_probe (pkg-config build) runs, its handler ran" "$work/first_probe"
+check "first_probe (pkg-config build) runs, its handler ran" "${run[@]}" "$work/first_probe"
 # shellcheck disable=SC2086
-check "first_probe -O2 (pkg-config build) runs, its handler ran" \
-    bash -c "'$cc' -std=c11 -O2 '$example' $flags -o '$work/first_probe_O2' && '$work/first_probe_O2'"
+check "cc -std=c11 -O2 first_probe.c \$(pkg-config --cflags --libs liveprobe)" \
+    "$cc" -std=c11 -O2 "$example" $flags -o "$work/first_probe_O2"
+check "first_probe -O2 (pkg-config build) runs, its handler ran" "${run[@]}" "$work/first_probe_O2"
 
 # 5. The public header is clean in strict C11 and in C++.
 printf '#include <liveprobe/kprobes.h>\nint main(void) { struct kprobe kp = {0}; return kp.flags; }\n' \
@@ -95,7 +103,7 @@ EOF
 check "cmake configure with find_package(liveprobe) and -DCMAKE_PREFIX_PATH" \
     env -u PKG_CONFIG_PATH cmake -S "$work/cmake-project" -B "$work/cmake-build" -DCMAKE_PREFIX_PATH="$prefix"
 check "cmake build against liveprobe::liveprobe" cmake --build "$work/cmake-build"
-check "first_probe (CMake build) runs, its handler ran" "$work/cmake-build/first_probe"
+check "first_probe (CMake build) runs, its handler ran" "${run[@]}" "$work/cmake-build/first_probe"
 
 if [ "$failures" -eq 0 ]; then echo "install test: PASSED"; exit 0; fi
 echo "install test: FAILED ($failures failure(s))"

@@ -80,6 +80,13 @@ LABEL(lp_t_push_insn)
     ret
 END(lp_t_push)
 
+FUNC(lp_t_div)
+    movq %rdi, %rax
+    cqto
+    idivq %rsi
+    ret
+END(lp_t_div)
+
     .data
     .globl lp_t_data
     .align 8

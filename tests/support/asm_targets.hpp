@@ -40,6 +40,9 @@ extern char lp_t_jmp_insn[];
 long lp_t_icall(long (*f)(void));
 extern char lp_t_icall_site[];
 
+// long lp_t_div(long a, long b): a / b with idiv (SIGFPE when b == 0), out of sight of UBSan
+long lp_t_div(long a, long b);
+
 // long lp_t_push(long x): push %rdi (probe) ; pop %rax ; ret
 long lp_t_push(long x);
 extern char lp_t_push_insn[];

@@ -3,6 +3,7 @@
 #include "arch/x86_64/insn.hpp"
 #include "core/dispatch.hpp"
 #include "core/probe.hpp"
+#include "core/probe_table.hpp"
 #include "os/linux/code_alloc.hpp"
 #include "os/linux/raw_syscall.hpp"
 #include "os/linux/signals.hpp"
@@ -134,14 +135,23 @@ void breakpoint_trap_handler(int sig, siginfo_t *info, ucontext_t *uc)
     }
 
     ProbePoint *prev = rec->busy.load(std::memory_order_relaxed);
-    ProbePoint *pp = acquire(rec, at);
-    if (!pp) {
+    ProbePoint *pp;
+    for (;;) {
+        pp = acquire(rec, at);
+        if (pp) break;
         rec->busy.store(prev, std::memory_order_release);
-        if (*reinterpret_cast<volatile const uint8_t *>(at) == 0xcc)
-            os::forward_signal(sig, info, uc);  // the program's own int3
-        else
-            set_context_ip(uc, at);  // a stale int3, removed since: run the original
-        return;
+        // No point: the int3 that trapped was removed since (stale: run the original), or
+        // the byte is an int3 again because the address was registered anew meanwhile
+        // (registration publishes the point before it writes the int3, so looking again
+        // finds it), or it is the program's own int3.
+        if (*reinterpret_cast<volatile const uint8_t *>(at) != 0xcc) {
+            set_context_ip(uc, at);
+            return;
+        }
+        if (!probe_table().lookup(at)) {
+            os::forward_signal(sig, info, uc);
+            return;
+        }
     }
 
     struct pt_regs regs;

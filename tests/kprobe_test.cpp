@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -442,13 +443,20 @@ TEST(KprobeErrors, EachErrorCodeWithAPreciseReason)
     EXPECT_EQ(register_kprobe(&self), -EINVAL);
     EXPECT_NE(reason(-EINVAL).find("inside liveprobe"), std::string::npos) << reason(-EINVAL);
 
-    // The blacklist: glibc's signal-return trampoline (every handler's sa_restorer).
-    struct sigaction act{}, old{};
+    // The blacklist: glibc's signal-return trampoline (every handler's sa_restorer), as the
+    // kernel holds it (sanitizer runtimes hide it from sigaction()).
+    struct sigaction act{};
     act.sa_handler = [](int) {};
     sigaction(SIGUSR2, &act, nullptr);
-    sigaction(SIGUSR2, nullptr, &old);
-    ASSERT_NE(old.sa_restorer, nullptr);
-    kprobe restorer = make_probe(reinterpret_cast<void *>(old.sa_restorer));
+    struct {
+        void *handler;
+        unsigned long flags;
+        void *restorer;
+        unsigned long mask;
+    } kact{};
+    ASSERT_EQ(syscall(SYS_rt_sigaction, SIGUSR2, nullptr, &kact, 8), 0);
+    ASSERT_NE(kact.restorer, nullptr);
+    kprobe restorer = make_probe(kact.restorer);
     EXPECT_EQ(register_kprobe(&restorer), -EINVAL);
     EXPECT_NE(reason(-EINVAL).find("blacklist"), std::string::npos) << reason(-EINVAL);
 
@@ -535,8 +543,8 @@ int memcpy_pre(kprobe *, pt_regs *r)
 TEST(KprobeSymbols, IfuncMemcpyProbesTheSelectedImplementation)
 {
     kprobe kp{};
-#if defined(__SANITIZE_ADDRESS__)
-    kp.symbol_name = "libc:memcpy";  // the ASan runtime defines memcpy too: "memcpy" is ambiguous
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    kp.symbol_name = "libc:memcpy";  // sanitizer runtimes define memcpy too: "memcpy" is ambiguous
 #else
     kp.symbol_name = "memcpy";
 #endif

@@ -73,11 +73,21 @@ std::atomic<bool> g_optimize{[] {
 }()};
 
 bool g_atfork = [] {
-    pthread_atfork([] { g_mu.lock(); }, [] { g_mu.unlock(); },
-                   [] {
-                       g_mu.unlock();
-                       reset_after_fork();
-                   });
+    // Lock order: registry, then symbols (lookups run under the registry mutex).
+    pthread_atfork(
+        [] {
+            g_mu.lock();
+            symbols::lock_for_fork();
+        },
+        [] {
+            symbols::unlock_after_fork();
+            g_mu.unlock();
+        },
+        [] {
+            symbols::unlock_after_fork();
+            g_mu.unlock();
+            reset_after_fork();
+        });
     return true;
 }();
 

@@ -62,10 +62,10 @@ ThreadRecord *this_thread() noexcept
     if (tl_rec) return tl_rec;
     ThreadRecord *r = claim(os::raw_gettid());
     if (!r) return nullptr;
-    if (!r->counters) {
+    if (!r->counters.load(std::memory_order_relaxed)) {
         void *c = os::raw_mmap(nullptr, sizeof(uint64_t) * kMaxCounters, PROT_READ | PROT_WRITE,
                                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE);
-        r->counters = static_cast<std::atomic<uint64_t> *>(c);
+        r->counters.store(static_cast<std::atomic<uint64_t> *>(c), std::memory_order_release);
     }
     tl_rec = r;
     // Release the record at thread exit. pthread_setspecific on a key of the first block
@@ -97,7 +97,8 @@ uint64_t sum_counter(uint32_t id)
 {
     uint64_t sum = 0;
     for (ThreadRecord *r = all_threads(); r; r = r->next)
-        if (r->counters) sum += r->counters[id].load(std::memory_order_relaxed);
+        if (std::atomic<uint64_t> *cs = r->counters.load(std::memory_order_acquire))
+            sum += cs[id].load(std::memory_order_relaxed);
     return sum;
 }
 

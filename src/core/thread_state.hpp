@@ -12,7 +12,8 @@
 //   busy        written only by the owner (seq_cst); read by any registering thread.
 //   in_handler, guard
 //               owner only.
-//   counters    written only by the owner (relaxed); read by any thread (relaxed) for sums.
+//   counters    the array pointer is published with release when the record is first claimed;
+//               entries are written only by the owner (relaxed), read by any thread for sums.
 #pragma once
 
 #include <atomic>
@@ -30,7 +31,8 @@ struct alignas(64) ThreadRecord {
     std::atomic<ProbePoint *> busy{nullptr};    // the probe point this thread is dispatching
     int in_handler = 0;                         // a handler of some probe runs on this thread
     GuardFrame *guard = nullptr;                // innermost fault guard
-    std::atomic<uint64_t> *counters = nullptr;  // [kMaxCounters], mmap'd lazily, never freed
+    // [kMaxCounters], mapped when the record is first claimed, never freed.
+    std::atomic<std::atomic<uint64_t> *> counters{nullptr};
     ThreadRecord *next = nullptr;               // immutable once published
 };
 
@@ -50,8 +52,8 @@ void wait_quiescent(const ProbePoint *pp);
 // Adds one to counter `id` of the calling thread. Lock-free, no shared cache line.
 inline void count(ThreadRecord *rec, uint32_t id) noexcept
 {
-    if (rec->counters) {
-        auto &c = rec->counters[id];
+    if (std::atomic<uint64_t> *cs = rec->counters.load(std::memory_order_relaxed)) {
+        auto &c = cs[id];
         c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     }
 }

@@ -5,7 +5,6 @@
 
 #include <dlfcn.h>
 #include <link.h>
-#include <pthread.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -42,11 +41,7 @@ struct Module {
 
 // All of it protected by g_mutex.
 std::mutex g_mutex;
-// A fork() while another thread looks a name up must not leave the child's mutex held.
-const bool g_atfork = [] {
-    pthread_atfork([] { g_mutex.lock(); }, [] { g_mutex.unlock(); }, [] { g_mutex.unlock(); });
-    return true;
-}();
+
 std::vector<Module> g_modules;  // in dl_iterate_phdr order: the main program first
 unsigned long long g_adds = 0, g_subs = 0;
 bool g_valid = false;
@@ -393,5 +388,8 @@ void invalidate() {
     g_modules.clear();
     g_valid = false;
 }
+
+void lock_for_fork() { g_mutex.lock(); }
+void unlock_after_fork() { g_mutex.unlock(); }
 
 }  // namespace liveprobe::symbols

@@ -44,4 +44,10 @@ std::string describe(uint64_t addr);
 // call rereads what it needs. Callers need not call it: the caches notice dlopen/dlclose.
 void invalidate();
 
+// Around fork(): the registry's atfork handlers take the symbols mutex after its own (the
+// order every lookup under the registry mutex takes them), so the child never inherits it
+// held by a thread that does not exist there.
+void lock_for_fork();
+void unlock_after_fork();
+
 }  // namespace liveprobe::symbols

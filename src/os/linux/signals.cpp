@@ -18,21 +18,24 @@ namespace {
 using sigaction_fn = int (*)(int, const struct sigaction *, struct sigaction *);
 using sigmask_fn = int (*)(int, const sigset_t *, sigset_t *);
 
-sigaction_fn real_sigaction()
+// libc's functions, looked up on first use. Plain atomics rather than function-local statics:
+// the sanitizer runtimes call the interposed functions while they initialize, before a
+// static-initialization guard may be used.
+template <typename Fn>
+Fn next_symbol(std::atomic<Fn> &slot, const char *name)
 {
-    static sigaction_fn fn = reinterpret_cast<sigaction_fn>(dlsym(RTLD_NEXT, "sigaction"));
+    Fn fn = slot.load(std::memory_order_acquire);
+    if (!fn) {
+        fn = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
+        slot.store(fn, std::memory_order_release);
+    }
     return fn;
 }
-sigmask_fn real_sigprocmask()
-{
-    static sigmask_fn fn = reinterpret_cast<sigmask_fn>(dlsym(RTLD_NEXT, "sigprocmask"));
-    return fn;
-}
-sigmask_fn real_pthread_sigmask()
-{
-    static sigmask_fn fn = reinterpret_cast<sigmask_fn>(dlsym(RTLD_NEXT, "pthread_sigmask"));
-    return fn;
-}
+std::atomic<sigaction_fn> g_real_sigaction{nullptr};
+std::atomic<sigmask_fn> g_real_sigprocmask{nullptr}, g_real_pthread_sigmask{nullptr};
+sigaction_fn real_sigaction() { return next_symbol(g_real_sigaction, "sigaction"); }
+sigmask_fn real_sigprocmask() { return next_symbol(g_real_sigprocmask, "sigprocmask"); }
+sigmask_fn real_pthread_sigmask() { return next_symbol(g_real_pthread_sigmask, "pthread_sigmask"); }
 
 bool managed(int sig)
 {

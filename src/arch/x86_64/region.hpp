@@ -1,0 +1,84 @@
+// Jump optimization, the instruction side: may the bytes at a probe address be replaced by a
+// 5-byte `jmp rel32` to a detour, and what does the detour execute in their place?
+// (The kernel's optprobes rules, arch/x86/kernel/kprobes/opt.c can_optimize(), extended:
+// a `ret` or a `call` may end the region.) Pure functions over bytes; the policy of when to
+// optimize lives in src/core.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "arch/x86_64/insn.hpp"
+
+namespace liveprobe::arch {
+
+constexpr size_t kJmpLen = 5;           // e9 rel32
+constexpr size_t kMaxRegionInsns = 5;   // a region is at most 5 instructions (5..19 bytes)
+
+// A stretch of a function's code with its ORIGINAL bytes (liveprobe's own int3s already
+// replaced by the bytes under them).
+struct CodeRange {
+    uint64_t start = 0;
+    const uint8_t *bytes = nullptr;
+    size_t len = 0;
+};
+
+// The replaced region at a probe address.
+struct Region {
+    uint64_t addr = 0;
+    size_t len = 0;  // >= kJmpLen: whole instructions
+    size_t n = 0;
+    Insn insns[kMaxRegionInsns];
+};
+
+// Decides whether the probe at `addr` can be jump-optimized. `fn` is the function holding
+// addr; `cold` are its other parts (GCC's f.cold, which jump back into f), possibly empty;
+// `other_probes` are addresses of other probe points (any function). Rules:
+//   - the region is the instructions from addr until >= 5 bytes, all inside fn;
+//   - each is relocatable: a plain instruction (RIP-relative operands are fine), a direct
+//     jmp/jcc whose target lies outside the region, or, as the LAST instruction only, a
+//     `ret`/`ret imm16` or a direct `call rel32`; no indirect call/jmp, loop/jrcxz, or
+//     anything decode() refuses;
+//   - no direct branch anywhere in fn or cold targets bytes (addr, addr + len);
+//   - fn (and its cold parts) contain no indirect jmp (switch tables and other invisible
+//     targets; an indirect *tail call* `jmp *%rax` as the function's last instruction counts
+//     too, conservatively);
+//   - no other probe point inside (addr, addr + len).
+// Returns nullptr and fills *out, or a fixed, precise reason (static storage), e.g.
+// "the function has an indirect jump (jump table): its jump targets are unknown",
+// "a jump at 0x... targets byte 3 of the region", "the function ends 2 bytes after the
+// probe", "a call is not the last instruction of the region", "another probe at +2".
+const char *plan_region(uint64_t addr, const CodeRange &fn, const std::vector<CodeRange> &cold,
+                        const std::vector<uint64_t> &other_probes, Region *out);
+
+// Where a relocated instruction of a region landed in the detour, so a thread stopped inside
+// the region, or faulting in the copy, can be mapped between the two.
+struct RelocMap {
+    size_t n = 0;
+    uint64_t orig[kMaxRegionInsns];    // original address of instruction i
+    uint32_t offset[kMaxRegionInsns];  // its offset in `out` of relocate_region
+};
+
+// Writes the region's instructions, relocated to execute at `at`, followed by a jump back to
+// region.addr + region.len (e9 rel32; -ERANGE if out of reach):
+//   - RIP-relative operands rebased (as build_slot);
+//   - jmp/jcc rel8 or rel32 re-encoded as rel32 to the same absolute target;
+//   - a final `call rel32` becomes "push the ORIGINAL return address, jmp target", without
+//     touching flags or any register: lea -8(%rsp),%rsp; push %rax; movabs $ret,%rax;
+//     mov %rax,8(%rsp); pop %rax; jmp target (rel32) -- so the callee returns straight into
+//     the original function and unwinders never see the detour; no jump back after it;
+//   - a final `ret` is copied as is; no jump back after it.
+// Returns the bytes written, or -ERANGE / -ENOSPC. `map` gets each instruction's offset.
+int relocate_region(const Region &region, uint64_t at, uint8_t *out, size_t cap, RelocMap *map);
+
+// True if the code reachable from `entry` (the function containing it and the functions it
+// calls directly, up to `depth` levels) provably never touches vector or x87 state: no
+// operand of register class xmm/ymm/zmm/k/mmx/x87, no SSE/AVX/AVX-512/x87/MMX instruction
+// (by Zydis' category / ISA set), and no indirect call or jump, nor a call to a function whose
+// bounds are unknown (PLT stubs are indirect jumps: a handler calling memcpy is not proven).
+// On false, *why says what was found, e.g. "vmovdqu at handler+0x12", "indirect call at
+// handler+0x8 (cannot follow)". Uses symbols::function_at for bounds; reads code directly.
+bool vector_free(uint64_t entry, int depth, const char **why);
+
+}  // namespace liveprobe::arch

@@ -44,10 +44,13 @@ struct Members {
 // docs/DESIGN-NOTES.md): a thread may still be executing it after its probe is gone.
 struct SlotHeader {
     uint64_t orig;  // the probed address
-    uint64_t next;  // orig + instruction length: where a stale trap in the slot resumes
+    // Where execution continues after the instruction: orig + its length, or, while the
+    // probe is jump-optimized (those bytes are inside the jmp), the matching place in the
+    // detour. The jump variant ends with `jmp *next(%rip)`; written with one aligned store.
+    uint64_t next;
 };
 constexpr size_t kSlotSize = 64;
-constexpr size_t kSlotJumpOffset = 16;  // relocated instruction + jump back
+constexpr size_t kSlotJumpOffset = 16;  // relocated instruction + jmp *next(%rip)
 constexpr size_t kSlotTrapOffset = 45;  // relocated instruction + int3 (post handlers)
 
 struct ProbePoint {

@@ -4,6 +4,7 @@
 #include <link.h>
 #include <pthread.h>
 
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -221,18 +222,28 @@ Status build_slot(ProbePoint *pp)
         pp->slot = it->second;
         return Status::Ok();
     }
-    uint64_t slot = os::alloc_code(pp->addr, kSlotSize);
+    uint64_t slot = os::alloc_code(pp->addr, os::kSlotBlock);
     if (!slot)
         return Fail(-ENOMEM, "no memory for out-of-line code within +-2 GiB of {:#x}", pp->addr);
     uint8_t buf[kSlotSize];
     std::memset(buf, 0xcc, sizeof buf);
     SlotHeader h{pp->addr, pp->addr + pp->insn.len};
     std::memcpy(buf, &h, sizeof h);
-    size_t trap_off = 0;
-    int n1 = arch::build_slot(pp->insn, slot + kSlotJumpOffset, arch::SlotTail::kJumpBack,
-                              buf + kSlotJumpOffset, kSlotTrapOffset - kSlotJumpOffset, nullptr);
+    size_t trap_off = 0, jump_trap_off = 0;
+    int n1 = arch::build_slot(pp->insn, slot + kSlotJumpOffset, arch::SlotTail::kTrap,
+                              buf + kSlotJumpOffset, kSlotTrapOffset - kSlotJumpOffset - 5,
+                              &jump_trap_off);
     int n2 = arch::build_slot(pp->insn, slot + kSlotTrapOffset, arch::SlotTail::kTrap,
                               buf + kSlotTrapOffset, kSlotSize - kSlotTrapOffset, &trap_off);
+    if (n1 >= 0) {
+        // The jump variant continues through the header's `next`: jmp *next(%rip).
+        uint8_t *j = buf + kSlotJumpOffset + jump_trap_off;
+        uint64_t after = slot + kSlotJumpOffset + jump_trap_off + 6;
+        int32_t rel = static_cast<int32_t>(int64_t(slot + offsetof(SlotHeader, next)) - int64_t(after));
+        j[0] = 0xff;
+        j[1] = 0x25;
+        std::memcpy(j + 2, &rel, 4);
+    }
     if (n1 < 0 || n2 < 0)
         return Fail(-ENOMEM, "cannot relocate the instruction at {:#x} to {:#x}: {}", pp->addr, slot,
                     (n1 == -ERANGE || n2 == -ERANGE) ? "its RIP-relative operand is out of reach"

@@ -17,7 +17,8 @@ constexpr int64_t kReach = (int64_t{1} << 31) - 1;
 
 struct Arena {
     std::atomic<uint64_t> start{0};
-    uint64_t used = 0;  // bytes handed out; guarded by the caller's serialization
+    std::atomic<size_t> block{0};  // block size of this arena
+    uint64_t used = 0;             // bytes handed out; guarded by the caller's serialization
 };
 
 // Published with release on g_count: readers (signal handlers) see complete entries.
@@ -76,13 +77,12 @@ uint64_t map_arena_near(uint64_t near)
 
 uint64_t alloc_code(uint64_t near, size_t size)
 {
-    size = (size + kCodeChunk - 1) & ~(kCodeChunk - 1);
-    if (size > kArenaSize) return 0;
+    if (size != kSlotBlock && size != kDetourBlock) return 0;
     size_t n = g_count.load(std::memory_order_acquire);
     for (size_t i = 0; i < n; ++i) {
         Arena &a = g_arenas[i];
         uint64_t s = a.start.load(std::memory_order_relaxed);
-        if (a.used + size > kArenaSize) continue;
+        if (a.block.load(std::memory_order_relaxed) != size || a.used + size > kArenaSize) continue;
         uint64_t at = s + a.used;
         if (near != 0) {
             int64_t d1 = int64_t(at) - int64_t(near), d2 = int64_t(at + size) - int64_t(near);
@@ -95,19 +95,30 @@ uint64_t alloc_code(uint64_t near, size_t size)
     uint64_t s = map_arena_near(near);
     if (s == 0) return 0;
     g_arenas[n].start.store(s, std::memory_order_relaxed);
+    g_arenas[n].block.store(size, std::memory_order_relaxed);
     g_arenas[n].used = size;
     g_count.store(n + 1, std::memory_order_release);
     return s;
 }
 
-bool is_liveprobe_code(uint64_t addr) noexcept
+size_t code_block(uint64_t addr, uint64_t *start) noexcept
 {
     size_t n = g_count.load(std::memory_order_acquire);
     for (size_t i = 0; i < n; ++i) {
         uint64_t s = g_arenas[i].start.load(std::memory_order_relaxed);
-        if (addr >= s && addr < s + kArenaSize) return true;
+        if (addr >= s && addr < s + kArenaSize) {
+            size_t b = g_arenas[i].block.load(std::memory_order_relaxed);
+            *start = addr & ~uint64_t(b - 1);
+            return b;
+        }
     }
-    return false;
+    return 0;
+}
+
+bool is_liveprobe_code(uint64_t addr) noexcept
+{
+    uint64_t start;
+    return code_block(addr, &start) != 0;
 }
 
 }  // namespace liveprobe::os

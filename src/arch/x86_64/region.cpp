@@ -1,0 +1,340 @@
+// Jump optimization, the instruction side (region.hpp): which instructions a 5-byte jump may
+// replace, and their relocated copy in a detour.
+//
+// plan_region follows the kernel's can_optimize() (arch/x86/kernel/kprobes/opt.c): decode the
+// whole function linearly, refuse it when it has an indirect jump (its targets are invisible),
+// and refuse the region when any direct branch lands on one of its bytes other than the first.
+// The walk here decodes everything with Zydis itself rather than through decode(): decode()
+// refuses instructions (syscall, far or 0x66-prefixed branches, fs:-based indirect jumps) whose
+// length and branch targets the walk still needs.
+//
+// Reasons are fixed strings, or, when they name an address, formatted into a per-thread
+// buffer: they stay valid until the same thread calls plan_region again, which is how the
+// caller uses them (copied into its error message at once).
+#include "arch/x86_64/region.hpp"
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstdarg>
+#include <cstdio>
+#include <vector>
+
+namespace liveprobe::arch {
+
+namespace {
+
+thread_local char t_reason[256];
+
+[[gnu::format(printf, 1, 2)]] const char *reason(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    std::vsnprintf(t_reason, sizeof t_reason, fmt, ap);
+    va_end(ap);
+    return t_reason;
+}
+
+// A direct control transfer found by the walk (jmp, jcc, call, loop*, jrcxz, xbegin: anything
+// with a relative target).
+struct Branch {
+    uint64_t site;
+    uint64_t target;
+    ZydisMnemonic mnemonic;
+    bool in_cold;
+};
+
+struct Walk {
+    std::vector<Branch> branches;
+    uint64_t indirect_jmp = 0;  // first indirect jmp seen, 0 if none
+    bool indirect_in_cold = false;
+    bool addr_on_boundary = false;
+};
+
+// Decodes r from its start to its end, collecting what plan_region needs. Returns nullptr or a
+// reason (an undecodable byte hides everything after it).
+const char *walk(const CodeRange &r, bool is_cold, uint64_t addr, Walk *w) {
+    ZydisDecoder dec;
+    ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
+    size_t off = 0;
+    while (off < r.len) {
+        const uint64_t at = r.start + off;
+        if (at == addr) w->addr_on_boundary = true;
+        ZydisDecodedInstruction zi;
+        ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+        if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&dec, r.bytes + off, r.len - off, &zi, ops))) {
+            if (is_cold)
+                return reason("a cold part of the function cannot be decoded at 0x%" PRIx64
+                              " (+0x%zx in the part): its jumps are unknown",
+                              at, off);
+            return reason("the function cannot be decoded at +0x%zx: its jumps are unknown", off);
+        }
+        for (size_t i = 0; i < zi.operand_count_visible; ++i) {
+            if (ops[i].type != ZYDIS_OPERAND_TYPE_IMMEDIATE || !ops[i].imm.is_relative) continue;
+            ZyanU64 target = 0;
+            if (ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(&zi, &ops[i], at, &target)))
+                w->branches.push_back({at, target, zi.mnemonic, is_cold});
+        }
+        // Any jmp without a relative immediate (register or memory operand, near or far,
+        // notrack or not) goes somewhere a linear decode cannot see.
+        if (zi.mnemonic == ZYDIS_MNEMONIC_JMP && w->indirect_jmp == 0 &&
+            !(zi.operand_count_visible > 0 && ops[0].type == ZYDIS_OPERAND_TYPE_IMMEDIATE)) {
+            w->indirect_jmp = at;
+            w->indirect_in_cold = is_cold;
+        }
+        off += zi.length;
+    }
+    return nullptr;
+}
+
+bool is_call(const Insn &insn) {
+    return insn.zi.mnemonic == ZYDIS_MNEMONIC_CALL;
+}
+
+bool is_ret(const Insn &insn) {
+    return insn.zi.mnemonic == ZYDIS_MNEMONIC_RET;
+}
+
+bool is_direct_jump(const Insn &insn) {
+    // jmp rel8/rel32 or jcc: the only kEmulate instructions with a target besides call and
+    // loop*/jrcxz, which are told apart by mnemonic.
+    if (insn.cls != InsnClass::kEmulate || insn.target == 0) return false;
+    switch (insn.zi.mnemonic) {
+        case ZYDIS_MNEMONIC_CALL:
+        case ZYDIS_MNEMONIC_LOOP:
+        case ZYDIS_MNEMONIC_LOOPE:
+        case ZYDIS_MNEMONIC_LOOPNE:
+        case ZYDIS_MNEMONIC_JRCXZ:
+        case ZYDIS_MNEMONIC_JECXZ:
+            return false;
+        default:
+            return true;
+    }
+}
+
+// Takes instructions from addr until kJmpLen bytes are covered. Returns nullptr or a reason.
+const char *take_region(uint64_t addr, const CodeRange &fn, Region *region) {
+    const uint64_t fn_end = fn.start + fn.len;
+    uint64_t at = addr;
+    region->addr = addr;
+    region->len = 0;
+    region->n = 0;
+    while (region->len < kJmpLen) {
+        if (at >= fn_end)
+            return reason("the function ends %zu bytes after the probe (%zu are replaced)",
+                          region->len, kJmpLen);
+        Insn &insn = region->insns[region->n];
+        const char *why = nullptr;
+        const size_t avail = static_cast<size_t>(fn_end - at) < kMaxInsnLen
+                                 ? static_cast<size_t>(fn_end - at)
+                                 : kMaxInsnLen;
+        if (decode(at, fn.bytes + (at - fn.start), avail, insn, &why) != 0)
+            return reason("the instruction at +%" PRIu64 " cannot be relocated: %s", at - addr,
+                          why ? why : "invalid");
+        if (insn.cls == InsnClass::kEmulate) {
+            const bool last_ok = is_ret(insn) || (is_call(insn) && insn.target != 0);
+            if (is_call(insn) && insn.target == 0)
+                return reason("an indirect call at +%" PRIu64 " cannot be relocated", at - addr);
+            if (!last_ok && !is_direct_jump(insn)) {
+                if (insn.target == 0)
+                    return reason("an indirect jump at +%" PRIu64 " cannot be relocated",
+                                  at - addr);
+                return reason("a %s at +%" PRIu64 " cannot be relocated (only jmp and jcc)",
+                              ZydisMnemonicGetString(insn.zi.mnemonic), at - addr);
+            }
+            if (last_ok && region->len + insn.len < kJmpLen) {
+                if (is_ret(insn))
+                    return reason(
+                        "a ret ends the code %zu bytes after the probe (%zu are "
+                        "replaced)",
+                        region->len + insn.len, kJmpLen);
+                return reason("a call is not the last instruction of the region");
+            }
+        }
+        region->len += insn.len;
+        region->n++;
+        at += insn.len;
+    }
+    return nullptr;
+}
+
+}  // namespace
+
+const char *plan_region(uint64_t addr, const CodeRange &fn, const std::vector<CodeRange> &cold,
+                        const std::vector<uint64_t> &other_probes, Region *out) {
+    if (fn.bytes == nullptr || addr < fn.start || addr >= fn.start + fn.len)
+        return "the probe address is outside the function's bounds";
+
+    // 1. Decode every part of the function: its direct branches and indirect jumps.
+    Walk w;
+    if (const char *why = walk(fn, false, addr, &w)) return why;
+    if (!w.addr_on_boundary)
+        return "the probe address is not on an instruction boundary of the function";
+    for (const CodeRange &part : cold)
+        if (const char *why = walk(part, true, addr, &w)) return why;
+    if (w.indirect_jmp != 0) {
+        if (w.indirect_in_cold)
+            return reason("a cold part of the function has an indirect jump at 0x%" PRIx64
+                          " (jump table or tail call): its jump targets are unknown",
+                          w.indirect_jmp);
+        return reason("the function has an indirect jump at +0x%" PRIx64
+                      " (jump table or tail call): its jump targets are unknown",
+                      w.indirect_jmp - fn.start);
+    }
+
+    // 2. The instructions the jump replaces, each relocatable.
+    Region region;
+    if (const char *why = take_region(addr, fn, &region)) return why;
+
+    // 3. Nothing may land on bytes 1..len-1 of the region: after patching they hold the
+    //    middle of the jump. Landing on the first byte is fine (it is the jump).
+    for (const Branch &b : w.branches) {
+        if (b.target <= addr || b.target >= addr + region.len) continue;
+        const char *what = ZydisMnemonicGetString(b.mnemonic);
+        if (b.in_cold)
+            return reason("a %s at 0x%" PRIx64
+                          " in a cold part of the function targets byte %" PRIu64 " of the region",
+                          what, b.site, b.target - addr);
+        return reason("a %s at +0x%" PRIx64 " in the function targets byte %" PRIu64
+                      " of the region",
+                      what, b.site - fn.start, b.target - addr);
+    }
+
+    // 4. Another probe's int3 would be overwritten by the jump (and its hits lost).
+    for (uint64_t p : other_probes)
+        if (p > addr && p < addr + region.len)
+            return reason("another probe at +%" PRIu64 " lies inside the %zu bytes replaced",
+                          p - addr, region.len);
+
+    *out = region;
+    return nullptr;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The relocated copy
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+
+constexpr size_t kJccRel32Len = 6;  // 0f 8x rel32
+// lea -8(%rsp),%rsp; push %rax; movabs $ret,%rax; mov %rax,8(%rsp); pop %rax; jmp rel32
+constexpr size_t kCallSeqLen = 5 + 1 + 10 + 5 + 1 + kJmpLen;
+
+void put_le(uint8_t *p, uint64_t v, size_t n) {
+    for (size_t i = 0; i < n; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+
+// rel32 of a branch of length len at `from` to `to`, when it reaches.
+bool rel32(uint64_t from, size_t len, uint64_t to, int32_t *rel) {
+    const int64_t d = static_cast<int64_t>(to - (from + len));
+    if (d < INT32_MIN || d > INT32_MAX) return false;
+    *rel = static_cast<int32_t>(d);
+    return true;
+}
+
+// The condition code (low nibble of 7x / 0f 8x) of a jcc.
+uint8_t jcc_condition(const Insn &insn) {
+    return insn.zi.opcode & 0x0f;
+}
+
+// Writes one instruction at out (runtime address at). Returns bytes written or -errno.
+int relocate_one(const Insn &insn, bool last, uint64_t at, uint8_t *out, size_t cap) {
+    if (insn.cls == InsnClass::kOutOfLine) {
+        if (cap < insn.len) return -ENOSPC;
+        if (!insn.rip_relative) {
+            for (size_t i = 0; i < insn.len; ++i) out[i] = insn.bytes[i];
+            return insn.len;
+        }
+        // build_slot rebases the displacement exactly as the breakpoint path's slots do; its
+        // one-byte int3 tail is dropped.
+        uint8_t tmp[kMaxInsnLen + 1];
+        const int n = build_slot(insn, at, SlotTail::kTrap, tmp, sizeof tmp, nullptr);
+        if (n < 0) return n;
+        for (size_t i = 0; i < insn.len; ++i) out[i] = tmp[i];
+        return insn.len;
+    }
+
+    if (is_ret(insn)) {
+        if (!last) return -EINVAL;
+        if (cap < insn.len) return -ENOSPC;
+        for (size_t i = 0; i < insn.len; ++i) out[i] = insn.bytes[i];
+        return insn.len;
+    }
+
+    if (is_call(insn)) {
+        if (!last || insn.target == 0) return -EINVAL;
+        if (cap < kCallSeqLen) return -ENOSPC;
+        // The callee must see the original return address (it returns into the function, and
+        // unwinders walking through it see the function, never the detour), and no register
+        // or flag may change: reserve the slot first, then fill it through a saved %rax.
+        // lea, mov and push/pop leave the flags alone.
+        int32_t rel = 0;
+        if (!rel32(at + kCallSeqLen - kJmpLen, kJmpLen, insn.target, &rel)) return -ERANGE;
+        const uint8_t head[] = {
+            0x48, 0x8d, 0x64, 0x24, 0xf8,  // lea -0x8(%rsp),%rsp
+            0x50,                          // push %rax
+            0x48, 0xb8,                    // movabs $ret,%rax (imm64 follows)
+        };
+        uint8_t *p = out;
+        for (uint8_t b : head) *p++ = b;
+        put_le(p, insn.addr + insn.len, 8);
+        p += 8;
+        const uint8_t tail[] = {
+            0x48, 0x89, 0x44, 0x24, 0x08,  // mov %rax,0x8(%rsp)
+            0x58,                          // pop %rax
+            0xe9,                          // jmp target (rel32 follows)
+        };
+        for (uint8_t b : tail) *p++ = b;
+        put_le(p, static_cast<uint32_t>(rel), 4);
+        return static_cast<int>(kCallSeqLen);
+    }
+
+    if (!is_direct_jump(insn)) return -EINVAL;
+    int32_t rel = 0;
+    if (insn.zi.mnemonic == ZYDIS_MNEMONIC_JMP) {
+        if (cap < kJmpLen) return -ENOSPC;
+        if (!rel32(at, kJmpLen, insn.target, &rel)) return -ERANGE;
+        out[0] = 0xe9;
+        put_le(out + 1, static_cast<uint32_t>(rel), 4);
+        return static_cast<int>(kJmpLen);
+    }
+    // A jcc, rel8 (7x) or rel32 (0f 8x): always rel32, since the copy is far from the target.
+    // Prefixes (branch hints, bnd) are dropped: they change nothing the program can observe.
+    if (cap < kJccRel32Len) return -ENOSPC;
+    if (!rel32(at, kJccRel32Len, insn.target, &rel)) return -ERANGE;
+    out[0] = 0x0f;
+    out[1] = static_cast<uint8_t>(0x80 | jcc_condition(insn));
+    put_le(out + 2, static_cast<uint32_t>(rel), 4);
+    return static_cast<int>(kJccRel32Len);
+}
+
+}  // namespace
+
+int relocate_region(const Region &region, uint64_t at, uint8_t *out, size_t cap, RelocMap *map) {
+    if (region.n == 0 || region.n > kMaxRegionInsns) return -EINVAL;
+    size_t pos = 0;
+    bool falls_through = true;
+    for (size_t i = 0; i < region.n; ++i) {
+        const Insn &insn = region.insns[i];
+        const bool last = i + 1 == region.n;
+        const int n = relocate_one(insn, last, at + pos, out + pos, cap - pos);
+        if (n < 0) return n;
+        if (map) {
+            map->orig[i] = insn.addr;
+            map->offset[i] = static_cast<uint32_t>(pos);
+        }
+        pos += static_cast<size_t>(n);
+        if (last && (is_ret(insn) || is_call(insn))) falls_through = false;
+    }
+    if (map) map->n = region.n;
+
+    if (falls_through) {
+        if (cap - pos < kJmpLen) return -ENOSPC;
+        int32_t rel = 0;
+        if (!rel32(at + pos, kJmpLen, region.addr + region.len, &rel)) return -ERANGE;
+        out[pos] = 0xe9;
+        put_le(out + pos + 1, static_cast<uint32_t>(rel), 4);
+        pos += kJmpLen;
+    }
+    return static_cast<int>(pos);
+}
+
+}  // namespace liveprobe::arch

@@ -22,15 +22,7 @@ void unregister_kprobe(struct kprobe *p)
 int register_kprobes(struct kprobe **kps, int num)
 {
     if (!kps || num <= 0) return record(Fail(-EINVAL, "no kprobes to register (kps={}, num={})", fmt::ptr(kps), num));
-    for (int i = 0; i < num; ++i) {
-        Status s = core::register_probe(kps[i]);
-        if (!s.ok()) {
-            for (int j = i - 1; j >= 0; --j) core::unregister_probe(kps[j]);
-            s.reason = fmt::format("kprobe {} of {}: {}", i, num, s.reason);
-            return record(s);
-        }
-    }
-    return 0;
+    return record(core::register_probes(kps, num));
 }
 
 void unregister_kprobes(struct kprobe **kps, int num)
@@ -67,12 +59,8 @@ int liveprobe_kprobe_info(const struct kprobe *p, struct liveprobe_info *out)
     if (!core::probe_counters(p, &c)) return record(Fail(-EINVAL, "this struct kprobe is not registered"));
     out->hits = c.hits;
     out->nmissed = c.nmissed;
-    out->optimized = 0;
-    out->why_not_optimized = core::optimization_enabled()
-                                 ? "jump optimization is not built yet: every probe takes the "
-                                   "breakpoint (int3) path"
-                                 : "optimization is turned off (liveprobe_set_optimization(0) or "
-                                   "LIVEPROBE_OPTIMIZE=0)";
+    out->optimized = c.optimized;
+    out->why_not_optimized = c.why_not;
     return 0;
 }
 

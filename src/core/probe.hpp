@@ -18,7 +18,9 @@
 
 #include <liveprobe/kprobes.h>
 
+#include "arch/x86_64/detour.hpp"
 #include "arch/x86_64/insn.hpp"
+#include "arch/x86_64/region.hpp"
 
 namespace liveprobe::core {
 
@@ -53,11 +55,34 @@ constexpr size_t kSlotSize = 64;
 constexpr size_t kSlotJumpOffset = 16;  // relocated instruction + jmp *next(%rip)
 constexpr size_t kSlotTrapOffset = 45;  // relocated instruction + int3 (post handlers)
 
+// A jump-optimization detour (arch/x86_64/detour.hpp), 1024 bytes, 1024-aligned, immortal
+// like slots; its header lets signal handlers map an address inside it back to the probe.
+struct DetourHeader {
+    uint64_t addr;  // the probed address
+    uint64_t len;   // bytes replaced by the jmp
+    arch::DetourLayout layout;
+};
+constexpr size_t kDetourCodeOffset = 256;
+static_assert(sizeof(DetourHeader) <= kDetourCodeOffset);
+
+enum OptState : int {
+    kOptNone = 0,     // breakpoint path
+    kOptPending = 1,  // being optimized: a trap at addr goes to the detour, not the slot
+    kOptDone = 2,     // the jmp is in place
+};
+
 struct ProbePoint {
     uint64_t addr = 0;
     arch::Insn insn;
     uint8_t orig_byte = 0;  // the byte under the int3
     uint64_t slot = 0;      // 0 for emulated instructions
+    // Jump optimization. detour/region/layout: registry mutex, set before opt leaves kOptNone.
+    uint64_t detour = 0;
+    arch::Region region;
+    arch::DetourLayout layout;
+    std::atomic<int> opt{kOptNone};
+    std::atomic<bool> vec{true};  // some handler may touch vector state: save it around them
+    std::string why_not;          // why it is not optimized; registry mutex
     bool armed = false;     // int3 written; registry mutex
     bool gone = false;      // its object was unloaded (KPROBE_FLAG_GONE); registry mutex
     std::string object;     // path of the mapping holding addr at registration

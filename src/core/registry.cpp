@@ -8,11 +8,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <set>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
 
 #include "arch/x86_64/breakpoint.hpp"
+#include "core/optimizer.hpp"
 #include "core/probe_table.hpp"
 #include "core/thread_state.hpp"
 #include "os/linux/code_alloc.hpp"
@@ -377,6 +379,7 @@ void objects_unloaded()
         }
         pp->gone = true;
         pp->armed = false;
+        pp->opt.store(kOptNone);
         probe_table().remove(pp->addr);
         Members *m = pp->members.load();
         for (uint32_t i = 0; m && i < m->n; ++i) {
@@ -395,14 +398,43 @@ Status setup_once()
     return os::install_signal_handlers(breakpoint_trap_handler, breakpoint_fault_handler);
 }
 
-}  // namespace
 
-Status register_probe(struct kprobe *p)
+// Marks the kprobes of pp with its optimization state.
+void publish_opt_flags(ProbePoint *pp)
 {
-    if (!p) return Fail(-EINVAL, "the kprobe pointer is NULL");
-    if (Status s = setup_once(); !s.ok()) return s;
-    RegistryLock lk;
-    drain_retired();
+    bool opt = pp->opt.load() == kOptDone;
+    Members *m = pp->members.load();
+    for (uint32_t i = 0; m && i < m->n; ++i) {
+        struct kprobe *kp = m->items[i]->kp;
+        __atomic_store_n(&kp->flags, opt ? (kp->flags | KPROBE_FLAG_OPTIMIZED) : (kp->flags & ~KPROBE_FLAG_OPTIMIZED),
+                         __ATOMIC_RELAXED);
+    }
+}
+
+// Takes pp off the jump path (if it is on it) and disarms it.
+void take_out(ProbePoint *pp)
+{
+    if (pp->opt.load() != kOptNone) {
+        unoptimize_point(pp, false);
+        pp->why_not = "the probe is disabled";
+    } else {
+        disarm(pp);
+    }
+    publish_opt_flags(pp);
+}
+
+// Optimizes what it can of `batch` and publishes the flags.
+void optimize_batch(const std::vector<ProbePoint *> &batch)
+{
+    for (ProbePoint *pp : batch) refresh_vector_need(pp);
+    optimize_points(batch, g_points);
+    for (ProbePoint *pp : batch) publish_opt_flags(pp);
+}
+
+// Registers p with the registry mutex held; *out_pp gets its point, *old_members the
+// snapshot to retire once the mutex is released.
+Status register_locked(struct kprobe *p, ProbePoint **out_pp, Members **old_members)
+{
     if (g_probes.count(p)) return Fail(-EINVAL, "this struct kprobe is already registered");
     uint64_t addr = 0;
     std::string object;
@@ -461,15 +493,52 @@ Status register_probe(struct kprobe *p)
             g_free_ids.push_back(id);
             p->__lp_state = nullptr;
             delete ks;
-            lk.unlock();
-            if (fresh) retire(pp, nullptr, nullptr, true);
+            if (fresh) delete pp;  // never published with an int3: no thread can hold it
             return s;
         }
     }
     g_probes.emplace(p, ks);
-    lk.unlock();
-    if (old) retire(pp, old, nullptr, false);
+    *out_pp = pp;
+    *old_members = old;
     return Status::Ok();
+}
+
+}  // namespace
+
+Status register_probes(struct kprobe **kps, int num)
+{
+    for (int i = 0; i < num; ++i)
+        if (!kps[i]) return Fail(-EINVAL, "kprobe {} of {} is NULL", i, num);
+    if (Status s = setup_once(); !s.ok()) return s;
+    RegistryLock lk;
+    drain_retired();
+    std::vector<ProbePoint *> batch;
+    std::vector<std::pair<ProbePoint *, Members *>> to_retire;
+    for (int i = 0; i < num; ++i) {
+        ProbePoint *pp = nullptr;
+        Members *old = nullptr;
+        Status s = register_locked(kps[i], &pp, &old);
+        if (!s.ok()) {
+            lk.unlock();
+            for (auto &[rpp, rold] : to_retire) retire(rpp, rold, nullptr, false);
+            for (int j = i - 1; j >= 0; --j) unregister_probe(kps[j]);
+            if (num > 1) s.reason = fmt::format("kprobe {} of {}: {}", i, num, s.reason);
+            return s;
+        }
+        if (old) to_retire.emplace_back(pp, old);
+        if (pp->armed) batch.push_back(pp);
+    }
+    // One stop of the other threads for the whole batch.
+    optimize_batch(batch);
+    lk.unlock();
+    for (auto &[rpp, rold] : to_retire) retire(rpp, rold, nullptr, false);
+    return Status::Ok();
+}
+
+Status register_probe(struct kprobe *p)
+{
+    if (!p) return Fail(-EINVAL, "the kprobe pointer is NULL");
+    return register_probes(&p, 1);
 }
 
 bool unregister_probe(struct kprobe *p)
@@ -485,8 +554,8 @@ bool unregister_probe(struct kprobe *p)
     Members *now = make_members(old, nullptr, ks);
     bool last = now->n == 0;
     if (last) {
-        // 1. Restore the original byte: no new trap at this address after sync_cores().
-        disarm(pp);
+        // 1. Restore the original bytes: no new hit at this address after sync_cores().
+        take_out(pp);
         // 2. Unpublish: a thread that trapped before step 1 finds no point and resumes at
         //    the address, which holds the original instruction again. (A gone point left
         //    the table when its object was unloaded; a new point may hold its address.)
@@ -497,8 +566,12 @@ bool unregister_probe(struct kprobe *p)
         free_members(now);
     } else {
         pp->members.store(now, std::memory_order_seq_cst);
-        if (!any_enabled(now)) disarm(pp);
+        if (!any_enabled(now))
+            take_out(pp);
+        else
+            refresh_vector_need(pp);
     }
+    p->flags &= ~KPROBE_FLAG_OPTIMIZED;
     g_free_ids.push_back(ks->id);
     p->__lp_state = nullptr;
     lk.unlock();
@@ -525,9 +598,14 @@ Status set_enabled(struct kprobe *p, bool enabled)
             p->flags |= KPROBE_FLAG_DISABLED;
             return s;
         }
+        optimize_batch({pp});
     } else {
         p->flags |= KPROBE_FLAG_DISABLED;
-        if (!any_enabled(pp->members.load())) disarm(pp);
+        if (!any_enabled(pp->members.load()))
+            take_out(pp);
+        else
+            refresh_vector_need(pp);
+        p->flags &= ~KPROBE_FLAG_OPTIMIZED;
     }
     return Status::Ok();
 }
@@ -541,10 +619,37 @@ bool probe_counters(const struct kprobe *p, ProbeCounters *out)
     out->hits = sum_counter(ks->id) - ks->hits_base;
     out->faults = sum_counter(ks->fault_id) - ks->faults_base;
     out->nmissed = __atomic_load_n(&p->nmissed, __ATOMIC_RELAXED);
+    out->optimized = ks->pp->opt.load() == kOptDone;
+    out->why_not = nullptr;
+    if (!out->optimized) {
+        // Reasons are interned: the pointer stays valid for the life of the process.
+        static std::set<std::string> reasons;
+        std::string why = ks->pp->why_not;
+        if (!ks->enabled.load()) why = "the probe is disabled";
+        if (why.empty()) why = "not optimized";
+        out->why_not = reasons.insert(why).first->c_str();
+    }
     return true;
 }
 
-void set_optimization(bool enabled) { g_optimize.store(enabled); }
+void set_optimization(bool enabled)
+{
+    RegistryLock lk;
+    g_optimize.store(enabled);
+    std::vector<ProbePoint *> all;
+    for (auto &[addr, pp] : g_points) {
+        if (enabled) {
+            if (pp->armed) all.push_back(pp);
+        } else if (pp->opt.load() != kOptNone) {
+            unoptimize_point(pp, true);
+            pp->why_not = optimization_off_reason();
+            publish_opt_flags(pp);
+        } else {
+            pp->why_not = optimization_off_reason();
+        }
+    }
+    if (enabled) optimize_batch(all);
+}
 bool optimization_enabled() { return g_optimize.load(); }
 
 }  // namespace liveprobe::core

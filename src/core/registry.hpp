@@ -11,6 +11,8 @@
 namespace liveprobe::core {
 
 Status register_probe(struct kprobe *p);
+// All or nothing; the probes that can be are optimized in one stop of the other threads.
+Status register_probes(struct kprobe **kps, int num);
 // Returns false if p was not registered.
 bool unregister_probe(struct kprobe *p);
 Status set_enabled(struct kprobe *p, bool enabled);
@@ -19,6 +21,8 @@ struct ProbeCounters {
     uint64_t hits = 0;
     uint64_t faults = 0;
     uint64_t nmissed = 0;
+    bool optimized = false;
+    const char *why_not = nullptr;  // interned: valid for the life of the process
 };
 // False if p is not registered.
 bool probe_counters(const struct kprobe *p, ProbeCounters *out);

@@ -1,6 +1,7 @@
 #include "arch/x86_64/breakpoint.hpp"
 
 #include "arch/x86_64/insn.hpp"
+#include "arch/x86_64/jump_path.hpp"
 #include "core/dispatch.hpp"
 #include "core/probe.hpp"
 #include "core/probe_table.hpp"
@@ -102,11 +103,15 @@ void post_trap(ThreadRecord *rec, uint64_t at, ucontext_t *uc, siginfo_t *info)
     ProbePoint *pp = acquire(rec, h->orig);
     struct pt_regs regs;
     arch::regs_from_context(uc, &regs);
-    regs.ip = h->next;
+    // Handlers see the next original instruction; the thread continues through the slot's
+    // continuation, which is the matching place in the detour while the probe is optimized.
+    uint64_t next_orig = h->orig + (at - slot - kSlotTrapOffset);
+    regs.ip = next_orig;
     if (pp && pp->slot == slot && rec->in_handler == 0) {
         unblock_fault_signals(uc);
         run_post(rec, pp, &regs);
     }
+    if (regs.ip == next_orig) regs.ip = h->next;
     arch::regs_to_context(&regs, uc);
     rec->busy.store(prev, std::memory_order_release);
 }
@@ -129,9 +134,16 @@ void breakpoint_trap_handler(int sig, siginfo_t *info, ucontext_t *uc)
         os::raw_syscall(SYS_write, 2, reinterpret_cast<long>(msg), sizeof msg - 1);
         os::raw_syscall(SYS_exit_group, 127);
     }
-    if (os::is_liveprobe_code(at)) {
+    uint64_t block;
+    switch (os::code_block(at, &block)) {
+    case os::kSlotBlock:
         post_trap(rec, at, uc, info);
         return;
+    case os::kDetourBlock:
+        if (!arch::detour_resume_trap(at, uc)) os::forward_signal(sig, info, uc);
+        return;
+    default:
+        break;
     }
 
     ProbePoint *prev = rec->busy.load(std::memory_order_relaxed);
@@ -152,6 +164,15 @@ void breakpoint_trap_handler(int sig, siginfo_t *info, ucontext_t *uc)
             os::forward_signal(sig, info, uc);
             return;
         }
+    }
+
+    // Being optimized, or optimized (a trap left from before the jmp was written): the detour
+    // runs the handlers. A thread that decided for the slot before the state changed is
+    // waited for (it is busy with pp) before any byte of the region is replaced.
+    if (pp->opt.load(std::memory_order_acquire) != kOptNone) {
+        set_context_ip(uc, pp->detour + pp->layout.entry);
+        rec->busy.store(prev, std::memory_order_release);
+        return;
     }
 
     struct pt_regs regs;
@@ -198,11 +219,12 @@ void breakpoint_fault_handler(int sig, siginfo_t *info, ucontext_t *uc)
     // A fault inside a handler (or a guarded access) unwinds to its guard.
     if (info->si_code > 0) unwind_to_guard(sig, info);
     // A fault of an instruction running out of line is the program's, at the original address.
-    uint64_t ip = context_ip(uc);
-    if (os::is_liveprobe_code(ip)) {
-        uint64_t slot = ip & ~uint64_t(kSlotSize - 1);
-        set_context_ip(uc, reinterpret_cast<const SlotHeader *>(slot)->orig);
-    }
+    uint64_t ip = context_ip(uc), block = 0, orig = 0;
+    size_t kind = os::code_block(ip, &block);
+    if (kind == os::kSlotBlock)
+        set_context_ip(uc, reinterpret_cast<const SlotHeader *>(block)->orig);
+    else if (kind == os::kDetourBlock && arch::detour_original_ip(ip, &orig))
+        set_context_ip(uc, orig);
     os::forward_signal(sig, info, uc);
 }
 

@@ -1,0 +1,223 @@
+#include "arch/x86_64/detour.hpp"
+
+#include <cerrno>
+#include <cstddef>
+#include <cstring>
+
+#include <liveprobe/kprobes.h>
+
+namespace liveprobe::arch {
+namespace {
+
+static_assert(sizeof(struct pt_regs) == kPtRegsSize);
+static_assert(offsetof(struct pt_regs, orig_ax) == 120);
+static_assert(offsetof(struct pt_regs, ip) == 128);
+static_assert(offsetof(struct pt_regs, cs) == 136);
+static_assert(offsetof(struct pt_regs, flags) == 144);
+static_assert(offsetof(struct pt_regs, sp) == 152);
+static_assert(offsetof(struct pt_regs, ss) == 160);
+
+constexpr int32_t kRedZone = 128;
+
+// Appends machine code; `ok` turns false on overflow.
+struct Writer {
+    uint8_t *out;
+    size_t pos;
+    size_t cap;
+    uint64_t base;  // runtime address of out[0]
+    bool ok = true;
+
+    void bytes(std::initializer_list<uint8_t> b)
+    {
+        if (pos + b.size() > cap) {
+            ok = false;
+            return;
+        }
+        for (uint8_t x : b) out[pos++] = x;
+    }
+    void raw(const void *p, size_t n)
+    {
+        if (pos + n > cap) {
+            ok = false;
+            return;
+        }
+        std::memcpy(out + pos, p, n);
+        pos += n;
+    }
+    void u32(uint32_t v) { raw(&v, 4); }
+    void u64(uint64_t v) { raw(&v, 8); }
+    uint64_t here() const { return base + pos; }
+};
+
+// lea disp(%rsp),%rsp: moves the stack pointer without touching flags.
+void lea_rsp(Writer &w, int32_t disp)
+{
+    if (disp >= -128 && disp <= 127) {
+        w.bytes({0x48, 0x8d, 0x64, 0x24, static_cast<uint8_t>(disp)});
+    } else {
+        w.bytes({0x48, 0x8d, 0xa4, 0x24});
+        w.u32(static_cast<uint32_t>(disp));
+    }
+}
+
+// Step 1: build a struct pt_regs at the new stack pointer. `rz` is the red zone skipped
+// first; `ip` the address the registers belong to.
+void emit_save(Writer &w, int32_t rz, uint64_t ip)
+{
+    if (rz) lea_rsp(w, -rz);
+    lea_rsp(w, -16);        // ss, sp
+    w.bytes({0x9c});        // pushfq: flags, before anything changes them
+    lea_rsp(w, -24);        // cs, ip, orig_ax
+    w.bytes({0x57, 0x56, 0x52, 0x51, 0x50});                          // rdi rsi rdx rcx rax
+    w.bytes({0x41, 0x50, 0x41, 0x51, 0x41, 0x52, 0x41, 0x53});        // r8 r9 r10 r11
+    w.bytes({0x53, 0x55});                                            // rbx rbp
+    w.bytes({0x41, 0x54, 0x41, 0x55, 0x41, 0x56, 0x41, 0x57});        // r12 r13 r14 r15
+    // sp: the stack pointer the thread had at `ip`.
+    w.bytes({0x48, 0x8d, 0x84, 0x24});  // lea disp32(%rsp),%rax
+    w.u32(static_cast<uint32_t>(kPtRegsSize + rz));
+    w.bytes({0x48, 0x89, 0x84, 0x24, 152, 0, 0, 0});  // mov %rax,152(%rsp)
+    w.bytes({0x48, 0xb8});                            // movabs $ip,%rax
+    w.u64(ip);
+    w.bytes({0x48, 0x89, 0x84, 0x24, 128, 0, 0, 0});                    // mov %rax,128(%rsp)
+    w.bytes({0x48, 0xc7, 0x44, 0x24, 120, 0xff, 0xff, 0xff, 0xff});     // movq $-1,120(%rsp)
+    w.bytes({0x48, 0xc7, 0x84, 0x24, 136, 0, 0, 0, 0x33, 0, 0, 0});     // movq $0x33,136(%rsp)
+    w.bytes({0x48, 0xc7, 0x84, 0x24, 160, 0, 0, 0, 0x2b, 0, 0, 0});     // movq $0x2b,160(%rsp)
+}
+
+// Step 2: call fn(addr, regs) on an aligned stack; rbx keeps regs across the call (it was
+// saved in pt_regs). Leaves rsp = regs and the result in eax.
+void emit_call(Writer &w, uint64_t fn, uint64_t addr)
+{
+    w.bytes({0x48, 0x89, 0xe3});        // mov %rsp,%rbx
+    w.bytes({0x48, 0x83, 0xe4, 0xf0});  // and $-16,%rsp
+    w.bytes({0x48, 0x89, 0xde});        // mov %rbx,%rsi
+    w.bytes({0x48, 0xbf});              // movabs $addr,%rdi
+    w.u64(addr);
+    w.bytes({0x48, 0xb8});  // movabs $fn,%rax
+    w.u64(fn);
+    w.bytes({0xff, 0xd0});        // call *%rax
+    w.bytes({0x48, 0x89, 0xdc});  // mov %rbx,%rsp
+}
+
+// Restores every register from the pt_regs at rsp, the stack pointer last.
+void emit_restore(Writer &w)
+{
+    w.bytes({0x41, 0x5f, 0x41, 0x5e, 0x41, 0x5d, 0x41, 0x5c});  // r15 r14 r13 r12
+    w.bytes({0x5d, 0x5b});                                      // rbp rbx
+    w.bytes({0x41, 0x5b, 0x41, 0x5a, 0x41, 0x59, 0x41, 0x58});  // r11 r10 r9 r8
+    w.bytes({0x58, 0x59, 0x5a, 0x5e, 0x5f});                    // rax rcx rdx rsi rdi
+    lea_rsp(w, 24);                                             // orig_ax ip cs
+    w.bytes({0x9d});                                            // popfq
+    w.bytes({0x5c});                                            // pop %rsp: the saved sp
+}
+
+// Appends a relocated sub-region (instructions [from, to) of `region`); with `jump_back`
+// false, the trailing jump back is dropped (more code follows).
+bool emit_relocated(Writer &w, const Region &region, size_t from, size_t to, bool jump_back,
+                    RelocMap *map)
+{
+    Region sub;
+    sub.addr = region.insns[from].addr;
+    sub.n = to - from;
+    sub.len = 0;
+    for (size_t i = from; i < to; ++i) {
+        sub.insns[i - from] = region.insns[i];
+        sub.len += region.insns[i].len;
+    }
+    RelocMap m;
+    int n = relocate_region(sub, w.here(), w.out + w.pos, w.cap - w.pos, &m);
+    if (n < 0) return false;
+    if (!jump_back) n -= static_cast<int>(kJmpLen);  // the region's trailing e9 rel32
+    for (size_t i = 0; i < m.n; ++i) {
+        map->orig[map->n] = m.orig[i];
+        map->offset[map->n] = static_cast<uint32_t>(w.pos + m.offset[i]);
+        ++map->n;
+    }
+    w.pos += static_cast<size_t>(n);
+    return true;
+}
+
+// The conditional branches after a call: 0 -> `zero`, 1 -> `one`, else fall through into an
+// int3 (resume from regs). Returns the int3's offset; the two rel32 fields are patched later.
+struct Branches {
+    size_t je_zero, je_one, trap;
+};
+Branches emit_dispatch_result(Writer &w, bool has_one)
+{
+    Branches b{};
+    w.bytes({0x85, 0xc0});  // test %eax,%eax
+    w.bytes({0x0f, 0x84});  // je rel32
+    b.je_zero = w.pos;
+    w.u32(0);
+    if (has_one) {
+        w.bytes({0x83, 0xf8, 0x01});  // cmp $1,%eax
+        w.bytes({0x0f, 0x84});        // je rel32
+        b.je_one = w.pos;
+        w.u32(0);
+    }
+    b.trap = w.pos;
+    w.bytes({0xcc});
+    return b;
+}
+
+void patch_rel32(Writer &w, size_t field, size_t target)
+{
+    int32_t rel = static_cast<int32_t>(static_cast<int64_t>(target) - static_cast<int64_t>(field + 4));
+    std::memcpy(w.out + field, &rel, 4);
+}
+
+}  // namespace
+
+int build_detour(const Region &region, uint64_t at, bool mid, uint64_t pre_fn, uint64_t post_fn,
+                 uint8_t *out, size_t code_offset, size_t cap, DetourLayout *layout)
+{
+    if (region.n == 0 || region.n > kMaxRegionInsns) return -EINVAL;
+    Writer w{out, code_offset, cap, at};
+    DetourLayout L;
+    const Insn &first = region.insns[0];
+    // A post handler runs after the first instruction; a control transfer there has no
+    // "after" inside the detour (the dispatcher emulates it on the post path instead).
+    L.has_post_path = first.cls == InsnClass::kOutOfLine;
+
+    L.entry = static_cast<uint32_t>(w.pos);
+    emit_save(w, mid ? kRedZone : 0, region.addr);
+    emit_call(w, pre_fn, region.addr);
+    Branches pre = emit_dispatch_result(w, L.has_post_path);
+    L.resume_trap = static_cast<uint32_t>(pre.trap);
+
+    // Plain path.
+    patch_rel32(w, pre.je_zero, w.pos);
+    emit_restore(w);
+    if (!emit_relocated(w, region, 0, region.n, true, &L.plain)) return -ERANGE;
+
+    if (L.has_post_path) {
+        patch_rel32(w, pre.je_one, w.pos);
+        emit_restore(w);
+        RelocMap one;
+        if (!emit_relocated(w, region, 0, 1, false, &one)) return -ERANGE;
+        L.post_insn1 = one.offset[0];
+        L.post_after1 = static_cast<uint32_t>(w.pos);
+        // After the first instruction the thread is mid-function: skip the red zone.
+        emit_save(w, kRedZone, region.addr + first.len);
+        emit_call(w, post_fn, region.addr);
+        Branches post = emit_dispatch_result(w, false);
+        L.post_resume_trap = static_cast<uint32_t>(post.trap);
+        patch_rel32(w, post.je_zero, w.pos);
+        emit_restore(w);
+        if (region.n > 1) {
+            if (!emit_relocated(w, region, 1, region.n, true, &L.post_rest)) return -ERANGE;
+        } else {
+            // Only one instruction was replaced: jump back after it.
+            w.bytes({0xe9});
+            int64_t rel = static_cast<int64_t>(region.addr + region.len) - static_cast<int64_t>(w.here() + 4);
+            if (rel < INT32_MIN || rel > INT32_MAX) return -ERANGE;
+            w.u32(static_cast<uint32_t>(static_cast<int32_t>(rel)));
+        }
+    }
+    if (!w.ok) return -ENOSPC;
+    L.end = static_cast<uint32_t>(w.pos);
+    *layout = L;
+    return 0;
+}
+
+}  // namespace liveprobe::arch

@@ -1,0 +1,143 @@
+// The jump path's entry into the dispatcher: called by detours (detour.hpp) with the probed
+// thread's registers in a struct pt_regs on its stack. Built with -mgeneral-regs-only (see
+// src/CMakeLists.txt): nothing here touches vector state before vector_save().
+#include "arch/x86_64/jump_path.hpp"
+
+#include <alloca.h>
+
+#include "arch/x86_64/breakpoint.hpp"
+#include "arch/x86_64/vector_state.hpp"
+#include "core/dispatch.hpp"
+#include "os/linux/code_alloc.hpp"
+
+namespace liveprobe::arch {
+namespace {
+
+using core::PreResult;
+using core::ProbePoint;
+using core::ThreadRecord;
+
+// Runs `body` with the vector state saved around it when pp's handlers may touch it.
+template <typename Body>
+auto with_vector_state(ProbePoint *pp, Body body) noexcept
+{
+    if (!pp->vec.load(std::memory_order_relaxed)) return body();
+    size_t size = vector_area_size() + 128;
+    auto raw = reinterpret_cast<uintptr_t>(alloca(size));
+    void *area = reinterpret_cast<void *>((raw + 63) & ~uintptr_t(63));
+    vector_save(area);
+    auto r = body();
+    vector_restore(area);
+    return r;
+}
+
+bool mem_read(void *ctx, uint64_t addr, void *dst, size_t n)
+{
+    return core::guarded_copy(static_cast<core::GuardedAccess *>(ctx), dst, reinterpret_cast<void *>(addr), n);
+}
+bool mem_write(void *ctx, uint64_t addr, const void *src, size_t n)
+{
+    return core::guarded_copy(static_cast<core::GuardedAccess *>(ctx), reinterpret_cast<void *>(addr), src, n);
+}
+
+}  // namespace
+
+extern "C" int lp_jump_pre(uint64_t addr, struct pt_regs *regs) noexcept
+{
+    ThreadRecord *rec = core::this_thread();
+    if (!rec) return kJumpPlain;
+    ProbePoint *prev = rec->busy.load(std::memory_order_relaxed);
+    ProbePoint *pp = core::acquire(rec, addr);
+    if (!pp) {
+        rec->busy.store(prev, std::memory_order_release);
+        return kJumpPlain;  // the probe is going away: run the original instructions
+    }
+    if (rec->in_handler) {
+        core::count_missed(pp);
+        rec->busy.store(prev, std::memory_order_release);
+        return kJumpPlain;
+    }
+    PreResult r = with_vector_state(pp, [&] { return core::run_pre(rec, pp, regs); });
+    int action = kJumpPlain;
+    if (r == PreResult::kSkip) {
+        action = kJumpResume;
+    } else if (r == PreResult::kContinueWithPost) {
+        if (pp->layout.has_post_path) {
+            action = kJumpPost;
+        } else {
+            // The first instruction is a control transfer: emulate it here, run the post
+            // handlers where it lands, and resume there.
+            regs->ip = addr;
+            core::GuardedAccess ga{rec, 0, {}};
+            MemOps mem{mem_read, mem_write, &ga};
+            uint64_t fault_addr = 0;
+            if (emulate(pp->region.insns[0], *regs, mem, &fault_addr) == 0) {
+                with_vector_state(pp, [&] {
+                    core::run_post(rec, pp, regs);
+                    return 0;
+                });
+                action = kJumpResume;
+            }
+            // On a fault, run the original instruction (plain path): it faults as the program's.
+        }
+    }
+    rec->busy.store(prev, std::memory_order_release);
+    return action;
+}
+
+extern "C" int lp_jump_post(uint64_t addr, struct pt_regs *regs) noexcept
+{
+    ThreadRecord *rec = core::this_thread();
+    if (!rec) return kJumpPlain;
+    uint64_t next = regs->ip;
+    ProbePoint *prev = rec->busy.load(std::memory_order_relaxed);
+    ProbePoint *pp = core::acquire(rec, addr);
+    if (pp && !rec->in_handler) {
+        with_vector_state(pp, [&] {
+            core::run_post(rec, pp, regs);
+            return 0;
+        });
+    }
+    rec->busy.store(prev, std::memory_order_release);
+    return regs->ip == next ? kJumpPlain : kJumpResume;
+}
+
+uint64_t detour_entry_fn() { return reinterpret_cast<uint64_t>(&lp_jump_pre); }
+uint64_t detour_post_fn() { return reinterpret_cast<uint64_t>(&lp_jump_post); }
+
+bool detour_resume_trap(uint64_t at, ucontext_t *uc) noexcept
+{
+    uint64_t block;
+    if (os::code_block(at, &block) != os::kDetourBlock) return false;
+    const auto *h = reinterpret_cast<const core::DetourHeader *>(block);
+    uint64_t off = at - block;
+    if (off != h->layout.resume_trap && (h->layout.post_resume_trap == 0 || off != h->layout.post_resume_trap))
+        return false;
+    // rsp points at the pt_regs the handlers changed: resume exactly there.
+    const auto *regs = reinterpret_cast<const struct pt_regs *>(uc->uc_mcontext.gregs[REG_RSP]);
+    regs_to_context(regs, uc);
+    return true;
+}
+
+bool detour_original_ip(uint64_t ip, uint64_t *orig) noexcept
+{
+    uint64_t block;
+    if (os::code_block(ip, &block) != os::kDetourBlock) return false;
+    const auto *h = reinterpret_cast<const core::DetourHeader *>(block);
+    uint64_t off = ip - block;
+    // The relocated instruction whose copy holds ip: the last one starting at or before it.
+    uint64_t best_off = 0, best = h->addr;
+    for (const RelocMap *m : {&h->layout.plain, &h->layout.post_rest}) {
+        for (size_t i = 0; i < m->n; ++i)
+            if (m->offset[i] <= off && m->offset[i] >= best_off) {
+                best_off = m->offset[i];
+                best = m->orig[i];
+            }
+    }
+    if (h->layout.has_post_path && h->layout.post_insn1 <= off && h->layout.post_insn1 >= best_off)
+        best = h->addr;
+    *orig = best;
+    return true;
+}
+
+}  // namespace liveprobe::arch

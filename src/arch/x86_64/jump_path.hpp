@@ -1,0 +1,33 @@
+// The jump path: what detours call, and how signal handlers treat addresses inside detours.
+#pragma once
+
+#include <ucontext.h>
+
+#include <cstdint>
+
+#include <liveprobe/kprobes.h>
+
+namespace liveprobe::arch {
+
+// What a detour does after calling the dispatcher (detour.hpp step 2).
+enum JumpAction : int {
+    kJumpPlain = 0,   // restore registers, run the relocated region
+    kJumpPost = 1,    // run the first relocated instruction, then the post handlers
+    kJumpResume = 2,  // resume at the registers as the handlers left them (int3 in the detour)
+};
+
+extern "C" int lp_jump_pre(uint64_t addr, struct pt_regs *regs) noexcept;
+extern "C" int lp_jump_post(uint64_t addr, struct pt_regs *regs) noexcept;
+
+uint64_t detour_entry_fn();
+uint64_t detour_post_fn();
+
+// A trap at `at` (the int3's address) that is a detour's "resume from regs": loads the whole
+// context from the pt_regs at the context's rsp and returns true. Async-signal-safe.
+bool detour_resume_trap(uint64_t at, ucontext_t *uc) noexcept;
+
+// If ip lies in a detour, the original instruction it stands for (a fault there is the
+// program's, at that address). Async-signal-safe.
+bool detour_original_ip(uint64_t ip, uint64_t *orig) noexcept;
+
+}  // namespace liveprobe::arch

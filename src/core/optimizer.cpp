@@ -1,0 +1,289 @@
+#include "core/optimizer.hpp"
+
+#include <cstring>
+#include <map>
+#include <string>
+#include <tuple>
+
+#include "arch/x86_64/jump_path.hpp"
+#include "core/registry.hpp"
+#include "core/thread_state.hpp"
+#include "os/linux/code_alloc.hpp"
+#include "os/linux/raw_syscall.hpp"
+#include "os/linux/stop_threads.hpp"
+#include "os/linux/text_poke.hpp"
+#include "symbols/symbols.hpp"
+
+namespace liveprobe::core {
+namespace {
+
+// Detours are immortal and reused for the same address, bytes and shape (see probe.hpp).
+std::map<std::tuple<uint64_t, std::string, bool>, std::pair<uint64_t, arch::DetourLayout>> g_detours;
+
+// A thread still dispatching a point on the breakpoint path is waited for this long before
+// optimizing it; past that the point stays on the breakpoint path.
+constexpr int kQuiescentSpins = 200000;
+
+bool wait_quiescent_bounded(const ProbePoint *pp)
+{
+    ThreadRecord *self = this_thread_if_any();
+    for (ThreadRecord *r = all_threads(); r; r = r->next) {
+        if (r == self) continue;
+        for (int spins = 0; r->busy.load(std::memory_order_seq_cst) == pp; ++spins) {
+            if (spins > kQuiescentSpins) return false;
+            if (spins > 64) os::raw_sched_yield();
+        }
+    }
+    return true;
+}
+
+// The function's code with the original bytes under liveprobe's int3s and jmps.
+std::vector<uint8_t> original_code(uint64_t start, uint64_t end, const std::map<uint64_t, ProbePoint *> &points)
+{
+    std::vector<uint8_t> code(end - start);
+    os::peek_text(start, code.data(), code.size());
+    for (auto it = points.lower_bound(start > 32 ? start - 32 : 0); it != points.end() && it->first < end; ++it) {
+        const ProbePoint *p = it->second;
+        if (p->opt.load() != kOptNone) {
+            for (size_t i = 0; i < p->region.n; ++i) {
+                const arch::Insn &in = p->region.insns[i];
+                for (size_t b = 0; b < in.len; ++b)
+                    if (in.addr + b >= start && in.addr + b < end) code[in.addr + b - start] = in.bytes[b];
+            }
+        } else if (p->armed && p->addr >= start) {
+            code[p->addr - start] = p->orig_byte;
+        }
+    }
+    return code;
+}
+
+// Plans the region and builds (or reuses) the detour. Returns a reason on failure.
+std::string prepare(ProbePoint *pp, const std::map<uint64_t, ProbePoint *> &points)
+{
+    auto fn = symbols::function_at(pp->addr);
+    if (!fn) return "no function bounds are known for the address (no symbol, no FDE)";
+    std::vector<uint8_t> body = original_code(fn->start, fn->end, points);
+    arch::CodeRange range{fn->start, body.data(), body.size()};
+    // GCC's cold part (f.cold) jumps back into f: its branches count too.
+    std::vector<arch::CodeRange> cold;
+    std::vector<uint8_t> cold_body;
+    if (!fn->name.empty()) {
+        std::string base = fn->object.substr(fn->object.rfind('/') + 1);
+        uint64_t cold_addr = 0;
+        std::string why;
+        if (symbols::resolve(base + ":" + fn->name + ".cold", &cold_addr, &why) == 0) {
+            if (auto cf = symbols::function_at(cold_addr)) {
+                cold_body = original_code(cf->start, cf->end, points);
+                cold.push_back({cf->start, cold_body.data(), cold_body.size()});
+            }
+        }
+    }
+    std::vector<uint64_t> others;
+    for (auto it = points.lower_bound(fn->start); it != points.end() && it->first < fn->end; ++it)
+        if (it->second != pp) others.push_back(it->first);
+    arch::Region region;
+    if (const char *why = arch::plan_region(pp->addr, range, cold, others, &region)) return why;
+
+    bool mid = pp->addr != fn->start;
+    std::string bytes;
+    for (size_t i = 0; i < region.n; ++i)
+        bytes.append(reinterpret_cast<const char *>(region.insns[i].bytes), region.insns[i].len);
+    auto key = std::make_tuple(pp->addr, bytes, mid);
+    if (auto it = g_detours.find(key); it != g_detours.end()) {
+        pp->detour = it->second.first;
+        pp->layout = it->second.second;
+        pp->region = region;
+        return {};
+    }
+    uint64_t block = os::alloc_code(pp->addr, os::kDetourBlock);
+    if (!block) return "no memory for a detour within +-2 GiB of the address";
+    std::vector<uint8_t> buf(os::kDetourBlock, 0xcc);
+    arch::DetourLayout layout;
+    int err = arch::build_detour(region, block, mid, arch::detour_entry_fn(), arch::detour_post_fn(),
+                                 buf.data(), kDetourCodeOffset, buf.size(), &layout);
+    if (err == -ERANGE) return "a relocated instruction of the region cannot reach its target from the detour";
+    if (err != 0) return "the detour does not fit in its block";
+    DetourHeader h{pp->addr, region.len, layout};
+    std::memcpy(buf.data(), &h, sizeof h);
+    if (Status s = os::poke_text(block, buf.data(), buf.size()); !s.ok()) return s.reason;
+    g_detours.emplace(key, std::make_pair(block, layout));
+    pp->detour = block;
+    pp->layout = layout;
+    pp->region = region;
+    return {};
+}
+
+// Where a thread stopped at ip continues once pp's region is a jmp (ip itself when it is
+// not inside the region or pp's slot), or 0 when it cannot be placed.
+uint64_t remap(const ProbePoint *pp, uint64_t ip)
+{
+    const arch::Region &r = pp->region;
+    const arch::DetourLayout &L = pp->layout;
+    const uint64_t d = pp->detour;
+    uint64_t len1 = r.insns[0].len;
+    uint64_t plain_after1 = r.n > 1 ? L.plain.offset[1] : L.plain.offset[0] + len1;
+    if (ip > r.addr && ip < r.addr + r.len) {
+        for (size_t i = 1; i < r.n; ++i)
+            if (r.insns[i].addr == ip) return d + L.plain.offset[i];
+        // Just past the int3: the thread trapped and its SIGTRAP is pending (the thread-stop
+        // delivers it again); the handler will send it to the detour.
+        if (ip == r.addr + 1) return ip;
+        return 0;
+    }
+    if (pp->slot && ip >= pp->slot && ip < pp->slot + kSlotSize) {
+        uint64_t off = ip - pp->slot;
+        if (off == kSlotJumpOffset) return d + L.plain.offset[0];
+        if (off == kSlotJumpOffset + len1) return d + plain_after1;
+        if (off == kSlotTrapOffset) return d + (L.has_post_path ? L.post_insn1 : L.plain.offset[0]);
+        if (off == kSlotTrapOffset + len1) return L.has_post_path ? d + L.post_after1 : d + plain_after1;
+        return 0;
+    }
+    return ip;
+}
+
+}  // namespace
+
+const char *optimization_off_reason()
+{
+    return optimization_enabled() ? nullptr
+                                  : "optimization is turned off (liveprobe_set_optimization(0) or "
+                                    "LIVEPROBE_OPTIMIZE=0)";
+}
+
+void refresh_vector_need(ProbePoint *pp)
+{
+    bool vec = false;
+    Members *m = pp->members.load();
+    for (uint32_t i = 0; m && i < m->n && !vec; ++i) {
+        struct kprobe *kp = m->items[i]->kp;
+        if (kp->flags & KPROBE_FLAG_NOVEC) continue;
+        for (void *h : {reinterpret_cast<void *>(kp->pre_handler), reinterpret_cast<void *>(kp->post_handler),
+                        reinterpret_cast<void *>(kp->fault_handler)}) {
+            const char *why = nullptr;
+            if (h && !arch::vector_free(reinterpret_cast<uint64_t>(h), 2, &why)) vec = true;
+        }
+    }
+    pp->vec.store(vec);
+}
+
+void optimize_points(const std::vector<ProbePoint *> &batch, const std::map<uint64_t, ProbePoint *> &points)
+{
+    std::vector<ProbePoint *> todo;
+    for (ProbePoint *pp : batch) {
+        if (pp->opt.load() != kOptNone || !pp->armed || pp->gone) continue;
+        if (const char *off = optimization_off_reason()) {
+            pp->why_not = off;
+            continue;
+        }
+        std::string why = prepare(pp, points);
+        if (!why.empty()) {
+            pp->why_not = why;
+            continue;
+        }
+        todo.push_back(pp);
+    }
+    if (todo.empty()) return;
+
+    // 1. From now on a trap at these addresses goes to the detour, not to the slot.
+    for (ProbePoint *pp : todo) pp->opt.store(kOptPending, std::memory_order_seq_cst);
+    // 2. A thread that decided for the slot before step 1 is still busy with the point: wait
+    //    until it has left the handler (it is then in the slot, or past it).
+    std::vector<ProbePoint *> ready;
+    for (ProbePoint *pp : todo) {
+        if (wait_quiescent_bounded(pp)) {
+            ready.push_back(pp);
+        } else {
+            pp->opt.store(kOptNone);
+            pp->why_not = "a thread stayed inside this probe's handlers while it was being optimized";
+        }
+    }
+    // 3. Stop every other thread. Nothing below allocates until resume(): a stopped thread
+    //    may hold the malloc lock.
+    std::vector<char> unplaceable(ready.size(), 0);
+    os::WorldStop world;
+    Status st = world.stop();
+    if (!st.ok()) {
+        world.resume();
+        for (ProbePoint *pp : ready) {
+            pp->opt.store(kOptNone);
+            pp->why_not = "the other threads cannot be stopped to patch safely: " + st.reason;
+        }
+        return;
+    }
+    // 4. A thread inside a region, or inside the slot about to jump back into it, moves to
+    //    the matching instruction of the detour.
+    for (os::StoppedThread &t : world.threads()) {
+        for (size_t i = 0; i < ready.size(); ++i) {
+            uint64_t to = remap(ready[i], t.ip);
+            if (to == 0)
+                unplaceable[i] = 1;  // not at an instruction boundary we know: leave this one
+            else if (to != t.ip)
+                t.new_ip = to;
+        }
+    }
+    // 5. The slot continues into the detour; the bytes after the int3 become the jmp's
+    //    displacement. sync_cores() between steps: no core runs stale bytes.
+    for (size_t i = 0; i < ready.size(); ++i) {
+        ProbePoint *pp = ready[i];
+        if (unplaceable[i]) continue;
+        if (pp->slot) {
+            const arch::DetourLayout &L = pp->layout;
+            uint64_t after1 = pp->detour + (pp->region.n > 1 ? L.plain.offset[1] : L.plain.offset[0] + pp->region.insns[0].len);
+            os::poke_text(pp->slot + offsetof(SlotHeader, next), &after1, sizeof after1);
+        }
+        uint8_t jmp[arch::kJmpLen];
+        int32_t rel = static_cast<int32_t>(int64_t(pp->detour + pp->layout.entry) - int64_t(pp->addr + arch::kJmpLen));
+        jmp[0] = 0xe9;
+        std::memcpy(jmp + 1, &rel, 4);
+        os::poke_text(pp->addr + 1, jmp + 1, arch::kJmpLen - 1);
+    }
+    os::sync_cores();
+    // 6. The first byte: int3 becomes the jmp opcode.
+    const uint8_t e9 = 0xe9;
+    for (size_t i = 0; i < ready.size(); ++i)
+        if (!unplaceable[i]) os::poke_text(ready[i]->addr, &e9, 1);
+    os::sync_cores();
+    // 7. Let the other threads run.
+    world.resume();
+    for (size_t i = 0; i < ready.size(); ++i) {
+        if (unplaceable[i]) {
+            ready[i]->opt.store(kOptNone);
+            ready[i]->why_not = "a stopped thread was inside the region at an unknown place";
+            continue;
+        }
+        ready[i]->opt.store(kOptDone, std::memory_order_release);
+        ready[i]->why_not.clear();
+    }
+}
+
+void unoptimize_point(ProbePoint *pp, bool keep_int3)
+{
+    if (pp->opt.load() == kOptNone) return;
+    const arch::Region &r = pp->region;
+    uint8_t orig[arch::kMaxRegionInsns * arch::kMaxInsnLen];
+    size_t n = 0;
+    for (size_t i = 0; i < r.n; ++i)
+        for (size_t b = 0; b < r.insns[i].len; ++b) orig[n++] = r.insns[i].bytes[b];
+    // 1. int3 on the first byte: a thread reaching the address traps (and is sent to the
+    //    detour while opt != none).
+    const uint8_t int3 = 0xcc;
+    os::poke_text(pp->addr, &int3, 1);
+    os::sync_cores();
+    // 2. The original bytes after it.
+    os::poke_text(pp->addr + 1, orig + 1, r.len - 1);
+    os::sync_cores();
+    // 3. The slot continues after the original instruction again; traps use the slot.
+    if (pp->slot) {
+        uint64_t next = pp->addr + pp->insn.len;
+        os::poke_text(pp->slot + offsetof(SlotHeader, next), &next, sizeof next);
+    }
+    pp->opt.store(kOptNone, std::memory_order_seq_cst);
+    // 4. The first byte: the int3 stays (breakpoint path) or the original comes back.
+    if (!keep_int3) {
+        os::poke_text(pp->addr, &pp->orig_byte, 1);
+        os::sync_cores();
+        pp->armed = false;
+    }
+}
+
+}  // namespace liveprobe::core

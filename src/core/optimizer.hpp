@@ -1,0 +1,31 @@
+// Jump optimization of probe points (the kernel's optprobes, done before register_kprobe
+// returns). Called with the registry mutex held.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "core/probe.hpp"
+
+namespace liveprobe::core {
+
+// Optimizes every armed point of `batch` that can be, in one stop of the other threads. A point
+// that cannot be keeps its int3 and gets pp->why_not. `points` is every probe point (for the
+// original bytes under other probes and the "no other probe in the region" rule).
+void optimize_points(const std::vector<ProbePoint *> &batch,
+                     const std::map<uint64_t, ProbePoint *> &points);
+
+// Takes the jmp out again: the int3 back at the address (keep_int3) or the original byte.
+// Needs no stop of the other threads: no thread can be inside a jmp's bytes, and detours are
+// never freed, so a thread still inside one finishes there.
+void unoptimize_point(ProbePoint *pp, bool keep_int3);
+
+// Recomputes pp->vec from its enabled kprobes: false only when every handler is declared
+// (KPROBE_FLAG_NOVEC) or proven free of vector instructions.
+void refresh_vector_need(ProbePoint *pp);
+
+// Why optimization is off as a whole, or nullptr.
+const char *optimization_off_reason();
+
+}  // namespace liveprobe::core

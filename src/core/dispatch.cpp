@@ -1,6 +1,7 @@
 #include "core/dispatch.hpp"
 
 #include "core/probe_table.hpp"
+#include "os/linux/text_poke.hpp"
 
 namespace liveprobe::core {
 namespace {
@@ -55,7 +56,14 @@ ProbePoint *acquire(ThreadRecord *rec, uint64_t addr) noexcept
     ProbeTable &t = probe_table();
     ProbePoint *pp = t.lookup(addr);
     if (!pp) return nullptr;
-    rec->busy.store(pp, std::memory_order_seq_cst);
+    // The store must be visible before the second lookup reads the table. Writers make every
+    // thread execute a full barrier (membarrier) before they scan busy fields, so a compiler
+    // barrier is enough here; without membarrier, a real fence.
+    rec->busy.store(pp, std::memory_order_relaxed);
+    if (os::hit_path_needs_fence())
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+    else
+        std::atomic_signal_fence(std::memory_order_seq_cst);
     if (t.lookup(addr) != pp) return nullptr;
     return pp;
 }

@@ -37,10 +37,11 @@ struct GuardFrame {
 void unwind_to_guard(int sig, const siginfo_t *info) noexcept;
 
 // Finds the live probe point at addr and marks this thread as dispatching it (busy), or
-// returns null. The quiescence protocol: the thread stores busy = pp (seq_cst) and then
-// looks pp up again; a registry writer removes pp from the table (seq_cst) and then waits
-// until no thread's busy is pp. One of the two sees the other, so either the reader bails
-// out or the writer waits for it: pp and its members stay valid while busy == pp.
+// returns null. The quiescence protocol (an asymmetric Dekker): the thread stores busy = pp
+// and then looks pp up again; a registry writer removes pp from the table, makes every
+// thread execute a full barrier (membarrier), and then waits until no thread's busy is pp.
+// One of the two sees the other, so either the reader bails out or the writer waits for it:
+// pp and its members stay valid while busy == pp.
 ProbePoint *acquire(ThreadRecord *rec, uint64_t addr) noexcept;
 
 enum class PreResult { kContinue, kContinueWithPost, kSkip };

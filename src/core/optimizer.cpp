@@ -26,6 +26,7 @@ constexpr int kQuiescentSpins = 200000;
 
 bool wait_quiescent_bounded(const ProbePoint *pp)
 {
+    os::barrier_all_threads();  // see wait_quiescent()
     ThreadRecord *self = this_thread_if_any();
     for (ThreadRecord *r = all_threads(); r; r = r->next) {
         if (r == self) continue;

@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 
 #include "os/linux/raw_syscall.hpp"
+#include "os/linux/text_poke.hpp"
 
 namespace liveprobe::core {
 namespace {
@@ -81,6 +82,8 @@ ThreadRecord *all_threads() noexcept { return g_head.load(std::memory_order_acqu
 
 void wait_quiescent(const ProbePoint *pp)
 {
+    // Every thread's busy store before this point is now visible (dispatch.cpp acquire()).
+    os::barrier_all_threads();
     ThreadRecord *self = tl_rec;
     for (ThreadRecord *r = all_threads(); r; r = r->next) {
         if (r == self) continue;

@@ -96,6 +96,20 @@ void peek_text(uint64_t addr, void *out, size_t n)
     std::memcpy(out, reinterpret_cast<const void *>(addr), n);
 }
 
+namespace {
+// Registered at load, before any probe exists: the hit path reads it without synchronization.
+const bool g_expedited_ok =
+    syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+}  // namespace
+
+bool barrier_all_threads()
+{
+    if (!g_expedited_ok) return false;
+    return syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0;
+}
+
+bool hit_path_needs_fence() noexcept { return !g_expedited_ok; }
+
 void sync_cores()
 {
     if (g_membarrier_ok) {

@@ -25,4 +25,11 @@ void peek_text(uint64_t addr, void *out, size_t n);
 // user code (membarrier PRIVATE_EXPEDITED_SYNC_CORE), so no core executes stale bytes.
 void sync_cores();
 
+// A full memory barrier executed by every running thread of the process before this returns
+// (membarrier PRIVATE_EXPEDITED): the writer's half of an asymmetric Dekker protocol, so the
+// hit path's half needs only a compiler barrier. False when the kernel lacks it (then the
+// hit path must use a real fence: see hit_path_needs_fence()).
+bool barrier_all_threads();
+bool hit_path_needs_fence() noexcept;
+
 }  // namespace liveprobe::os

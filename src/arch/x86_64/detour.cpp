@@ -67,6 +67,7 @@ void emit_save(Writer &w, int32_t rz, uint64_t ip)
     if (rz) lea_rsp(w, -rz);
     lea_rsp(w, -16);        // ss, sp
     w.bytes({0x9c});        // pushfq: flags, before anything changes them
+    w.bytes({0xfc});        // cld: the ABI's direction flag for the calls below (popfq restores it)
     lea_rsp(w, -24);        // cs, ip, orig_ax
     w.bytes({0x57, 0x56, 0x52, 0x51, 0x50});                          // rdi rsi rdx rcx rax
     w.bytes({0x41, 0x50, 0x41, 0x51, 0x41, 0x52, 0x41, 0x53});        // r8 r9 r10 r11

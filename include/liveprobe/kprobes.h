@@ -134,8 +134,10 @@ struct kprobe {
 };
 
 /*
- * Resolves and fills in p->addr, clears every flag but KPROBE_FLAG_DISABLED, and returns once
- * the probe is armed (unless disabled). Returns 0 or:
+ * Resolves and fills in p->addr, clears every flag but the inputs KPROBE_FLAG_DISABLED and
+ * KPROBE_FLAG_NOVEC, and returns once the probe is armed (unless disabled) and, wherever it can
+ * be, jump-optimized (KPROBE_FLAG_OPTIMIZED; liveprobe_kprobe_info() says why not otherwise).
+ * Returns 0 or:
  *   -EINVAL     addr and symbol_name both or neither set; p already registered; the address is
  *               not in executable code of the process, is inside liveprobe itself, or is on the
  *               blacklist; the symbol name is ambiguous

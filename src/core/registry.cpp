@@ -470,7 +470,7 @@ Status register_locked(struct kprobe *p, ProbePoint **out_pp, Members **old_memb
     ks->enabled.store(!(p->flags & KPROBE_FLAG_DISABLED));
 
     p->addr = reinterpret_cast<kprobe_opcode_t *>(addr);
-    p->flags &= KPROBE_FLAG_DISABLED;
+    p->flags &= KPROBE_FLAG_DISABLED | KPROBE_FLAG_NOVEC;  // the input flags
     p->nmissed = 0;
     p->__lp_state = ks;
 

@@ -93,4 +93,191 @@ END(lp_t_div)
 lp_t_data:
     .quad 0x1122334455667788
 
+
+/* ---- Register preservation across an optimized mid-function probe (optimize_test.cpp) ----
+ * lp_o_regs: loads lp_o_pat into every general register (but rsp), the flags, zmm0-31 and
+ * k1-7; reaches lp_o_regs_probe (two 5-byte nops: a plain region); stores everything into
+ * lp_o_dump. Needs AVX-512F. */
+    .text
+FUNC(lp_o_regs)
+    pushq %rbx
+    pushq %rbp
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    vmovdqu64 lp_o_pat_z+0(%rip), %zmm0
+    vmovdqu64 lp_o_pat_z+64(%rip), %zmm1
+    vmovdqu64 lp_o_pat_z+128(%rip), %zmm2
+    vmovdqu64 lp_o_pat_z+192(%rip), %zmm3
+    vmovdqu64 lp_o_pat_z+256(%rip), %zmm4
+    vmovdqu64 lp_o_pat_z+320(%rip), %zmm5
+    vmovdqu64 lp_o_pat_z+384(%rip), %zmm6
+    vmovdqu64 lp_o_pat_z+448(%rip), %zmm7
+    vmovdqu64 lp_o_pat_z+512(%rip), %zmm8
+    vmovdqu64 lp_o_pat_z+576(%rip), %zmm9
+    vmovdqu64 lp_o_pat_z+640(%rip), %zmm10
+    vmovdqu64 lp_o_pat_z+704(%rip), %zmm11
+    vmovdqu64 lp_o_pat_z+768(%rip), %zmm12
+    vmovdqu64 lp_o_pat_z+832(%rip), %zmm13
+    vmovdqu64 lp_o_pat_z+896(%rip), %zmm14
+    vmovdqu64 lp_o_pat_z+960(%rip), %zmm15
+    vmovdqu64 lp_o_pat_z+1024(%rip), %zmm16
+    vmovdqu64 lp_o_pat_z+1088(%rip), %zmm17
+    vmovdqu64 lp_o_pat_z+1152(%rip), %zmm18
+    vmovdqu64 lp_o_pat_z+1216(%rip), %zmm19
+    vmovdqu64 lp_o_pat_z+1280(%rip), %zmm20
+    vmovdqu64 lp_o_pat_z+1344(%rip), %zmm21
+    vmovdqu64 lp_o_pat_z+1408(%rip), %zmm22
+    vmovdqu64 lp_o_pat_z+1472(%rip), %zmm23
+    vmovdqu64 lp_o_pat_z+1536(%rip), %zmm24
+    vmovdqu64 lp_o_pat_z+1600(%rip), %zmm25
+    vmovdqu64 lp_o_pat_z+1664(%rip), %zmm26
+    vmovdqu64 lp_o_pat_z+1728(%rip), %zmm27
+    vmovdqu64 lp_o_pat_z+1792(%rip), %zmm28
+    vmovdqu64 lp_o_pat_z+1856(%rip), %zmm29
+    vmovdqu64 lp_o_pat_z+1920(%rip), %zmm30
+    vmovdqu64 lp_o_pat_z+1984(%rip), %zmm31
+    kmovq lp_o_pat_k+8(%rip), %k1
+    kmovq lp_o_pat_k+16(%rip), %k2
+    kmovq lp_o_pat_k+24(%rip), %k3
+    kmovq lp_o_pat_k+32(%rip), %k4
+    kmovq lp_o_pat_k+40(%rip), %k5
+    kmovq lp_o_pat_k+48(%rip), %k6
+    kmovq lp_o_pat_k+56(%rip), %k7
+    pushq lp_o_pat_flags(%rip)
+    popfq
+    movq lp_o_pat_g+0(%rip), %rax
+    movq lp_o_pat_g+8(%rip), %rbx
+    movq lp_o_pat_g+16(%rip), %rcx
+    movq lp_o_pat_g+24(%rip), %rdx
+    movq lp_o_pat_g+32(%rip), %rsi
+    movq lp_o_pat_g+40(%rip), %rdi
+    movq lp_o_pat_g+48(%rip), %rbp
+    movq lp_o_pat_g+56(%rip), %r8
+    movq lp_o_pat_g+64(%rip), %r9
+    movq lp_o_pat_g+72(%rip), %r10
+    movq lp_o_pat_g+80(%rip), %r11
+    movq lp_o_pat_g+88(%rip), %r12
+    movq lp_o_pat_g+96(%rip), %r13
+    movq lp_o_pat_g+104(%rip), %r14
+    movq lp_o_pat_g+112(%rip), %r15
+LABEL(lp_o_regs_probe)
+    nopl 0x0(%rax,%rax,1)
+    nopl 0x0(%rax,%rax,1)
+LABEL(lp_o_regs_after)
+    pushfq
+    popq lp_o_dump_flags(%rip)
+    movq %rax, lp_o_dump_g+0(%rip)
+    movq %rbx, lp_o_dump_g+8(%rip)
+    movq %rcx, lp_o_dump_g+16(%rip)
+    movq %rdx, lp_o_dump_g+24(%rip)
+    movq %rsi, lp_o_dump_g+32(%rip)
+    movq %rdi, lp_o_dump_g+40(%rip)
+    movq %rbp, lp_o_dump_g+48(%rip)
+    movq %r8, lp_o_dump_g+56(%rip)
+    movq %r9, lp_o_dump_g+64(%rip)
+    movq %r10, lp_o_dump_g+72(%rip)
+    movq %r11, lp_o_dump_g+80(%rip)
+    movq %r12, lp_o_dump_g+88(%rip)
+    movq %r13, lp_o_dump_g+96(%rip)
+    movq %r14, lp_o_dump_g+104(%rip)
+    movq %r15, lp_o_dump_g+112(%rip)
+    vmovdqu64 %zmm0, lp_o_dump_z+0(%rip)
+    vmovdqu64 %zmm1, lp_o_dump_z+64(%rip)
+    vmovdqu64 %zmm2, lp_o_dump_z+128(%rip)
+    vmovdqu64 %zmm3, lp_o_dump_z+192(%rip)
+    vmovdqu64 %zmm4, lp_o_dump_z+256(%rip)
+    vmovdqu64 %zmm5, lp_o_dump_z+320(%rip)
+    vmovdqu64 %zmm6, lp_o_dump_z+384(%rip)
+    vmovdqu64 %zmm7, lp_o_dump_z+448(%rip)
+    vmovdqu64 %zmm8, lp_o_dump_z+512(%rip)
+    vmovdqu64 %zmm9, lp_o_dump_z+576(%rip)
+    vmovdqu64 %zmm10, lp_o_dump_z+640(%rip)
+    vmovdqu64 %zmm11, lp_o_dump_z+704(%rip)
+    vmovdqu64 %zmm12, lp_o_dump_z+768(%rip)
+    vmovdqu64 %zmm13, lp_o_dump_z+832(%rip)
+    vmovdqu64 %zmm14, lp_o_dump_z+896(%rip)
+    vmovdqu64 %zmm15, lp_o_dump_z+960(%rip)
+    vmovdqu64 %zmm16, lp_o_dump_z+1024(%rip)
+    vmovdqu64 %zmm17, lp_o_dump_z+1088(%rip)
+    vmovdqu64 %zmm18, lp_o_dump_z+1152(%rip)
+    vmovdqu64 %zmm19, lp_o_dump_z+1216(%rip)
+    vmovdqu64 %zmm20, lp_o_dump_z+1280(%rip)
+    vmovdqu64 %zmm21, lp_o_dump_z+1344(%rip)
+    vmovdqu64 %zmm22, lp_o_dump_z+1408(%rip)
+    vmovdqu64 %zmm23, lp_o_dump_z+1472(%rip)
+    vmovdqu64 %zmm24, lp_o_dump_z+1536(%rip)
+    vmovdqu64 %zmm25, lp_o_dump_z+1600(%rip)
+    vmovdqu64 %zmm26, lp_o_dump_z+1664(%rip)
+    vmovdqu64 %zmm27, lp_o_dump_z+1728(%rip)
+    vmovdqu64 %zmm28, lp_o_dump_z+1792(%rip)
+    vmovdqu64 %zmm29, lp_o_dump_z+1856(%rip)
+    vmovdqu64 %zmm30, lp_o_dump_z+1920(%rip)
+    vmovdqu64 %zmm31, lp_o_dump_z+1984(%rip)
+    kmovq %k1, lp_o_dump_k+8(%rip)
+    kmovq %k2, lp_o_dump_k+16(%rip)
+    kmovq %k3, lp_o_dump_k+24(%rip)
+    kmovq %k4, lp_o_dump_k+32(%rip)
+    kmovq %k5, lp_o_dump_k+40(%rip)
+    kmovq %k6, lp_o_dump_k+48(%rip)
+    kmovq %k7, lp_o_dump_k+56(%rip)
+    vzeroupper
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbp
+    popq %rbx
+    ret
+END(lp_o_regs)
+
+/* lp_o_loop(const volatile char *stop): counts iterations until *stop; rcx goes +2 -2 each
+ * time. The probe (lp_o_loop_probe) covers two 4-byte adds: a thread is often stopped between
+ * them, inside the region. Returns the count; rcx must be back to its start (0) when done. */
+FUNC(lp_o_loop)
+    xorl %eax, %eax
+    xorl %ecx, %ecx
+1:
+LABEL(lp_o_loop_probe)
+    addq $1, %rax
+    addq $2, %rcx
+    subq $2, %rcx
+    cmpb $0, (%rdi)
+    je 1b
+    testq %rcx, %rcx
+    jz 2f
+    movq $-1, %rax
+2:  ret
+END(lp_o_loop)
+
+/* long lp_o_tiny(long x): lea 1(%rdi),%rax ; ret -- 4 + 1 bytes: optimizable only because a
+ * ret may end the region. */
+FUNC(lp_o_tiny)
+    leaq 1(%rdi), %rax
+    ret
+END(lp_o_tiny)
+
+/* long lp_o_switch(long x): an indirect jump (as a jump table): never optimized. */
+FUNC(lp_o_switch)
+    leaq 1f(%rip), %rax
+    addq $0, %rdi
+    jmp *%rax
+1:  movq %rdi, %rax
+    ret
+END(lp_o_switch)
+
+    .data
+    .align 64
+    .globl lp_o_pat_z, lp_o_dump_z, lp_o_pat_g, lp_o_dump_g, lp_o_pat_k, lp_o_dump_k
+    .globl lp_o_pat_flags, lp_o_dump_flags
+lp_o_pat_z:  .zero 2048
+lp_o_dump_z: .zero 2048
+lp_o_pat_g:  .zero 120
+lp_o_dump_g: .zero 120
+lp_o_pat_k:  .zero 64
+lp_o_dump_k: .zero 64
+lp_o_pat_flags:  .quad 0
+lp_o_dump_flags: .quad 0
+
     .section .note.GNU-stack,"",@progbits

@@ -43,6 +43,22 @@ extern char lp_t_icall_site[];
 // long lp_t_div(long a, long b): a / b with idiv (SIGFPE when b == 0), out of sight of UBSan
 long lp_t_div(long a, long b);
 
+// Register preservation (optimize_test.cpp): see asm_targets.S.
+void lp_o_regs(void);
+extern char lp_o_regs_probe[], lp_o_regs_after[];
+extern unsigned char lp_o_pat_z[2048], lp_o_dump_z[2048];
+extern unsigned long lp_o_pat_g[15], lp_o_dump_g[15], lp_o_pat_k[8], lp_o_dump_k[8];
+extern unsigned long lp_o_pat_flags, lp_o_dump_flags;
+
+// long lp_o_loop(const volatile char *stop): see asm_targets.S.
+long lp_o_loop(const volatile char *stop);
+extern char lp_o_loop_probe[];
+
+// long lp_o_tiny(long x): lea 1(%rdi),%rax ; ret
+long lp_o_tiny(long x);
+// long lp_o_switch(long x): an indirect jump in the function
+long lp_o_switch(long x);
+
 // long lp_t_push(long x): push %rdi (probe) ; pop %rax ; ret
 long lp_t_push(long x);
 extern char lp_t_push_insn[];

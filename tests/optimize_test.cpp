@@ -1,0 +1,232 @@
+// Jump-optimized probes: state and reasons, every register preserved across a mid-function
+// probe whose handlers clobber vector state, threads stopped inside a region being patched,
+// sleeping threads not disturbed. (Under the "noopt." prefix ctest runs this binary with
+// LIVEPROBE_OPTIMIZE=0: the same checks hold on the breakpoint path.)
+#include <liveprobe/kprobes.h>
+
+#include <gtest/gtest.h>
+#include <time.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/asm_targets.hpp"
+
+namespace {
+
+bool optimizing()
+{
+    const char *e = getenv("LIVEPROBE_OPTIMIZE");
+    return !(e && std::strcmp(e, "0") == 0);
+}
+
+kprobe at(void *addr, kprobe_pre_handler_t pre = nullptr, kprobe_post_handler_t post = nullptr)
+{
+    kprobe kp{};
+    kp.addr = static_cast<kprobe_opcode_t *>(addr);
+    kp.pre_handler = pre;
+    kp.post_handler = post;
+    return kp;
+}
+
+std::string why(const kprobe &kp)
+{
+    liveprobe_info info{};
+    if (liveprobe_kprobe_info(&kp, &info) != 0) return "(not registered)";
+    return info.why_not_optimized ? info.why_not_optimized : "";
+}
+
+int empty_pre(kprobe *, pt_regs *) { return 0; }
+
+TEST(Optimize, StateFlagsAndReasons)
+{
+    kprobe tiny{};
+    tiny.symbol_name = "lp_o_tiny";
+    tiny.pre_handler = empty_pre;
+    ASSERT_EQ(register_kprobe(&tiny), 0) << liveprobe_strerror(-1);
+    kprobe sw{};
+    sw.symbol_name = "lp_o_switch";
+    sw.pre_handler = empty_pre;
+    ASSERT_EQ(register_kprobe(&sw), 0);
+    liveprobe_info info{};
+    ASSERT_EQ(liveprobe_kprobe_info(&tiny, &info), 0);
+    if (optimizing()) {
+        // lea + ret: 5 bytes, a ret ends the region.
+        EXPECT_TRUE(tiny.flags & KPROBE_FLAG_OPTIMIZED) << why(tiny);
+        EXPECT_EQ(info.optimized, 1);
+        EXPECT_EQ(info.why_not_optimized, nullptr);
+    } else {
+        EXPECT_FALSE(tiny.flags & KPROBE_FLAG_OPTIMIZED);
+        EXPECT_NE(why(tiny).find("turned off"), std::string::npos) << why(tiny);
+    }
+    EXPECT_EQ(lp_o_tiny(41), 42);
+    EXPECT_FALSE(sw.flags & KPROBE_FLAG_OPTIMIZED);
+    if (optimizing()) {
+        EXPECT_NE(why(sw).find("indirect"), std::string::npos) << why(sw);
+    }
+    EXPECT_EQ(lp_o_switch(5), 5);
+
+    // Turning optimization off at run time puts every probe on the breakpoint path, and on
+    // again optimizes them again.
+    liveprobe_set_optimization(0);
+    EXPECT_FALSE(tiny.flags & KPROBE_FLAG_OPTIMIZED);
+    EXPECT_EQ(*reinterpret_cast<volatile unsigned char *>(&lp_o_tiny), 0xcc);
+    EXPECT_EQ(lp_o_tiny(1), 2);
+    liveprobe_set_optimization(1);
+    EXPECT_TRUE(tiny.flags & KPROBE_FLAG_OPTIMIZED) << why(tiny);
+    EXPECT_EQ(*reinterpret_cast<volatile unsigned char *>(&lp_o_tiny), 0xe9);
+    EXPECT_EQ(lp_o_tiny(2), 3);
+    if (!optimizing()) liveprobe_set_optimization(0);
+
+    unregister_kprobe(&tiny);
+    unregister_kprobe(&sw);
+    // The original bytes are back: lea 1(%rdi),%rax = 48 8d 47 01.
+    EXPECT_EQ(*reinterpret_cast<volatile unsigned char *>(&lp_o_tiny), 0x48);
+    EXPECT_EQ(lp_o_tiny(3), 4);
+}
+
+// ---- Every register survives a probe whose handlers clobber vector state ----
+
+std::atomic<int> g_handler_runs{0};
+char g_scratch_a[4096], g_scratch_b[4096];
+
+// Uses printf's formatting (floating point through xmm registers) and memcpy (glibc's
+// AVX-512 copy here), then clobbers zmm and k registers on purpose.
+__attribute__((target("avx512f"))) void clobber_everything()
+{
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "%f %g", 3.25 * g_handler_runs.load(), 1e300 / 7.0);
+    void *(*volatile copy)(void *, const void *, size_t) = std::memcpy;
+    copy(g_scratch_a, g_scratch_b, sizeof g_scratch_a);
+    copy(g_scratch_b, buf, std::strlen(buf));
+    asm volatile("vpternlogd $0xff, %%zmm0, %%zmm0, %%zmm0\n\t"
+                 "vpternlogd $0xff, %%zmm16, %%zmm16, %%zmm16\n\t"
+                 "vpternlogd $0xff, %%zmm31, %%zmm31, %%zmm31\n\t"
+                 "kxnorq %%k1, %%k1, %%k1\n\t"
+                 "kxnorq %%k7, %%k7, %%k7\n\t"
+                 "vzeroupper" ::
+                     : "xmm0", "xmm16", "xmm31", "k1", "k7", "memory");
+}
+
+int clobber_pre(kprobe *, pt_regs *)
+{
+    g_handler_runs++;
+    clobber_everything();
+    return 0;
+}
+void clobber_post(kprobe *, pt_regs *, unsigned long)
+{
+    g_handler_runs++;
+    clobber_everything();
+}
+
+void fill_patterns()
+{
+    for (int i = 0; i < 2048; ++i) lp_o_pat_z[i] = static_cast<unsigned char>(i * 37 + 11);
+    for (int i = 0; i < 15; ++i) lp_o_pat_g[i] = 0x0101010101010101ul * (i + 1) ^ 0x8000000000000000ul;
+    for (int i = 0; i < 8; ++i) lp_o_pat_k[i] = 0x1111111111111111ul * (i + 1);
+    lp_o_pat_flags = 0x8d5 | 0x2;  // CF PF AF ZF SF OF
+    std::memset(lp_o_dump_z, 0, sizeof lp_o_dump_z);
+    std::memset(lp_o_dump_g, 0, sizeof lp_o_dump_g);
+    std::memset(lp_o_dump_k, 0, sizeof lp_o_dump_k);
+    lp_o_dump_flags = 0;
+}
+
+void expect_all_preserved()
+{
+    static const char *names[15] = {"rax", "rbx", "rcx", "rdx", "rsi", "rdi", "rbp", "r8",
+                                    "r9",  "r10", "r11", "r12", "r13", "r14", "r15"};
+    for (int i = 0; i < 15; ++i) EXPECT_EQ(lp_o_dump_g[i], lp_o_pat_g[i]) << names[i];
+    EXPECT_EQ(lp_o_dump_flags & 0xcd5, lp_o_pat_flags & 0xcd5) << "flags (and DF clear)";
+    for (int r = 0; r < 32; ++r)
+        EXPECT_EQ(std::memcmp(lp_o_dump_z + 64 * r, lp_o_pat_z + 64 * r, 64), 0) << "zmm" << r;
+    for (int k = 1; k < 8; ++k) EXPECT_EQ(lp_o_dump_k[k], lp_o_pat_k[k]) << "k" << k;
+}
+
+TEST(Optimize, MidFunctionProbePreservesEveryRegister)
+{
+    if (!__builtin_cpu_supports("avx512f")) {
+        GTEST_SKIP() << "this CPU has no AVX-512: lp_o_regs needs it";
+    }
+    fill_patterns();
+    lp_o_regs();
+    expect_all_preserved();  // the harness itself, without a probe
+
+    kprobe kp = at(lp_o_regs_probe, clobber_pre, clobber_post);
+    ASSERT_EQ(register_kprobe(&kp), 0) << liveprobe_strerror(-1);
+    if (optimizing()) {
+        ASSERT_TRUE(kp.flags & KPROBE_FLAG_OPTIMIZED) << why(kp);
+    }
+    g_handler_runs = 0;
+    fill_patterns();
+    lp_o_regs();
+    EXPECT_EQ(g_handler_runs.load(), 2);
+    expect_all_preserved();
+    unregister_kprobe(&kp);
+}
+
+// ---- Threads inside a region while it is patched ----
+
+TEST(Optimize, ThreadsStoppedInsideTheRegionResumeCorrectly)
+{
+    // Three threads spin through the probed region (more threads than cores); the region is
+    // optimized and taken out 300 times. A thread stopped between the two replaced adds must
+    // be moved to the detour's copy, or it would resume inside the jmp.
+    std::atomic<char> stop{0};
+    std::vector<std::thread> spinners;
+    std::atomic<long> bad{0}, total{0};
+    for (int t = 0; t < 3; ++t)
+        spinners.emplace_back([&] {
+            long n = lp_o_loop(reinterpret_cast<volatile char *>(&stop));
+            if (n < 0) bad++;  // rcx did not come back to 0: an instruction ran twice or never
+            total += n;
+        });
+    for (int round = 0; round < 300; ++round) {
+        kprobe kp = at(lp_o_loop_probe, empty_pre);
+        kp.flags = KPROBE_FLAG_NOVEC;
+        ASSERT_EQ(register_kprobe(&kp), 0) << liveprobe_strerror(-1);
+        if (optimizing()) {
+            ASSERT_TRUE(kp.flags & KPROBE_FLAG_OPTIMIZED) << why(kp);
+        }
+        unregister_kprobe(&kp);
+    }
+    stop = 1;
+    for (auto &t : spinners) t.join();
+    EXPECT_EQ(bad.load(), 0);
+    EXPECT_GT(total.load(), 0);
+}
+
+TEST(Optimize, SleepingThreadSeesNoEintrWhilePatching)
+{
+    std::atomic<bool> done{false};
+    std::atomic<int> eintr{0}, sleeps{0};
+    std::thread sleeper([&] {
+        while (!done.load()) {
+            timespec ts{0, 20 * 1000 * 1000};
+            if (nanosleep(&ts, nullptr) != 0 && errno == EINTR) eintr++;
+            timespec ts2{0, 5 * 1000 * 1000};
+            int rc = clock_nanosleep(CLOCK_MONOTONIC, 0, &ts2, nullptr);
+            if (rc == EINTR) eintr++;
+            sleeps++;
+        }
+    });
+    for (int round = 0; round < 200; ++round) {
+        kprobe kp{};
+        kp.symbol_name = "lp_o_tiny";
+        kp.pre_handler = empty_pre;
+        ASSERT_EQ(register_kprobe(&kp), 0);
+        unregister_kprobe(&kp);
+    }
+    done = true;
+    sleeper.join();
+    EXPECT_EQ(eintr.load(), 0);
+    EXPECT_GT(sleeps.load(), 0);
+}
+
+}  // namespace

@@ -200,9 +200,14 @@ void optimize_points(const std::vector<ProbePoint *> &batch, const std::map<uint
     }
     // 3. Stop every other thread. Nothing below allocates until resume(): a stopped thread
     //    may hold the malloc lock.
+    //    Not needed when every region is one instruction: then no thread can be inside one
+    //    (the int3 covers its first byte, as in the kernel's text_poke_bp), and a thread in a
+    //    slot continues after that instruction, outside the jmp.
     std::vector<char> unplaceable(ready.size(), 0);
+    bool need_stop = false;
+    for (ProbePoint *pp : ready) need_stop |= pp->region.n > 1;
     os::WorldStop world;
-    Status st = world.stop();
+    Status st = need_stop ? world.stop() : Status::Ok();
     if (!st.ok()) {
         world.resume();
         for (ProbePoint *pp : ready) {

@@ -21,6 +21,7 @@
 #include "os/linux/loader_events.hpp"
 #include "os/linux/maps.hpp"
 #include "os/linux/signals.hpp"
+#include "os/linux/stop_threads.hpp"
 #include "os/linux/text_poke.hpp"
 #include "symbols/symbols.hpp"
 
@@ -90,6 +91,7 @@ bool g_atfork = [] {
             symbols::unlock_after_fork();
             g_mu.unlock();
             reset_after_fork();
+            os::stop_threads_forget_helper_after_fork();
         });
     return true;
 }();

@@ -132,6 +132,12 @@ void release_all(WorldStop::Shared *s)
 int helper_main(void *arg)
 {
     auto *s = static_cast<WorldStop::Shared *>(arg);
+    // The helper shares memory and TLS with the process but is no part of it: no signal
+    // (a terminal's SIGINT to the process group, say) may run one of the program's handlers
+    // here, and it dies with its creator.
+    uint64_t all = ~0ull;
+    raw_sigprocmask(SIG_SETMASK, &all, nullptr);
+    raw_syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL);
     wait_state_change(s, kInit);
     bool ok = stop_range(s);
     for (;;) {
@@ -191,8 +197,37 @@ bool list_threads(WorldStop::Shared *s, int self)
 
 }  // namespace
 
+namespace {
+// The last helper, still detaching threads or exiting after resume(): reaped by the next
+// stop() (before it, every thread is released), so resume() need not wait for it.
+std::atomic<pid_t> g_last_helper{0};
+WorldStop::Shared *g_last_shared = nullptr;
+void *g_last_stack = nullptr;
+
+void reap_last_helper()
+{
+    pid_t pid = g_last_helper.exchange(0);
+    if (pid <= 0) return;
+    while (raw_syscall(SYS_wait4, pid, 0, __WALL, 0) == -EINTR) {
+    }
+    munmap(g_last_shared, sizeof(WorldStop::Shared));
+    munmap(g_last_stack, kHelperStack);
+    g_last_shared = nullptr;
+    g_last_stack = nullptr;
+}
+}  // namespace
+
+void stop_threads_forget_helper_after_fork()
+{
+    // The child of fork() has no helper (it belonged to the parent's thread).
+    g_last_helper.store(0);
+    g_last_shared = nullptr;
+    g_last_stack = nullptr;
+}
+
 Status WorldStop::stop()
 {
+    reap_last_helper();
     int self = raw_gettid();
     // Nothing may allocate while other threads are stopped (one may hold the malloc lock).
     threads_.reserve(kMaxThreads);
@@ -259,11 +294,15 @@ void WorldStop::resume()
                     if (shared_->tid[i] == t.tid) shared_->new_ip[i] = t.new_ip;
             int st = shared_->state.load();
             if (st == kStopped) set_state(shared_, kResume);
-            while (raw_syscall(SYS_wait4, helper_, 0, __WALL, 0) == -EINTR) {
-            }
+            // The helper detaches and exits on its own; the next stop() reaps it.
+            g_last_helper.store(helper_);
+            g_last_shared = shared_;
+            g_last_stack = stack_;
             helper_ = 0;
+            shared_ = nullptr;
+            stack_ = nullptr;
         }
-        munmap(shared_, sizeof(Shared));
+        if (shared_) munmap(shared_, sizeof(Shared));
         shared_ = nullptr;
     }
     if (stack_) {

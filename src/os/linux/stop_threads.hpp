@@ -60,4 +60,7 @@ private:
     pid_t helper_ = 0;
 };
 
+// In the child of fork(): the parent's helper is not the child's.
+void stop_threads_forget_helper_after_fork();
+
 }  // namespace liveprobe::os

@@ -38,7 +38,8 @@ bool wait_quiescent_bounded(const ProbePoint *pp)
     return true;
 }
 
-// The function's code with the original bytes under liveprobe's int3s and jmps.
+}  // namespace
+
 std::vector<uint8_t> original_code(uint64_t start, uint64_t end, const std::map<uint64_t, ProbePoint *> &points)
 {
     std::vector<uint8_t> code(end - start);
@@ -57,6 +58,8 @@ std::vector<uint8_t> original_code(uint64_t start, uint64_t end, const std::map<
     }
     return code;
 }
+
+namespace {
 
 // Plans the region and builds (or reuses) the detour. Returns a reason on failure.
 std::string prepare(ProbePoint *pp, const std::map<uint64_t, ProbePoint *> &points)
@@ -144,6 +147,14 @@ uint64_t remap(const ProbePoint *pp, uint64_t ip)
 
 }  // namespace
 
+std::string prepare_point(ProbePoint *pp, const std::map<uint64_t, ProbePoint *> &points)
+{
+    if (const char *off = optimization_off_reason()) return off;
+    std::string why = prepare(pp, points);
+    if (why.empty()) pp->opt.store(kOptPending, std::memory_order_seq_cst);
+    return why;
+}
+
 const char *optimization_off_reason()
 {
     return optimization_enabled() ? nullptr
@@ -171,12 +182,14 @@ void optimize_points(const std::vector<ProbePoint *> &batch, const std::map<uint
 {
     std::vector<ProbePoint *> todo;
     for (ProbePoint *pp : batch) {
-        if (pp->opt.load() != kOptNone || !pp->armed || pp->gone) continue;
-        if (const char *off = optimization_off_reason()) {
-            pp->why_not = off;
+        if (!pp->armed || pp->gone) continue;
+        if (pp->opt.load() == kOptPending) {
+            todo.push_back(pp);  // prepared before its int3 was written
             continue;
         }
-        std::string why = prepare(pp, points);
+        if (pp->opt.load() != kOptNone) continue;
+        // 1. From now on a trap at this address goes to the detour, not to the slot.
+        std::string why = prepare_point(pp, points);
         if (!why.empty()) {
             pp->why_not = why;
             continue;
@@ -185,8 +198,6 @@ void optimize_points(const std::vector<ProbePoint *> &batch, const std::map<uint
     }
     if (todo.empty()) return;
 
-    // 1. From now on a trap at these addresses goes to the detour, not to the slot.
-    for (ProbePoint *pp : todo) pp->opt.store(kOptPending, std::memory_order_seq_cst);
     // 2. A thread that decided for the slot before step 1 is still busy with the point: wait
     //    until it has left the handler (it is then in the slot, or past it).
     std::vector<ProbePoint *> ready;

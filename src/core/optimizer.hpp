@@ -10,8 +10,9 @@
 
 namespace liveprobe::core {
 
-// Optimizes every armed point of `batch` that can be, in one stop of the other threads. A point
-// that cannot be keeps its int3 and gets pp->why_not. `points` is every probe point (for the
+// Optimizes every armed point of `batch` that can be, in one stop of the other threads (points
+// already prepared, kOptPending, and others armed on the breakpoint path). A point that cannot
+// be keeps its int3 and gets pp->why_not. `points` is every probe point (for the
 // original bytes under other probes and the "no other probe in the region" rule).
 void optimize_points(const std::vector<ProbePoint *> &batch,
                      const std::map<uint64_t, ProbePoint *> &points);
@@ -24,6 +25,15 @@ void unoptimize_point(ProbePoint *pp, bool keep_int3);
 // Recomputes pp->vec from its enabled kprobes: false only when every handler is declared
 // (KPROBE_FLAG_NOVEC) or proven free of vector instructions.
 void refresh_vector_need(ProbePoint *pp);
+
+// The code in [start, end) with the original bytes under liveprobe's own int3s and jmps.
+std::vector<uint8_t> original_code(uint64_t start, uint64_t end,
+                                   const std::map<uint64_t, ProbePoint *> &points);
+
+// Plans pp's region and builds (or reuses) its detour; on success pp->opt becomes kOptPending
+// (a trap at its address goes to the detour from then on) and "" is returned, else the reason.
+// Done before the int3 is written, so the slot is never used by a point being optimized.
+std::string prepare_point(ProbePoint *pp, const std::map<uint64_t, ProbePoint *> &points);
 
 // Why optimization is off as a whole, or nullptr.
 const char *optimization_off_reason();

@@ -11,6 +11,7 @@
 #include <set>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "arch/x86_64/breakpoint.hpp"
@@ -136,7 +137,7 @@ SelfRange self_range()
     return r;
 }
 
-Status check_region(uint64_t addr, std::string *object)
+Status check_region(uint64_t addr, const os::MapsSnapshot &maps, std::string *object)
 {
     SelfRange self = self_range();
     if (addr >= self.lo && addr < self.hi)
@@ -149,7 +150,7 @@ Status check_region(uint64_t addr, std::string *object)
                     "{:#x} is on the blacklist: it is the signal-return trampoline "
                     "(__restore_rt), which liveprobe's own breakpoint path returns through",
                     addr);
-    auto m = os::mapping_at(addr);
+    const os::Mapping *m = maps.at(addr);
     if (!m) return Fail(-EINVAL, "{:#x} is not mapped in this process", addr);
     if (!m->x)
         return Fail(-EINVAL, "{:#x} is not in executable code (mapping {:#x}-{:#x} {} is not executable)",
@@ -162,7 +163,7 @@ Status check_region(uint64_t addr, std::string *object)
 
 // Decodes from the start of the function containing addr, with the original bytes under
 // liveprobe's own int3s, and checks that addr starts an instruction; then decodes it.
-Status check_instruction(uint64_t addr, arch::Insn &insn)
+Status check_instruction(uint64_t addr, const os::MapsSnapshot &maps, arch::Insn &insn)
 {
     auto fn = symbols::function_at(addr);
     if (!fn)
@@ -170,15 +171,10 @@ Status check_instruction(uint64_t addr, arch::Insn &insn)
                     "no function covers {:#x} (no symbol and no .eh_frame FDE), so liveprobe "
                     "cannot verify that it is an instruction boundary",
                     addr);
-    auto m = os::mapping_at(fn->start);
+    const os::Mapping *m = maps.at(addr);
     uint64_t end = std::min<uint64_t>(addr + arch::kMaxInsnLen, m ? m->end : addr + 1);
-    auto m2 = os::mapping_at(addr);
-    if (m2) end = std::min<uint64_t>(addr + arch::kMaxInsnLen, m2->end);
-    if (end <= fn->start) return Fail(-EILSEQ, "bad function bounds for {:#x}", addr);
-    std::vector<uint8_t> code(end - fn->start);
-    os::peek_text(fn->start, code.data(), code.size());
-    for (auto it = g_points.lower_bound(fn->start); it != g_points.end() && it->first < end; ++it)
-        if (it->second->armed) code[it->first - fn->start] = it->second->orig_byte;
+    if (end <= fn->start || !maps.at(fn->start)) return Fail(-EILSEQ, "bad function bounds for {:#x}", addr);
+    std::vector<uint8_t> code = original_code(fn->start, end, g_points);
 
     uint64_t at = fn->start;
     while (at < addr) {
@@ -260,16 +256,34 @@ Status build_slot(ProbePoint *pp)
 
 // ---- Arming ----
 
-Status arm(ProbePoint *pp)
+// Writes the int3 of every point of `pps` not armed yet, then serializes every core once.
+// Each point is in the table before its int3 exists: a thread that traps on it finds it.
+// Points about to be optimized are prepared first (kOptPending): a trap there goes straight
+// to the detour.
+Status arm_points(const std::vector<ProbePoint *> &pps)
 {
-    if (pp->armed) return Status::Ok();
-    // The point is in the table before its int3 exists: a thread that traps on it finds it.
     const uint8_t int3 = 0xcc;
-    if (Status s = os::poke_text(pp->addr, &int3, 1); !s.ok()) return s;
-    os::sync_cores();
-    pp->armed = true;
-    return Status::Ok();
+    Status result;
+    bool wrote = false;
+    for (ProbePoint *pp : pps) {
+        if (pp->armed) continue;
+        if (pp->opt.load() == kOptNone && optimization_enabled()) {
+            std::string why = prepare_point(pp, g_points);
+            if (!why.empty()) pp->why_not = why;
+        }
+        if (Status s = os::poke_text(pp->addr, &int3, 1); !s.ok()) {
+            pp->opt.store(kOptNone);
+            result = s;
+            break;
+        }
+        pp->armed = true;
+        wrote = true;
+    }
+    if (wrote) os::sync_cores();
+    return result;
 }
+
+Status arm(ProbePoint *pp) { return arm_points({pp}); }
 
 void disarm(ProbePoint *pp)
 {
@@ -435,13 +449,14 @@ void optimize_batch(const std::vector<ProbePoint *> &batch)
 
 // Registers p with the registry mutex held; *out_pp gets its point, *old_members the
 // snapshot to retire once the mutex is released.
-Status register_locked(struct kprobe *p, ProbePoint **out_pp, Members **old_members)
+Status register_locked(struct kprobe *p, const os::MapsSnapshot &maps, ProbePoint **out_pp,
+                       Members **old_members)
 {
     if (g_probes.count(p)) return Fail(-EINVAL, "this struct kprobe is already registered");
     uint64_t addr = 0;
     std::string object;
     if (Status s = resolve_address(p, &addr); !s.ok()) return s;
-    if (Status s = check_region(addr, &object); !s.ok()) return s;
+    if (Status s = check_region(addr, maps, &object); !s.ok()) return s;
 
     ProbePoint *pp = nullptr;
     bool fresh = false;
@@ -451,7 +466,7 @@ Status register_locked(struct kprobe *p, ProbePoint **out_pp, Members **old_memb
         auto np = std::make_unique<ProbePoint>();
         np->addr = addr;
         np->object = object;
-        if (Status s = check_instruction(addr, np->insn); !s.ok()) return s;
+        if (Status s = check_instruction(addr, maps, np->insn); !s.ok()) return s;
         os::peek_text(addr, &np->orig_byte, 1);
         if (Status s = build_slot(np.get()); !s.ok()) return s;
         pp = np.release();
@@ -482,23 +497,6 @@ Status register_locked(struct kprobe *p, ProbePoint **out_pp, Members **old_memb
         g_points.emplace(addr, pp);
         probe_table().insert(addr, pp);
     }
-    if (ks->enabled.load()) {
-        if (Status s = arm(pp); !s.ok()) {
-            // Undo: nothing was armed, so no thread can be inside this probe.
-            Members *mine = pp->members.load();
-            pp->members.store(old);
-            free_members(mine);
-            if (fresh) {
-                probe_table().remove(addr);
-                g_points.erase(addr);
-            }
-            g_free_ids.push_back(id);
-            p->__lp_state = nullptr;
-            delete ks;
-            if (fresh) delete pp;  // never published with an int3: no thread can hold it
-            return s;
-        }
-    }
     g_probes.emplace(p, ks);
     *out_pp = pp;
     *old_members = old;
@@ -514,12 +512,14 @@ Status register_probes(struct kprobe **kps, int num)
     if (Status s = setup_once(); !s.ok()) return s;
     RegistryLock lk;
     drain_retired();
+    os::MapsSnapshot maps;
     std::vector<ProbePoint *> batch;
+    std::unordered_set<ProbePoint *> in_batch;
     std::vector<std::pair<ProbePoint *, Members *>> to_retire;
     for (int i = 0; i < num; ++i) {
         ProbePoint *pp = nullptr;
         Members *old = nullptr;
-        Status s = register_locked(kps[i], &pp, &old);
+        Status s = register_locked(kps[i], maps, &pp, &old);
         if (!s.ok()) {
             lk.unlock();
             for (auto &[rpp, rold] : to_retire) retire(rpp, rold, nullptr, false);
@@ -528,9 +528,16 @@ Status register_probes(struct kprobe **kps, int num)
             return s;
         }
         if (old) to_retire.emplace_back(pp, old);
-        if (pp->armed) batch.push_back(pp);
+        if (any_enabled(pp->members.load()) && in_batch.insert(pp).second) batch.push_back(pp);
     }
-    // One stop of the other threads for the whole batch.
+    // One int3 pass, one serialization, one stop of the other threads for the whole batch.
+    for (ProbePoint *pp : batch) refresh_vector_need(pp);
+    if (Status s = arm_points(batch); !s.ok()) {
+        lk.unlock();
+        for (auto &[rpp, rold] : to_retire) retire(rpp, rold, nullptr, false);
+        for (int j = num - 1; j >= 0; --j) unregister_probe(kps[j]);
+        return s;
+    }
     optimize_batch(batch);
     lk.unlock();
     for (auto &[rpp, rold] : to_retire) retire(rpp, rold, nullptr, false);

@@ -1,5 +1,6 @@
 #include "os/linux/maps.hpp"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -38,6 +39,20 @@ std::optional<Mapping> mapping_at(uint64_t addr)
     for (auto &m : read_maps())
         if (addr >= m.start && addr < m.end) return m;
     return std::nullopt;
+}
+
+MapsSnapshot::MapsSnapshot() : maps_(read_maps())
+{
+    std::sort(maps_.begin(), maps_.end(), [](const Mapping &a, const Mapping &b) { return a.start < b.start; });
+}
+
+const Mapping *MapsSnapshot::at(uint64_t addr) const
+{
+    auto it = std::upper_bound(maps_.begin(), maps_.end(), addr,
+                               [](uint64_t a, const Mapping &m) { return a < m.start; });
+    if (it == maps_.begin()) return nullptr;
+    --it;
+    return addr < it->end ? &*it : nullptr;
 }
 
 }  // namespace liveprobe::os

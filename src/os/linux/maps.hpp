@@ -18,4 +18,15 @@ struct Mapping {
 std::vector<Mapping> read_maps();
 std::optional<Mapping> mapping_at(uint64_t addr);
 
+// One reading of the map, for a batch of look-ups (registering 10,000 probes must not read
+// /proc/self/maps 10,000 times).
+class MapsSnapshot {
+public:
+    MapsSnapshot();
+    const Mapping *at(uint64_t addr) const;  // nullptr when unmapped
+
+private:
+    std::vector<Mapping> maps_;  // sorted by start
+};
+
 }  // namespace liveprobe::os

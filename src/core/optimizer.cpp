@@ -7,6 +7,7 @@
 
 #include "arch/x86_64/jump_path.hpp"
 #include "core/registry.hpp"
+#include "core/slot.hpp"
 #include "core/thread_state.hpp"
 #include "os/linux/code_alloc.hpp"
 #include "os/linux/raw_syscall.hpp"
@@ -178,16 +179,58 @@ void refresh_vector_need(ProbePoint *pp)
     pp->vec.store(vec);
 }
 
+namespace {
+
+// Puts a prepared point that could not be optimized on the breakpoint path: its slot
+// written, its int3 in place (a trap meanwhile went to the detour), then kOptNone.
+void fall_back(ProbePoint *pp, const std::string &why)
+{
+    pp->why_not = why;
+    if (!pp->armed) {
+        if (!write_slot(pp).ok()) {
+            // No slot: leave the point unarmed rather than trap into nothing.
+            pp->opt.store(kOptNone);
+            pp->why_not = why + "; and its out-of-line copy could not be written: not armed";
+            return;
+        }
+        const uint8_t int3 = 0xcc;
+        os::poke_text(pp->addr, &int3, 1);
+        os::sync_cores();
+        pp->armed = true;
+    }
+    pp->opt.store(kOptNone, std::memory_order_seq_cst);
+}
+
+void write_jmp(const ProbePoint *pp, size_t from)
+{
+    uint8_t jmp[arch::kJmpLen];
+    int32_t rel = static_cast<int32_t>(int64_t(pp->detour + pp->layout.entry) - int64_t(pp->addr + arch::kJmpLen));
+    jmp[0] = 0xe9;
+    std::memcpy(jmp + 1, &rel, 4);
+    os::poke_text(pp->addr + from, jmp + from, arch::kJmpLen - from);
+}
+
+void continue_slot_into_detour(const ProbePoint *pp)
+{
+    if (!pp->slot || !slot_written(pp)) return;  // an unwritten slot keeps its own `next`
+    const arch::DetourLayout &L = pp->layout;
+    uint64_t after1 = pp->detour + (pp->region.n > 1 ? L.plain.offset[1] : L.plain.offset[0] + pp->region.insns[0].len);
+    os::poke_text(pp->slot + offsetof(SlotHeader, next), &after1, sizeof after1);
+}
+
+}  // namespace
+
 void optimize_points(const std::vector<ProbePoint *> &batch, const std::map<uint64_t, ProbePoint *> &points)
 {
     std::vector<ProbePoint *> todo;
     for (ProbePoint *pp : batch) {
-        if (!pp->armed || pp->gone) continue;
+        if (pp->gone) continue;
         if (pp->opt.load() == kOptPending) {
-            todo.push_back(pp);  // prepared before its int3 was written
+            todo.push_back(pp);  // prepared before it was armed
             continue;
         }
-        if (pp->opt.load() != kOptNone) continue;
+        int state = pp->opt.load();
+        if ((state != kOptNone && state != kOptRetired) || !pp->armed) continue;
         // 1. From now on a trap at this address goes to the detour, not to the slot.
         std::string why = prepare_point(pp, points);
         if (!why.empty()) {
@@ -202,72 +245,68 @@ void optimize_points(const std::vector<ProbePoint *> &batch, const std::map<uint
     //    until it has left the handler (it is then in the slot, or past it).
     std::vector<ProbePoint *> ready;
     for (ProbePoint *pp : todo) {
-        if (wait_quiescent_bounded(pp)) {
+        if (!pp->armed || wait_quiescent_bounded(pp))
             ready.push_back(pp);
-        } else {
-            pp->opt.store(kOptNone);
-            pp->why_not = "a thread stayed inside this probe's handlers while it was being optimized";
-        }
+        else
+            fall_back(pp, "a thread stayed inside this probe's handlers while it was being optimized");
     }
-    // 3. Stop every other thread. Nothing below allocates until resume(): a stopped thread
-    //    may hold the malloc lock.
-    //    Not needed when every region is one instruction: then no thread can be inside one
-    //    (the int3 covers its first byte, as in the kernel's text_poke_bp), and a thread in a
-    //    slot continues after that instruction, outside the jmp.
-    std::vector<char> unplaceable(ready.size(), 0);
+    if (ready.empty()) return;
+
+    // 3. Multi-instruction regions: stop every other thread, move those inside a region or a
+    //    slot to the matching place in the detour, and write each jmp whole. Nothing here
+    //    allocates until resume(): a stopped thread may hold the malloc lock.
+    //    Single-instruction regions need no stop (no thread can be inside one; a thread in a
+    //    slot continues after that instruction): the kernel's text_poke_bp order instead.
     bool need_stop = false;
     for (ProbePoint *pp : ready) need_stop |= pp->region.n > 1;
-    os::WorldStop world;
-    Status st = need_stop ? world.stop() : Status::Ok();
-    if (!st.ok()) {
-        world.resume();
-        for (ProbePoint *pp : ready) {
-            pp->opt.store(kOptNone);
-            pp->why_not = "the other threads cannot be stopped to patch safely: " + st.reason;
+    std::vector<char> unplaceable(ready.size(), 0);
+    if (need_stop) {
+        os::WorldStop world;
+        Status st = world.stop();
+        if (!st.ok()) {
+            world.resume();
+            for (ProbePoint *pp : ready)
+                fall_back(pp, "the other threads cannot be stopped to patch safely: " + st.reason);
+            return;
         }
-        return;
-    }
-    // 4. A thread inside a region, or inside the slot about to jump back into it, moves to
-    //    the matching instruction of the detour.
-    for (os::StoppedThread &t : world.threads()) {
+        for (os::StoppedThread &t : world.threads()) {
+            for (size_t i = 0; i < ready.size(); ++i) {
+                uint64_t to = remap(ready[i], t.ip);
+                if (to == 0)
+                    unplaceable[i] = 1;  // not at an instruction boundary we know: leave it
+                else if (to != t.ip)
+                    t.new_ip = to;
+            }
+        }
         for (size_t i = 0; i < ready.size(); ++i) {
-            uint64_t to = remap(ready[i], t.ip);
-            if (to == 0)
-                unplaceable[i] = 1;  // not at an instruction boundary we know: leave this one
-            else if (to != t.ip)
-                t.new_ip = to;
+            if (unplaceable[i]) continue;
+            continue_slot_into_detour(ready[i]);
+            write_jmp(ready[i], 0);
         }
-    }
-    // 5. The slot continues into the detour; the bytes after the int3 become the jmp's
-    //    displacement. sync_cores() between steps: no core runs stale bytes.
-    for (size_t i = 0; i < ready.size(); ++i) {
-        ProbePoint *pp = ready[i];
-        if (unplaceable[i]) continue;
-        if (pp->slot) {
-            const arch::DetourLayout &L = pp->layout;
-            uint64_t after1 = pp->detour + (pp->region.n > 1 ? L.plain.offset[1] : L.plain.offset[0] + pp->region.insns[0].len);
-            os::poke_text(pp->slot + offsetof(SlotHeader, next), &after1, sizeof after1);
+        os::sync_cores();
+        world.resume();
+    } else {
+        // a. int3 on each first byte (a trap goes to the detour: the points are pending).
+        const uint8_t int3 = 0xcc;
+        for (ProbePoint *pp : ready)
+            if (!pp->armed) os::poke_text(pp->addr, &int3, 1);
+        os::sync_cores();
+        // b. The jmp's displacement after it; the slots continue into the detours.
+        for (ProbePoint *pp : ready) {
+            continue_slot_into_detour(pp);
+            write_jmp(pp, 1);
         }
-        uint8_t jmp[arch::kJmpLen];
-        int32_t rel = static_cast<int32_t>(int64_t(pp->detour + pp->layout.entry) - int64_t(pp->addr + arch::kJmpLen));
-        jmp[0] = 0xe9;
-        std::memcpy(jmp + 1, &rel, 4);
-        os::poke_text(pp->addr + 1, jmp + 1, arch::kJmpLen - 1);
+        os::sync_cores();
+        // c. The opcode.
+        for (ProbePoint *pp : ready) write_jmp(pp, 0);
+        os::sync_cores();
     }
-    os::sync_cores();
-    // 6. The first byte: int3 becomes the jmp opcode.
-    const uint8_t e9 = 0xe9;
-    for (size_t i = 0; i < ready.size(); ++i)
-        if (!unplaceable[i]) os::poke_text(ready[i]->addr, &e9, 1);
-    os::sync_cores();
-    // 7. Let the other threads run.
-    world.resume();
     for (size_t i = 0; i < ready.size(); ++i) {
         if (unplaceable[i]) {
-            ready[i]->opt.store(kOptNone);
-            ready[i]->why_not = "a stopped thread was inside the region at an unknown place";
+            fall_back(ready[i], "a stopped thread was inside the region at an unknown place");
             continue;
         }
+        ready[i]->armed = true;
         ready[i]->opt.store(kOptDone, std::memory_order_release);
         ready[i]->why_not.clear();
     }
@@ -275,7 +314,10 @@ void optimize_points(const std::vector<ProbePoint *> &batch, const std::map<uint
 
 void unoptimize_point(ProbePoint *pp, bool keep_int3)
 {
-    if (pp->opt.load() == kOptNone) return;
+    int state = pp->opt.load();
+    if (state == kOptNone || state == kOptRetired) return;
+    // The breakpoint path comes back: its slot must exist first.
+    if (keep_int3 && !write_slot(pp).ok()) keep_int3 = false;
     const arch::Region &r = pp->region;
     uint8_t orig[arch::kMaxRegionInsns * arch::kMaxInsnLen];
     size_t n = 0;
@@ -289,18 +331,24 @@ void unoptimize_point(ProbePoint *pp, bool keep_int3)
     // 2. The original bytes after it.
     os::poke_text(pp->addr + 1, orig + 1, r.len - 1);
     os::sync_cores();
-    // 3. The slot continues after the original instruction again; traps use the slot.
-    if (pp->slot) {
+    // 3. The slot continues after the original instruction again.
+    if (pp->slot && slot_written(pp)) {
         uint64_t next = pp->addr + pp->insn.len;
         os::poke_text(pp->slot + offsetof(SlotHeader, next), &next, sizeof next);
     }
-    pp->opt.store(kOptNone, std::memory_order_seq_cst);
-    // 4. The first byte: the int3 stays (breakpoint path) or the original comes back.
+    // 4. The first byte: the int3 stays (breakpoint path) or the original comes back. Until
+    //    then a trap at the address still goes to the detour: the slot may never have been
+    //    written (only a point that stays armed needs it).
     if (!keep_int3) {
         os::poke_text(pp->addr, &pp->orig_byte, 1);
         os::sync_cores();
         pp->armed = false;
+        // A SIGTRAP raised by the int3 of step 1 may still be pending on some thread: it must
+        // keep going to the detour, as the slot may never have been written.
+        pp->opt.store(kOptRetired, std::memory_order_seq_cst);
+        return;
     }
+    pp->opt.store(kOptNone, std::memory_order_seq_cst);
 }
 
 }  // namespace liveprobe::core

@@ -69,6 +69,8 @@ enum OptState : int {
     kOptNone = 0,     // breakpoint path
     kOptPending = 1,  // being optimized: a trap at addr goes to the detour, not the slot
     kOptDone = 2,     // the jmp is in place
+    kOptRetired = 3,  // taken out (original bytes back), slot maybe never written: a trap
+                      // left pending from before still goes to the (immortal) detour
 };
 
 struct ProbePoint {
@@ -76,6 +78,7 @@ struct ProbePoint {
     arch::Insn insn;
     uint8_t orig_byte = 0;  // the byte under the int3
     uint64_t slot = 0;      // 0 for emulated instructions
+    uint8_t slot_bytes[kSlotSize] = {};  // the slot's content until written (core/slot.cpp)
     // Jump optimization. detour/region/layout: registry mutex, set before opt leaves kOptNone.
     uint64_t detour = 0;
     arch::Region region;

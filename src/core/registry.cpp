@@ -17,6 +17,7 @@
 #include "arch/x86_64/breakpoint.hpp"
 #include "core/optimizer.hpp"
 #include "core/probe_table.hpp"
+#include "core/slot.hpp"
 #include "core/thread_state.hpp"
 #include "os/linux/code_alloc.hpp"
 #include "os/linux/loader_events.hpp"
@@ -58,8 +59,6 @@ private:
 };
 std::unordered_map<const struct kprobe *, KprobeState *> g_probes;
 std::map<uint64_t, ProbePoint *> g_points;  // ordered: the boundary check overlays a range
-// Slots are immortal and reused for the same address and bytes (see probe.hpp).
-std::map<std::pair<uint64_t, std::string>, uint64_t> g_slots;
 std::vector<uint32_t> g_free_ids;
 uint32_t g_next_id = 0;
 // Snapshots and points retired by a thread that was itself dispatching their probe point
@@ -212,48 +211,6 @@ Status resolve_address(struct kprobe *p, uint64_t *out)
     return Status::Ok();
 }
 
-// ---- Slots ----
-
-Status build_slot(ProbePoint *pp)
-{
-    if (pp->insn.cls != arch::InsnClass::kOutOfLine) return Status::Ok();
-    auto key = std::make_pair(pp->addr, std::string(reinterpret_cast<char *>(pp->insn.bytes), pp->insn.len));
-    if (auto it = g_slots.find(key); it != g_slots.end()) {
-        pp->slot = it->second;
-        return Status::Ok();
-    }
-    uint64_t slot = os::alloc_code(pp->addr, os::kSlotBlock);
-    if (!slot)
-        return Fail(-ENOMEM, "no memory for out-of-line code within +-2 GiB of {:#x}", pp->addr);
-    uint8_t buf[kSlotSize];
-    std::memset(buf, 0xcc, sizeof buf);
-    SlotHeader h{pp->addr, pp->addr + pp->insn.len};
-    std::memcpy(buf, &h, sizeof h);
-    size_t trap_off = 0, jump_trap_off = 0;
-    int n1 = arch::build_slot(pp->insn, slot + kSlotJumpOffset, arch::SlotTail::kTrap,
-                              buf + kSlotJumpOffset, kSlotTrapOffset - kSlotJumpOffset - 5,
-                              &jump_trap_off);
-    int n2 = arch::build_slot(pp->insn, slot + kSlotTrapOffset, arch::SlotTail::kTrap,
-                              buf + kSlotTrapOffset, kSlotSize - kSlotTrapOffset, &trap_off);
-    if (n1 >= 0) {
-        // The jump variant continues through the header's `next`: jmp *next(%rip).
-        uint8_t *j = buf + kSlotJumpOffset + jump_trap_off;
-        uint64_t after = slot + kSlotJumpOffset + jump_trap_off + 6;
-        int32_t rel = static_cast<int32_t>(int64_t(slot + offsetof(SlotHeader, next)) - int64_t(after));
-        j[0] = 0xff;
-        j[1] = 0x25;
-        std::memcpy(j + 2, &rel, 4);
-    }
-    if (n1 < 0 || n2 < 0)
-        return Fail(-ENOMEM, "cannot relocate the instruction at {:#x} to {:#x}: {}", pp->addr, slot,
-                    (n1 == -ERANGE || n2 == -ERANGE) ? "its RIP-relative operand is out of reach"
-                                                     : "slot too small");
-    if (Status s = os::poke_text(slot, buf, sizeof buf); !s.ok()) return s;
-    g_slots.emplace(key, slot);
-    pp->slot = slot;
-    return Status::Ok();
-}
-
 // ---- Arming ----
 
 // Writes the int3 of every point of `pps` not armed yet, then serializes every core once.
@@ -267,12 +224,26 @@ Status arm_points(const std::vector<ProbePoint *> &pps)
     bool wrote = false;
     for (ProbePoint *pp : pps) {
         if (pp->armed) continue;
+        if (pp->opt.load() == kOptRetired) {
+            // Armed again on the breakpoint path: its slot first, then traps may use it.
+            if (Status s = write_slot(pp); !s.ok()) {
+                result = s;
+                break;
+            }
+            pp->opt.store(kOptNone);
+        }
         if (pp->opt.load() == kOptNone && optimization_enabled()) {
             std::string why = prepare_point(pp, g_points);
             if (!why.empty()) pp->why_not = why;
         }
+        // A prepared point gets its jmp from optimize_points(), in one write when the other
+        // threads are stopped: no int3 first.
+        if (pp->opt.load() == kOptPending) continue;
+        if (Status s = write_slot(pp); !s.ok()) {
+            result = s;
+            break;
+        }
         if (Status s = os::poke_text(pp->addr, &int3, 1); !s.ok()) {
-            pp->opt.store(kOptNone);
             result = s;
             break;
         }
@@ -468,7 +439,7 @@ Status register_locked(struct kprobe *p, const os::MapsSnapshot &maps, ProbePoin
         np->object = object;
         if (Status s = check_instruction(addr, maps, np->insn); !s.ok()) return s;
         os::peek_text(addr, &np->orig_byte, 1);
-        if (Status s = build_slot(np.get()); !s.ok()) return s;
+        if (Status s = prepare_slot(np.get()); !s.ok()) return s;
         pp = np.release();
         fresh = true;
     }

@@ -110,7 +110,8 @@ std::string prepare(ProbePoint *pp, const std::map<uint64_t, ProbePoint *> &poin
     if (err != 0) return "the detour does not fit in its block";
     DetourHeader h{pp->addr, region.len, layout};
     std::memcpy(buf.data(), &h, sizeof h);
-    if (Status s = os::poke_text(block, buf.data(), buf.size()); !s.ok()) return s.reason;
+    // Only the bytes in use: the rest of the block is never executed.
+    if (Status s = os::poke_text(block, buf.data(), layout.end); !s.ok()) return s.reason;
     g_detours.emplace(key, std::make_pair(block, layout));
     pp->detour = block;
     pp->layout = layout;

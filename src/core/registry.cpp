@@ -502,7 +502,6 @@ Status register_probes(struct kprobe **kps, int num)
         if (any_enabled(pp->members.load()) && in_batch.insert(pp).second) batch.push_back(pp);
     }
     // One int3 pass, one serialization, one stop of the other threads for the whole batch.
-    for (ProbePoint *pp : batch) refresh_vector_need(pp);
     if (Status s = arm_points(batch); !s.ok()) {
         lk.unlock();
         for (auto &[rpp, rold] : to_retire) retire(rpp, rold, nullptr, false);

@@ -229,16 +229,19 @@ Status WorldStop::stop()
 {
     reap_last_helper();
     int self = raw_gettid();
-    // Nothing may allocate while other threads are stopped (one may hold the malloc lock).
-    threads_.reserve(kMaxThreads);
     void *mem = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED) return Fail(-ENOMEM, "cannot map the thread-stop state");
-    shared_ = new (mem) Shared();
+    // Default-initialized: the arrays stay untouched zero pages until used (a process with a
+    // few threads touches a few pages of the 2 MiB).
+    shared_ = new (mem) Shared;
     if (!list_threads(shared_, self)) {
         resume();
         return Fail(-EPERM, "cannot list this process's threads in /proc/self/task");
     }
     if (shared_->n == 0) return Status::Ok();  // single-threaded: nothing to stop
+    // Nothing may allocate while other threads are stopped (one may hold the malloc lock):
+    // room for the listed threads and many started meanwhile.
+    threads_.reserve(static_cast<size_t>(shared_->n) + 1024);
     if (shared_->n == kMaxThreads) {
         resume();
         return Fail(-E2BIG, "more than {} threads: cannot stop them all", kMaxThreads);
@@ -278,6 +281,12 @@ Status WorldStop::stop()
         set_state(shared_, kMore);
     }
     threads_.clear();
+    int live = 0;
+    for (int i = 0; i < shared_->attached; ++i) live += !shared_->gone[i];
+    if (static_cast<size_t>(live) > threads_.capacity()) {
+        resume();  // more threads appeared during the stop than there is room for
+        return Fail(-EAGAIN, "{} threads were started while the others were being stopped", live);
+    }
     for (int i = 0; i < shared_->attached; ++i)
         if (!shared_->gone[i])
             threads_.push_back({shared_->tid[i], shared_->regs[i].rip, shared_->regs[i].rip});

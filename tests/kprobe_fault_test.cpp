@@ -120,6 +120,25 @@ TEST(KprobeFault, HandlerFaultWhileProgramBlocksSigsegv)
     unregister_kprobe(&kp);
 }
 
+// The same on the jump path (lp_t_ret42's mov is optimizable): handlers run in the thread's
+// own context there, not in a signal handler.
+TEST(KprobeFault, JumpPathHandlerFaultWhileProgramBlocksAllSignals)
+{
+    kprobe kp{};
+    kp.addr = reinterpret_cast<kprobe_opcode_t *>(lp_t_ret42_mov);
+    kp.pre_handler = null_deref_pre;
+    ASSERT_EQ(register_kprobe(&kp), 0);
+    std::thread t([] {
+        sigset_t all;
+        sigfillset(&all);
+        pthread_sigmask(SIG_BLOCK, &all, nullptr);
+        for (int i = 0; i < 10; ++i) EXPECT_EQ(lp_t_ret42(), 42);
+    });
+    t.join();
+    EXPECT_EQ(liveprobe_kprobe_faults(&kp), 10u);
+    unregister_kprobe(&kp);
+}
+
 // ---- A fault of the probed instruction itself is the program's ----
 
 sigjmp_buf g_jump;

@@ -49,12 +49,12 @@ bool any_rwx(std::string *line_out)
     return found;
 }
 
-TEST(KprobeStress, RegisterUnregister2000TimesUnderThreeCallingThreads)
+void stress(int rounds, int threads)
 {
     std::atomic<bool> stop{false};
     std::atomic<long> wrong{0}, calls{0};
     std::vector<std::thread> callers;
-    for (int t = 0; t < 3; ++t) {
+    for (int t = 0; t < threads; ++t) {
         callers.emplace_back([&, t] {
             for (long i = t; !stop.load(std::memory_order_relaxed); i += 3) {
                 long expect = i * 2654435761L + 12345;
@@ -78,7 +78,7 @@ TEST(KprobeStress, RegisterUnregister2000TimesUnderThreeCallingThreads)
 
     long last_hits = 0;
     int grew = 0;
-    for (int round = 0; round < 2000; ++round) {
+    for (int round = 0; round < rounds; ++round) {
         kprobe kp{};
         kp.symbol_name = "lp_s_mix";
         kp.pre_handler = count_pre;
@@ -114,11 +114,22 @@ TEST(KprobeStress, RegisterUnregister2000TimesUnderThreeCallingThreads)
     maps_watch.join();
     EXPECT_EQ(wrong.load(), 0);
     EXPECT_GT(calls.load(), 0);
-    EXPECT_GT(grew, 0) << "the hit count grew during the 2000 rounds";
+    EXPECT_GT(grew, 0) << "the hit count grew during the rounds";
     EXPECT_FALSE(rwx_seen.load()) << rwx_line;
     // The code is back to its original bytes.
     EXPECT_NE(*reinterpret_cast<volatile unsigned char *>(&lp_s_mix), 0xcc);
     EXPECT_EQ(*reinterpret_cast<volatile unsigned char *>(lp_t_ret42_mov), 0xb8);
+}
+
+TEST(KprobeStress, RegisterUnregister2000TimesUnderThreeCallingThreads) { stress(2000, 3); }
+
+// The optimization issue's version: 10,000 rounds, more calling threads than cores. With
+// optimization on (the default) every registration patches a jmp while the callers run,
+// stopping them when the region has several instructions (lp_s_mix's entry does).
+TEST(KprobeStress, RegisterUnregister10000TimesUnderMoreThreadsThanCores)
+{
+    int threads = static_cast<int>(std::thread::hardware_concurrency()) + 2;
+    stress(10000, threads);
 }
 
 // Handlers that register and unregister other probes while threads run through them.

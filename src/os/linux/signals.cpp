@@ -100,12 +100,18 @@ void to_sigaction(const ActionCopy &c, struct sigaction *out)
     out->sa_restorer = reinterpret_cast<void (*)()>(c.restorer);
 }
 
-// Never lets SIGTRAP be blocked: the kernel kills a thread that hits int3 with it blocked.
-const sigset_t *without_sigtrap(int how, const sigset_t *set, sigset_t *buf)
+// Never lets SIGTRAP or the synchronous fault signals be blocked: the kernel kills a thread
+// that hits an int3 with SIGTRAP blocked, and one whose probe handler faults (on the jump
+// path, outside any signal handler) with the fault's signal blocked. Blocking them only ever
+// matters to a program for the same signals sent by kill(), which then arrive at once.
+const sigset_t *without_ours(int how, const sigset_t *set, sigset_t *buf)
 {
-    if (!set || how == SIG_UNBLOCK || !sigismember(set, SIGTRAP)) return set;
+    if (!set || how == SIG_UNBLOCK) return set;
+    bool any = false;
+    for (int sig : {SIGTRAP, SIGSEGV, SIGBUS, SIGFPE, SIGILL}) any |= sigismember(set, sig) == 1;
+    if (!any) return set;
     *buf = *set;
-    sigdelset(buf, SIGTRAP);
+    for (int sig : {SIGTRAP, SIGSEGV, SIGBUS, SIGFPE, SIGILL}) sigdelset(buf, sig);
     return buf;
 }
 
@@ -153,11 +159,11 @@ Status install_signal_handlers(SignalHandler trap, SignalHandler fault)
     real_sigaction()(SIGTRAP, nullptr, &cur);
     g_restorer = reinterpret_cast<uint64_t>(cur.sa_restorer);
     g_installed.store(true);
-    // The calling thread may already block SIGTRAP (threads created later inherit the
+    // The calling thread may already block them (threads created later inherit the
     // interposed masks).
     sigset_t s;
     sigemptyset(&s);
-    sigaddset(&s, SIGTRAP);
+    for (int sig : sigs) sigaddset(&s, sig);
     real_pthread_sigmask()(SIG_UNBLOCK, &s, nullptr);
     return Status::Ok();
 }
@@ -234,11 +240,11 @@ LP_EXPORT sighandler_t signal(int sig, sighandler_t handler) noexcept
 LP_EXPORT int sigprocmask(int how, const sigset_t *set, sigset_t *old) noexcept
 {
     sigset_t buf;
-    return real_sigprocmask()(how, without_sigtrap(how, set, &buf), old);
+    return real_sigprocmask()(how, without_ours(how, set, &buf), old);
 }
 
 LP_EXPORT int pthread_sigmask(int how, const sigset_t *set, sigset_t *old) noexcept
 {
     sigset_t buf;
-    return real_pthread_sigmask()(how, without_sigtrap(how, set, &buf), old);
+    return real_pthread_sigmask()(how, without_ours(how, set, &buf), old);
 }

@@ -5,8 +5,9 @@
 // keeps its own handlers for them: the actions it had when liveprobe installed its own, and
 // every action it sets afterwards, are recorded (sigaction() and signal() are interposed)
 // and reached through forward_signal(), so the program sees exactly what it would without
-// liveprobe. sigprocmask() and pthread_sigmask() are interposed so no thread blocks SIGTRAP:
-// a thread that blocks SIGTRAP and hits an int3 is killed by the kernel.
+// liveprobe. sigprocmask() and pthread_sigmask() are interposed so no thread blocks SIGTRAP
+// or the fault signals: a thread that blocks SIGTRAP and hits an int3 is killed by the
+// kernel, and so is one whose handler faults with the fault's signal blocked.
 #pragma once
 
 #include <signal.h>

@@ -1,15 +1,18 @@
 #include "core/optimizer.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <string>
 #include <tuple>
 
+#include "arch/x86_64/branch_index.hpp"
 #include "arch/x86_64/jump_path.hpp"
 #include "core/registry.hpp"
 #include "core/slot.hpp"
 #include "core/thread_state.hpp"
 #include "os/linux/code_alloc.hpp"
+#include "os/linux/maps.hpp"
 #include "os/linux/raw_syscall.hpp"
 #include "os/linux/stop_threads.hpp"
 #include "os/linux/text_poke.hpp"
@@ -62,6 +65,33 @@ std::vector<uint8_t> original_code(uint64_t start, uint64_t end, const std::map<
 
 namespace {
 
+// Direct branch targets of each executable mapping probed so far (built on first use: a
+// linear decode of the whole mapping, tens of milliseconds for libc). Registry mutex.
+struct BranchIndex {
+    uint64_t start, end;
+    std::string path;
+    std::vector<uint64_t> targets;
+};
+std::vector<BranchIndex> g_branch_index;
+
+const BranchIndex *branch_index_for(uint64_t addr, const std::map<uint64_t, ProbePoint *> &points)
+{
+    for (const BranchIndex &b : g_branch_index)
+        if (addr >= b.start && addr < b.end) return &b;
+    auto m = os::mapping_at(addr);
+    if (!m || !m->x) return nullptr;
+    std::vector<uint8_t> code = original_code(m->start, m->end, points);
+    g_branch_index.push_back({m->start, m->end, m->path, arch::direct_branch_targets(m->start, code.data(), code.size())});
+    return &g_branch_index.back();
+}
+
+// A direct branch anywhere in the object into bytes 1..len-1 of the region: the address.
+uint64_t branch_into(const BranchIndex &b, uint64_t addr, uint64_t len)
+{
+    auto it = std::upper_bound(b.targets.begin(), b.targets.end(), addr);
+    return it != b.targets.end() && *it < addr + len ? *it : 0;
+}
+
 // Plans the region and builds (or reuses) the detour. Returns a reason on failure.
 std::string prepare(ProbePoint *pp, const std::map<uint64_t, ProbePoint *> &points)
 {
@@ -88,6 +118,12 @@ std::string prepare(ProbePoint *pp, const std::map<uint64_t, ProbePoint *> &poin
         if (it->second != pp) others.push_back(it->first);
     arch::Region region;
     if (const char *why = arch::plan_region(pp->addr, range, cold, others, &region)) return why;
+    const BranchIndex *bi = branch_index_for(pp->addr, points);
+    if (!bi) return "the address is not in an executable mapping";
+    if (uint64_t t = branch_into(*bi, pp->addr, region.len))
+        return fmt::format("code elsewhere in {} jumps to byte {} of the {} bytes a jmp would replace",
+                           bi->path.empty() ? "this mapping" : bi->path.substr(bi->path.rfind('/') + 1),
+                           t - pp->addr, region.len);
 
     bool mid = pp->addr != fn->start;
     std::string bytes;

@@ -43,19 +43,33 @@ public:
     {
         if (held_) unlock();
     }
+    // While it holds the mutex, a thread runs no probe handler: liveprobe's own calls into
+    // probed code (memcpy, say) run no handler and count nowhere, and a handler can never
+    // re-enter the registry and deadlock on its mutex.
     void lock()
     {
         g_mu.lock();
         held_ = tl_holds_registry = true;
+        rec_ = this_thread();
+        if (rec_) {
+            rec_->in_handler++;
+            rec_->quiet++;
+        }
     }
     void unlock()
     {
+        if (rec_) {
+            rec_->in_handler--;
+            rec_->quiet--;
+        }
+        rec_ = nullptr;
         held_ = tl_holds_registry = false;
         g_mu.unlock();
     }
 
 private:
     bool held_ = false;
+    ThreadRecord *rec_ = nullptr;
 };
 std::unordered_map<const struct kprobe *, KprobeState *> g_probes;
 std::map<uint64_t, ProbePoint *> g_points;  // ordered: the boundary check overlays a range

@@ -20,6 +20,7 @@ bool g_key_ok = [] { return pthread_key_create(&g_exit_key, [](void *p) {
                          auto *rec = static_cast<ThreadRecord *>(p);
                          rec->busy.store(nullptr);
                          rec->in_handler = 0;
+                         rec->quiet = 0;
                          rec->guard = nullptr;
                          rec->owner.store(0, std::memory_order_release);
                      }) == 0; }();
@@ -116,6 +117,7 @@ void reset_after_fork()
         }
         r->busy.store(nullptr);
         r->in_handler = 0;
+        r->quiet = 0;
         r->guard = nullptr;
         r->owner.store(0);
     }

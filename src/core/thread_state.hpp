@@ -30,6 +30,7 @@ struct alignas(64) ThreadRecord {
     std::atomic<int> owner{0};                  // tid, 0 when free
     std::atomic<ProbePoint *> busy{nullptr};    // the probe point this thread is dispatching
     int in_handler = 0;                         // a handler of some probe runs on this thread
+    int quiet = 0;  // liveprobe itself runs (registry): hits run no handler and are not counted
     GuardFrame *guard = nullptr;                // innermost fault guard
     // [kMaxCounters], mapped when the record is first claimed, never freed.
     std::atomic<std::atomic<uint64_t> *> counters{nullptr};

@@ -180,7 +180,7 @@ void breakpoint_trap_handler(int sig, siginfo_t *info, ucontext_t *uc)
     regs.ip = at;
     bool post = false;
     if (rec->in_handler) {
-        count_missed(pp);
+        if (!rec->quiet) count_missed(pp);
     } else {
         unblock_fault_signals(uc);
         PreResult r = run_pre(rec, pp, &regs);

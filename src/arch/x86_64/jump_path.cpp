@@ -53,7 +53,7 @@ extern "C" int lp_jump_pre(uint64_t addr, struct pt_regs *regs) noexcept
         return kJumpPlain;  // the probe is going away: run the original instructions
     }
     if (rec->in_handler) {
-        core::count_missed(pp);
+        if (!rec->quiet) core::count_missed(pp);
         rec->busy.store(prev, std::memory_order_release);
         return kJumpPlain;
     }

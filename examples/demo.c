@@ -138,7 +138,8 @@ int main(void)
     char buf[64];
 
     setvbuf(stdout, NULL, _IOLBF, 0);
-    printf("liveprobe demo (pid %d): probes on this program and on libc, breakpoint path\n\n",
+    printf("liveprobe demo (pid %d): probes on this program and on libc; each is jump-optimized\n"
+           "where it safely can be, and otherwise takes the breakpoint (int3) path\n\n",
            (int)getpid());
 
     /* 1. pre + post handler on a static function of this program, found by name. */
@@ -167,6 +168,7 @@ int main(void)
     if (must_register(&kp_getpid)) return 1;
     pid_t pid = getpid();
     printf("  getpid() = %d, the real pid\n", (int)pid);
+    show_info(&kp_getpid, "getpid  ", 1);
 
     struct kprobe kp_memcpy = {.symbol_name = "libc:memcpy", .pre_handler = memcpy_pre};
     if (must_register(&kp_memcpy)) return 1;
@@ -175,7 +177,7 @@ int main(void)
            (void *)kp_memcpy.addr, (void *)memcpy_ptr);
     printf("  the implementation glibc's IFUNC resolver selected for this CPU, not the resolver\n");
     copy(buf, text, sizeof text);
-    show_info(&kp_memcpy, "memcpy  ", 0);
+    show_info(&kp_memcpy, "memcpy  ", 1);
     unregister_kprobe(&kp_memcpy);
     printf("  kp_memcpy.nmissed=%lu: the handler's own memcpy\n", kp_memcpy.nmissed);
 

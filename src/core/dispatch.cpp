@@ -68,6 +68,19 @@ ProbePoint *acquire(ThreadRecord *rec, uint64_t addr) noexcept
     return pp;
 }
 
+ProbePoint *acquire_site(ThreadRecord *rec, const std::atomic<ProbePoint *> *site) noexcept
+{
+    ProbePoint *pp = site->load(std::memory_order_acquire);
+    if (!pp) return nullptr;
+    rec->busy.store(pp, std::memory_order_relaxed);
+    if (os::hit_path_needs_fence())
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+    else
+        std::atomic_signal_fence(std::memory_order_seq_cst);
+    if (site->load(std::memory_order_acquire) != pp) return nullptr;
+    return pp;
+}
+
 PreResult run_pre(ThreadRecord *rec, ProbePoint *pp, struct pt_regs *regs) noexcept
 {
     Members *m = pp->members.load(std::memory_order_acquire);

@@ -44,6 +44,10 @@ void unwind_to_guard(int sig, const siginfo_t *info) noexcept;
 // pp and its members stay valid while busy == pp.
 ProbePoint *acquire(ThreadRecord *rec, uint64_t addr) noexcept;
 
+// The same protocol through a probe address's site (ProbeTable::site): two loads instead of
+// two hash look-ups, for the jump path.
+ProbePoint *acquire_site(ThreadRecord *rec, const std::atomic<ProbePoint *> *site) noexcept;
+
 enum class PreResult { kContinue, kContinueWithPost, kSkip };
 
 // Runs the pre handlers of pp's enabled kprobes, in registration order, until one returns

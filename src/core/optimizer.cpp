@@ -8,6 +8,7 @@
 
 #include "arch/x86_64/branch_index.hpp"
 #include "arch/x86_64/jump_path.hpp"
+#include "core/probe_table.hpp"
 #include "core/registry.hpp"
 #include "core/slot.hpp"
 #include "core/thread_state.hpp"
@@ -140,7 +141,8 @@ std::string prepare(ProbePoint *pp, const std::map<uint64_t, ProbePoint *> &poin
     if (!block) return "no memory for a detour within +-2 GiB of the address";
     std::vector<uint8_t> buf(os::kDetourBlock, 0xcc);
     arch::DetourLayout layout;
-    int err = arch::build_detour(region, block, mid, arch::detour_entry_fn(), arch::detour_post_fn(),
+    auto site = reinterpret_cast<uint64_t>(probe_table().site(pp->addr));
+    int err = arch::build_detour(region, block, mid, arch::detour_entry_fn(), arch::detour_post_fn(), site,
                                  buf.data(), kDetourCodeOffset, buf.size(), &layout);
     if (err == -ERANGE) return "a relocated instruction of the region cannot reach its target from the detour";
     if (err != 0) return "the detour does not fit in its block";

@@ -59,6 +59,14 @@ void ProbeTable::insert(uint64_t addr, ProbePoint *pp)
     // Value before key: a reader that finds the key finds its value.
     s->value.store(pp, std::memory_order_seq_cst);
     s->key.store(addr, std::memory_order_release);
+    site(addr)->store(pp, std::memory_order_seq_cst);
+}
+
+ProbeTable::Site *ProbeTable::site(uint64_t addr)
+{
+    auto [it, fresh] = sites_.try_emplace(addr, nullptr);
+    if (fresh) it->second = new Site(nullptr);
+    return it->second;
 }
 
 void ProbeTable::remove(uint64_t addr)
@@ -67,6 +75,7 @@ void ProbeTable::remove(uint64_t addr)
     if (!a) return;
     Slot *s = find_slot(a, addr);
     if (s->key.load(std::memory_order_relaxed) == addr) s->value.store(nullptr, std::memory_order_seq_cst);
+    if (auto it = sites_.find(addr); it != sites_.end()) it->second->store(nullptr, std::memory_order_seq_cst);
 }
 
 }  // namespace liveprobe::core

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <unordered_map>
 
 namespace liveprobe::core {
 
@@ -21,6 +22,12 @@ public:
     ProbePoint *lookup(uint64_t addr) const noexcept;
     void insert(uint64_t addr, ProbePoint *pp);  // addr must not map to a live point
     void remove(uint64_t addr);                  // seq_cst: see dispatch's quiescence protocol
+
+    // The address's site: an immortal cell holding the same probe point as the table (null
+    // when none), which a detour names directly, so the jump path needs no hash look-up.
+    // Created on first use; registry mutex.
+    using Site = std::atomic<ProbePoint *>;
+    Site *site(uint64_t addr);
 
 private:
     struct Slot {
@@ -37,6 +44,7 @@ private:
 
     std::atomic<Array *> array_{nullptr};
     size_t used_keys_ = 0;  // registry mutex
+    std::unordered_map<uint64_t, Site *> sites_;  // registry mutex; never freed
 };
 
 ProbeTable &probe_table();

@@ -85,15 +85,15 @@ void emit_save(Writer &w, int32_t rz, uint64_t ip)
     w.bytes({0x48, 0xc7, 0x84, 0x24, 160, 0, 0, 0, 0x2b, 0, 0, 0});     // movq $0x2b,160(%rsp)
 }
 
-// Step 2: call fn(addr, regs) on an aligned stack; rbx keeps regs across the call (it was
+// Step 2: call fn(arg, regs) on an aligned stack; rbx keeps regs across the call (it was
 // saved in pt_regs). Leaves rsp = regs and the result in eax.
-void emit_call(Writer &w, uint64_t fn, uint64_t addr)
+void emit_call(Writer &w, uint64_t fn, uint64_t arg)
 {
     w.bytes({0x48, 0x89, 0xe3});        // mov %rsp,%rbx
     w.bytes({0x48, 0x83, 0xe4, 0xf0});  // and $-16,%rsp
     w.bytes({0x48, 0x89, 0xde});        // mov %rbx,%rsi
-    w.bytes({0x48, 0xbf});              // movabs $addr,%rdi
-    w.u64(addr);
+    w.bytes({0x48, 0xbf});              // movabs $arg,%rdi
+    w.u64(arg);
     w.bytes({0x48, 0xb8});  // movabs $fn,%rax
     w.u64(fn);
     w.bytes({0xff, 0xd0});        // call *%rax
@@ -170,7 +170,7 @@ void patch_rel32(Writer &w, size_t field, size_t target)
 }  // namespace
 
 int build_detour(const Region &region, uint64_t at, bool mid, uint64_t pre_fn, uint64_t post_fn,
-                 uint8_t *out, size_t code_offset, size_t cap, DetourLayout *layout)
+                 uint64_t arg, uint8_t *out, size_t code_offset, size_t cap, DetourLayout *layout)
 {
     if (region.n == 0 || region.n > kMaxRegionInsns) return -EINVAL;
     Writer w{out, code_offset, cap, at};
@@ -182,7 +182,7 @@ int build_detour(const Region &region, uint64_t at, bool mid, uint64_t pre_fn, u
 
     L.entry = static_cast<uint32_t>(w.pos);
     emit_save(w, mid ? kRedZone : 0, region.addr);
-    emit_call(w, pre_fn, region.addr);
+    emit_call(w, pre_fn, arg);
     Branches pre = emit_dispatch_result(w, L.has_post_path);
     L.resume_trap = static_cast<uint32_t>(pre.trap);
 
@@ -200,7 +200,7 @@ int build_detour(const Region &region, uint64_t at, bool mid, uint64_t pre_fn, u
         L.post_after1 = static_cast<uint32_t>(w.pos);
         // After the first instruction the thread is mid-function: skip the red zone.
         emit_save(w, kRedZone, region.addr + first.len);
-        emit_call(w, post_fn, region.addr);
+        emit_call(w, post_fn, arg);
         Branches post = emit_dispatch_result(w, false);
         L.post_resume_trap = static_cast<uint32_t>(post.trap);
         patch_rel32(w, post.je_zero, w.pos);

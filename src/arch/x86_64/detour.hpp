@@ -5,7 +5,8 @@
 //      it): mid-function shape only, step over the 128-byte red zone; build a struct pt_regs
 //      on the stack (flags saved first, before any instruction that changes them; ip = the
 //      probe address; sp = the stack pointer at the probe address).
-//   2. Align the stack, call pre_fn(probe address, regs); it returns what to do next:
+//   2. Align the stack, call pre_fn(site, regs) (site: the probe address's immortal slot
+//      holding its probe point); it returns what to do next:
 //        0: restore every register from regs (sp and flags included) and run the relocated
 //           region ("plain path"), which ends by jumping back after the region;
 //        1: the same, but only the first relocated instruction, then build pt_regs again
@@ -40,12 +41,12 @@ struct DetourLayout {
 
 // Writes the detour for `region` into out[code_offset..cap), to run at block address `at`
 // (out[0] is the block's first byte). `mid` selects the mid-function shape (red zone). pre_fn
-// and post_fn are the dispatcher's entry points:
-//   int pre_fn(uint64_t addr, struct pt_regs *regs);
-//   int post_fn(uint64_t addr, struct pt_regs *regs);
+// and post_fn are the dispatcher's entry points, called with `arg` (the probe's site):
+//   int pre_fn(uint64_t arg, struct pt_regs *regs);
+//   int post_fn(uint64_t arg, struct pt_regs *regs);
 // Returns 0, or -ERANGE (a relocated operand or the jump back out of reach), -ENOSPC.
 int build_detour(const Region &region, uint64_t at, bool mid, uint64_t pre_fn, uint64_t post_fn,
-                 uint8_t *out, size_t code_offset, size_t cap, DetourLayout *layout);
+                 uint64_t arg, uint8_t *out, size_t code_offset, size_t cap, DetourLayout *layout);
 
 // The register save area the detour builds on its stack is a struct pt_regs; these offsets
 // are the kernel's field order (checked against the struct in detour.cpp).

@@ -42,12 +42,12 @@ bool mem_write(void *ctx, uint64_t addr, const void *src, size_t n)
 
 }  // namespace
 
-extern "C" int lp_jump_pre(uint64_t addr, struct pt_regs *regs) noexcept
+extern "C" int lp_jump_pre(uint64_t site, struct pt_regs *regs) noexcept
 {
     ThreadRecord *rec = core::this_thread();
     if (!rec) return kJumpPlain;
     ProbePoint *prev = rec->busy.load(std::memory_order_relaxed);
-    ProbePoint *pp = core::acquire(rec, addr);
+    ProbePoint *pp = core::acquire_site(rec, reinterpret_cast<const std::atomic<ProbePoint *> *>(site));
     if (!pp) {
         rec->busy.store(prev, std::memory_order_release);
         return kJumpPlain;  // the probe is going away: run the original instructions
@@ -67,7 +67,7 @@ extern "C" int lp_jump_pre(uint64_t addr, struct pt_regs *regs) noexcept
         } else {
             // The first instruction is a control transfer: emulate it here, run the post
             // handlers where it lands, and resume there.
-            regs->ip = addr;
+            regs->ip = pp->addr;
             core::GuardedAccess ga{rec, 0, {}};
             MemOps mem{mem_read, mem_write, &ga};
             uint64_t fault_addr = 0;
@@ -85,13 +85,13 @@ extern "C" int lp_jump_pre(uint64_t addr, struct pt_regs *regs) noexcept
     return action;
 }
 
-extern "C" int lp_jump_post(uint64_t addr, struct pt_regs *regs) noexcept
+extern "C" int lp_jump_post(uint64_t site, struct pt_regs *regs) noexcept
 {
     ThreadRecord *rec = core::this_thread();
     if (!rec) return kJumpPlain;
     uint64_t next = regs->ip;
     ProbePoint *prev = rec->busy.load(std::memory_order_relaxed);
-    ProbePoint *pp = core::acquire(rec, addr);
+    ProbePoint *pp = core::acquire_site(rec, reinterpret_cast<const std::atomic<ProbePoint *> *>(site));
     if (pp && !rec->in_handler) {
         with_vector_state(pp, [&] {
             core::run_post(rec, pp, regs);

@@ -16,8 +16,9 @@ enum JumpAction : int {
     kJumpResume = 2,  // resume at the registers as the handlers left them (int3 in the detour)
 };
 
-extern "C" int lp_jump_pre(uint64_t addr, struct pt_regs *regs) noexcept;
-extern "C" int lp_jump_post(uint64_t addr, struct pt_regs *regs) noexcept;
+// `site` is the probe address's ProbeTable::Site.
+extern "C" int lp_jump_pre(uint64_t site, struct pt_regs *regs) noexcept;
+extern "C" int lp_jump_post(uint64_t site, struct pt_regs *regs) noexcept;
 
 uint64_t detour_entry_fn();
 uint64_t detour_post_fn();

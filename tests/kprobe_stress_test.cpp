@@ -19,7 +19,7 @@ namespace {
 extern "C" __attribute__((noinline)) long lp_s_mix(long x)
 {
     asm volatile("");
-    return x * 2654435761L + 12345;
+    return static_cast<long>(static_cast<unsigned long>(x) * 2654435761ul + 12345);
 }
 
 std::atomic<long> g_hits{0};
@@ -57,7 +57,7 @@ void stress(int rounds, int threads)
     for (int t = 0; t < threads; ++t) {
         callers.emplace_back([&, t] {
             for (long i = t; !stop.load(std::memory_order_relaxed); i += 3) {
-                long expect = i * 2654435761L + 12345;
+                long expect = static_cast<long>(static_cast<unsigned long>(i) * 2654435761ul + 12345);
                 if (lp_s_mix(i) != expect) wrong++;
                 if (lp_t_ret42() != 42) wrong++;
                 calls++;
@@ -163,7 +163,8 @@ TEST(KprobeStress, HandlersRegisteringAndUnregisteringOtherProbes)
     for (int t = 0; t < 2; ++t)
         ts.emplace_back([&] {
             for (long i = 0; !stop.load(); ++i) {
-                if (lp_s_mix(i) != i * 2654435761L + 12345) wrong++;
+                if (lp_s_mix(i) != static_cast<long>(static_cast<unsigned long>(i) * 2654435761ul + 12345))
+                    wrong++;
                 if (lp_t_ret42() != 42) wrong++;
             }
         });

@@ -6,8 +6,10 @@ namespace liveprobe::core {
 
 ProbeTable &probe_table()
 {
-    static ProbeTable t;
-    return t;
+    // Never destroyed: its sites are immortal (detours point at them), and a thread may still
+    // hit a probe while the process exits.
+    static ProbeTable *t = new ProbeTable;
+    return *t;
 }
 
 ProbeTable::Slot *ProbeTable::find_slot(Array *a, uint64_t addr) const noexcept

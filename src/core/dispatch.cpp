@@ -81,6 +81,11 @@ ProbePoint *acquire_site(ThreadRecord *rec, const std::atomic<ProbePoint *> *sit
     return pp;
 }
 
+void release(ThreadRecord *rec, ProbePoint *prev) noexcept
+{
+    rec->busy.store(prev, std::memory_order_release);
+}
+
 PreResult run_pre(ThreadRecord *rec, ProbePoint *pp, struct pt_regs *regs) noexcept
 {
     Members *m = pp->members.load(std::memory_order_acquire);

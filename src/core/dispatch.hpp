@@ -48,6 +48,10 @@ ProbePoint *acquire(ThreadRecord *rec, uint64_t addr) noexcept;
 // two hash look-ups, for the jump path.
 ProbePoint *acquire_site(ThreadRecord *rec, const std::atomic<ProbePoint *> *site) noexcept;
 
+// Ends the dispatch of a point: busy goes back to what it was (release). Here, not inline,
+// so that a TSan build sees the release the registry's quiescence wait pairs with.
+void release(ThreadRecord *rec, ProbePoint *prev) noexcept;
+
 enum class PreResult { kContinue, kContinueWithPost, kSkip };
 
 // Runs the pre handlers of pp's enabled kprobes, in registration order, until one returns

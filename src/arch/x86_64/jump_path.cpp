@@ -49,12 +49,12 @@ extern "C" int lp_jump_pre(uint64_t site, struct pt_regs *regs) noexcept
     ProbePoint *prev = rec->busy.load(std::memory_order_relaxed);
     ProbePoint *pp = core::acquire_site(rec, reinterpret_cast<const std::atomic<ProbePoint *> *>(site));
     if (!pp) {
-        rec->busy.store(prev, std::memory_order_release);
+        core::release(rec, prev);
         return kJumpPlain;  // the probe is going away: run the original instructions
     }
     if (rec->in_handler) {
         if (!rec->quiet) core::count_missed(pp);
-        rec->busy.store(prev, std::memory_order_release);
+        core::release(rec, prev);
         return kJumpPlain;
     }
     PreResult r = with_vector_state(pp, [&] { return core::run_pre(rec, pp, regs); });
@@ -81,7 +81,7 @@ extern "C" int lp_jump_pre(uint64_t site, struct pt_regs *regs) noexcept
             // On a fault, run the original instruction (plain path): it faults as the program's.
         }
     }
-    rec->busy.store(prev, std::memory_order_release);
+    core::release(rec, prev);
     return action;
 }
 
@@ -98,7 +98,7 @@ extern "C" int lp_jump_post(uint64_t site, struct pt_regs *regs) noexcept
             return 0;
         });
     }
-    rec->busy.store(prev, std::memory_order_release);
+    core::release(rec, prev);
     return regs->ip == next ? kJumpPlain : kJumpResume;
 }
 

@@ -6,14 +6,14 @@
 #
 #   bench/peers.sh                 # N = 1000000 calls per run
 #   PEERS_N=200000 bench/peers.sh
-#   LIVEPROBE_BINARY_DIR=/path/to/build bench/peers.sh   # default /work/main/build
+#   LIVEPROBE_BINARY_DIR=/path/to/build bench/peers.sh   # default: build/ of this checkout
 #
 # bpftrace is installed with apt-get when missing (as root). When it cannot run (not root, no
 # uprobes, lockdown, BTF, ...), its error is printed and liveprobe's figures still are; exit 0.
 set -u
 
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-build=${LIVEPROBE_BINARY_DIR:-/work/main/build}
+build=${LIVEPROBE_BINARY_DIR:-$src/build}
 n=${PEERS_N:-1000000}
 cc=${CC:-cc}
 

@@ -51,34 +51,37 @@ void unwind_to_guard(int sig, const siginfo_t *info) noexcept
     lp_longjmp(&g->jb, 1);
 }
 
-ProbePoint *acquire(ThreadRecord *rec, uint64_t addr) noexcept
+namespace {
+
+// The reader's half of the quiescence protocol: busy = pp, visible before the caller looks pp
+// up again. Writers make every thread execute a full barrier (membarrier) before they scan
+// busy fields, so a compiler barrier is enough here; without membarrier, a real fence.
+inline void mark_busy(ThreadRecord *rec, ProbePoint *pp) noexcept
 {
-    ProbeTable &t = probe_table();
-    ProbePoint *pp = t.lookup(addr);
-    if (!pp) return nullptr;
-    // The store must be visible before the second lookup reads the table. Writers make every
-    // thread execute a full barrier (membarrier) before they scan busy fields, so a compiler
-    // barrier is enough here; without membarrier, a real fence.
     rec->busy.store(pp, std::memory_order_relaxed);
     if (os::hit_path_needs_fence())
         std::atomic_thread_fence(std::memory_order_seq_cst);
     else
         std::atomic_signal_fence(std::memory_order_seq_cst);
-    if (t.lookup(addr) != pp) return nullptr;
-    return pp;
+}
+
+}  // namespace
+
+ProbePoint *acquire(ThreadRecord *rec, uint64_t addr) noexcept
+{
+    ProbeTable &t = probe_table();
+    ProbePoint *pp = t.lookup(addr);
+    if (!pp) return nullptr;
+    mark_busy(rec, pp);
+    return t.lookup(addr) == pp ? pp : nullptr;
 }
 
 ProbePoint *acquire_site(ThreadRecord *rec, const std::atomic<ProbePoint *> *site) noexcept
 {
     ProbePoint *pp = site->load(std::memory_order_acquire);
     if (!pp) return nullptr;
-    rec->busy.store(pp, std::memory_order_relaxed);
-    if (os::hit_path_needs_fence())
-        std::atomic_thread_fence(std::memory_order_seq_cst);
-    else
-        std::atomic_signal_fence(std::memory_order_seq_cst);
-    if (site->load(std::memory_order_acquire) != pp) return nullptr;
-    return pp;
+    mark_busy(rec, pp);
+    return site->load(std::memory_order_acquire) == pp ? pp : nullptr;
 }
 
 void release(ThreadRecord *rec, ProbePoint *prev) noexcept

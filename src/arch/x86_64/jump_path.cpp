@@ -17,11 +17,19 @@ using core::PreResult;
 using core::ProbePoint;
 using core::ThreadRecord;
 
+// Sanitizer builds: the instrumented code this file calls reaches the sanitizer runtime, which
+// may use vector registers anywhere; there the whole dispatch runs inside one save (below).
+#ifdef LIVEPROBE_SANITIZED
+constexpr bool kSaveAroundAll = true;
+#else
+constexpr bool kSaveAroundAll = false;
+#endif
+
 // Runs `body` with the vector state saved around it when pp's handlers may touch it.
 template <typename Body>
 auto with_vector_state(ProbePoint *pp, Body body) noexcept
 {
-    if (!pp->vec.load(std::memory_order_relaxed)) return body();
+    if (kSaveAroundAll || !pp->vec.load(std::memory_order_relaxed)) return body();
     size_t size = vector_area_size() + 128;
     auto raw = reinterpret_cast<uintptr_t>(alloca(size));
     void *area = reinterpret_cast<void *>((raw + 63) & ~uintptr_t(63));
@@ -42,7 +50,37 @@ bool mem_write(void *ctx, uint64_t addr, const void *src, size_t n)
 
 }  // namespace
 
+namespace {
+int jump_pre(uint64_t site, struct pt_regs *regs) noexcept;
+int jump_post(uint64_t site, struct pt_regs *regs) noexcept;
+
+template <typename Fn>
+int saved_around(Fn fn, uint64_t site, struct pt_regs *regs) noexcept
+{
+    if (!kSaveAroundAll) return fn(site, regs);
+    size_t size = vector_area_size() + 128;
+    auto raw = reinterpret_cast<uintptr_t>(alloca(size));
+    void *area = reinterpret_cast<void *>((raw + 63) & ~uintptr_t(63));
+    vector_save(area);
+    int r = fn(site, regs);
+    vector_restore(area);
+    return r;
+}
+}  // namespace
+
 extern "C" int lp_jump_pre(uint64_t site, struct pt_regs *regs) noexcept
+{
+    return saved_around(jump_pre, site, regs);
+}
+
+extern "C" int lp_jump_post(uint64_t site, struct pt_regs *regs) noexcept
+{
+    return saved_around(jump_post, site, regs);
+}
+
+namespace {
+
+int jump_pre(uint64_t site, struct pt_regs *regs) noexcept
 {
     ThreadRecord *rec = core::this_thread();
     if (!rec) return kJumpPlain;
@@ -85,7 +123,7 @@ extern "C" int lp_jump_pre(uint64_t site, struct pt_regs *regs) noexcept
     return action;
 }
 
-extern "C" int lp_jump_post(uint64_t site, struct pt_regs *regs) noexcept
+int jump_post(uint64_t site, struct pt_regs *regs) noexcept
 {
     ThreadRecord *rec = core::this_thread();
     if (!rec) return kJumpPlain;
@@ -101,6 +139,8 @@ extern "C" int lp_jump_post(uint64_t site, struct pt_regs *regs) noexcept
     core::release(rec, prev);
     return regs->ip == next ? kJumpPlain : kJumpResume;
 }
+
+}  // namespace
 
 uint64_t detour_entry_fn() { return reinterpret_cast<uint64_t>(&lp_jump_pre); }
 uint64_t detour_post_fn() { return reinterpret_cast<uint64_t>(&lp_jump_post); }

@@ -174,7 +174,9 @@ struct liveprobe_info {
 LIVEPROBE_API int liveprobe_kprobe_info(const struct kprobe *p, struct liveprobe_info *out);
 /* Handler faults of a registered probe, summed over threads (0 if p is not registered). */
 LIVEPROBE_API unsigned long liveprobe_kprobe_faults(const struct kprobe *p);
-/* Default on; LIVEPROBE_OPTIMIZE=0 in the environment turns it off at start. */
+/* Jump optimization, default on; LIVEPROBE_OPTIMIZE=0 in the environment turns it off at start.
+ * Applies to every registered probe at once, as the kernel's debug.kprobes-optimization does:
+ * 0 puts them all back on the breakpoint path, 1 optimizes every one that can be. */
 LIVEPROBE_API void liveprobe_set_optimization(int enabled);
 /* The precise reason of the calling thread's last failure, for the negative errno err it
  * returned; a generic text when this thread's last failure had another code. The string stays

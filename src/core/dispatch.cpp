@@ -153,4 +153,14 @@ bool guarded_copy(GuardedAccess *ga, void *dst, const void *src, size_t n) noexc
     return false;
 }
 
+bool guarded_read(void *ctx, uint64_t addr, void *dst, size_t n)
+{
+    return guarded_copy(static_cast<GuardedAccess *>(ctx), dst, reinterpret_cast<void *>(addr), n);
+}
+
+bool guarded_write(void *ctx, uint64_t addr, const void *src, size_t n)
+{
+    return guarded_copy(static_cast<GuardedAccess *>(ctx), reinterpret_cast<void *>(addr), src, n);
+}
+
 }  // namespace liveprobe::core

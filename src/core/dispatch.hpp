@@ -72,4 +72,8 @@ struct GuardedAccess {
 };
 bool guarded_copy(GuardedAccess *ga, void *dst, const void *src, size_t n) noexcept;
 
+// guarded_copy in the shape of arch::MemOps (ctx is a GuardedAccess), for emulate().
+bool guarded_read(void *ctx, uint64_t addr, void *dst, size_t n);
+bool guarded_write(void *ctx, uint64_t addr, const void *src, size_t n);
+
 }  // namespace liveprobe::core

@@ -80,15 +80,6 @@ void unblock_fault_signals(const ucontext_t *uc) noexcept
     }
 }
 
-bool mem_read(void *ctx, uint64_t addr, void *dst, size_t n)
-{
-    return guarded_copy(static_cast<GuardedAccess *>(ctx), dst, reinterpret_cast<void *>(addr), n);
-}
-bool mem_write(void *ctx, uint64_t addr, const void *src, size_t n)
-{
-    return guarded_copy(static_cast<GuardedAccess *>(ctx), reinterpret_cast<void *>(addr), src, n);
-}
-
 // The int3 that ends the trap variant of a slot: post handlers, then resume after the
 // original instruction.
 void post_trap(ThreadRecord *rec, uint64_t at, ucontext_t *uc, siginfo_t *info)
@@ -195,7 +186,7 @@ void breakpoint_trap_handler(int sig, siginfo_t *info, ucontext_t *uc)
     if (pp->insn.cls == arch::InsnClass::kEmulate) {
         regs.ip = at;
         GuardedAccess ga{rec, 0, {}};
-        arch::MemOps mem{mem_read, mem_write, &ga};
+        arch::MemOps mem{core::guarded_read, core::guarded_write, &ga};
         uint64_t fault_addr = 0;
         if (arch::emulate(pp->insn, regs, mem, &fault_addr) != 0) {
             // The instruction's own fault (a bad stack, a bad indirect target): the program's,

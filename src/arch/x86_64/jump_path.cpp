@@ -39,15 +39,6 @@ auto with_vector_state(ProbePoint *pp, Body body) noexcept
     return r;
 }
 
-bool mem_read(void *ctx, uint64_t addr, void *dst, size_t n)
-{
-    return core::guarded_copy(static_cast<core::GuardedAccess *>(ctx), dst, reinterpret_cast<void *>(addr), n);
-}
-bool mem_write(void *ctx, uint64_t addr, const void *src, size_t n)
-{
-    return core::guarded_copy(static_cast<core::GuardedAccess *>(ctx), reinterpret_cast<void *>(addr), src, n);
-}
-
 }  // namespace
 
 namespace {
@@ -107,7 +98,7 @@ int jump_pre(uint64_t site, struct pt_regs *regs) noexcept
             // handlers where it lands, and resume there.
             regs->ip = pp->addr;
             core::GuardedAccess ga{rec, 0, {}};
-            MemOps mem{mem_read, mem_write, &ga};
+            MemOps mem{core::guarded_read, core::guarded_write, &ga};
             uint64_t fault_addr = 0;
             if (emulate(pp->region.insns[0], *regs, mem, &fault_addr) == 0) {
                 with_vector_state(pp, [&] {

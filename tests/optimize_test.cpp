@@ -171,6 +171,73 @@ TEST(Optimize, MidFunctionProbePreservesEveryRegister)
     unregister_kprobe(&kp);
 }
 
+// The detour restores the six arithmetic flags without popfq, and takes popfq when DF (or
+// TF, NT, AC, ID) is involved: every pattern of them comes back exactly, on both paths.
+TEST(Optimize, EveryFlagsPatternComesBackExactly)
+{
+    if (!__builtin_cpu_supports("avx512f")) {
+        GTEST_SKIP() << "this CPU has no AVX-512: lp_o_regs needs it";
+    }
+    kprobe kp = at(lp_o_regs_probe, clobber_pre, clobber_post);
+    ASSERT_EQ(register_kprobe(&kp), 0) << liveprobe_strerror(-1);
+    if (optimizing()) {
+        ASSERT_TRUE(kp.flags & KPROBE_FLAG_OPTIMIZED) << why(kp);
+    }
+    const unsigned long arith[] = {0x1, 0x4, 0x10, 0x40, 0x80, 0x800};  // CF PF AF ZF SF OF
+    for (unsigned long df : {0ul, 0x400ul}) {
+        for (unsigned mask = 0; mask < 64; ++mask) {
+            fill_patterns();
+            unsigned long f = 0x2 | df;
+            for (int b = 0; b < 6; ++b)
+                if (mask & (1u << b)) f |= arith[b];
+            lp_o_pat_flags = f;
+            g_handler_runs = 0;
+            lp_o_regs();
+            ASSERT_EQ(g_handler_runs.load(), 2);
+            ASSERT_EQ(lp_o_dump_flags & 0xcd5, f & 0xcd5) << std::hex << "flags " << f;
+        }
+    }
+    unregister_kprobe(&kp);
+}
+
+unsigned long g_flags_set, g_flags_clear;
+int flags_changing_pre(kprobe *, pt_regs *regs)
+{
+    regs->flags = (regs->flags | g_flags_set) & ~g_flags_clear;
+    return 0;
+}
+
+// A pre handler's change to regs->flags takes effect, arithmetic flags and DF alike.
+TEST(Optimize, PreHandlerFlagsChangesTakeEffect)
+{
+    if (!__builtin_cpu_supports("avx512f")) {
+        GTEST_SKIP() << "this CPU has no AVX-512: lp_o_regs needs it";
+    }
+    kprobe kp = at(lp_o_regs_probe, flags_changing_pre);
+    ASSERT_EQ(register_kprobe(&kp), 0) << liveprobe_strerror(-1);
+    if (optimizing()) {
+        ASSERT_TRUE(kp.flags & KPROBE_FLAG_OPTIMIZED) << why(kp);
+    }
+    struct Case {
+        unsigned long pat, set, clear, want;
+    } cases[] = {
+        {0x2, 0x801, 0, 0x803},            // set CF and OF
+        {0x8d7, 0, 0x8d5, 0x2},            // clear all six
+        {0x2, 0x400, 0, 0x402},            // set DF (slow path)
+        {0x402 | 0x41, 0, 0x400, 0x43},    // clear DF, keep CF ZF
+    };
+    for (const Case &c : cases) {
+        fill_patterns();
+        lp_o_pat_flags = c.pat;
+        g_flags_set = c.set;
+        g_flags_clear = c.clear;
+        lp_o_regs();
+        EXPECT_EQ(lp_o_dump_flags & 0xcd5, c.want & 0xcd5) << std::hex << "pattern " << c.pat;
+        for (int i = 0; i < 15; ++i) EXPECT_EQ(lp_o_dump_g[i], lp_o_pat_g[i]);
+    }
+    unregister_kprobe(&kp);
+}
+
 // ---- Threads inside a region while it is patched ----
 
 TEST(Optimize, ThreadsStoppedInsideTheRegionResumeCorrectly)

@@ -223,6 +223,7 @@ LABEL(lp_o_regs_after)
     kmovq %k6, lp_o_dump_k+48(%rip)
     kmovq %k7, lp_o_dump_k+56(%rip)
     vzeroupper
+    cld                                 /* lp_o_pat_flags may set DF */
     popq %r15
     popq %r14
     popq %r13

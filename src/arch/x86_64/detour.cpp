@@ -19,6 +19,15 @@ static_assert(offsetof(struct pt_regs, ss) == 160);
 
 constexpr int32_t kRedZone = 128;
 
+// Flags bits restored exactly by the detour's fast path (sahf, and an add for OF): CF PF AF ZF
+// SF OF. The others that user code can set, TF NT AC ID and DF, take the slow path (popfq,
+// about 20 cycles): the entry clears TF NT AC ID from the live flags when the thread had any
+// of them (rare), and cld clears DF, so on the way out the live flags hold none of them; when
+// the saved flags (the handlers' regs->flags) hold none either, restoring the six arithmetic
+// bits restores all of them. IF and IOPL cannot change in user mode.
+constexpr uint32_t kEntryRareFlags = 0x100 | 0x4000 | 0x40000 | 0x200000;  // TF NT AC ID
+constexpr uint32_t kSlowFlags = kEntryRareFlags | 0x400;                   // and DF
+
 // Appends machine code; `ok` turns false on overflow.
 struct Writer {
     uint8_t *out;
@@ -67,7 +76,15 @@ void emit_save(Writer &w, int32_t rz, uint64_t ip)
     if (rz) lea_rsp(w, -rz);
     lea_rsp(w, -16);        // ss, sp
     w.bytes({0x9c});        // pushfq: flags, before anything changes them
-    w.bytes({0xfc});        // cld: the ABI's direction flag for the calls below (popfq restores it)
+    // testl $kEntryRareFlags,(%rsp); jz 1f; pushq (%rsp); andl $~kEntryRareFlags,(%rsp); popfq; 1:
+    w.bytes({0xf7, 0x04, 0x24});
+    w.u32(kEntryRareFlags);
+    w.bytes({0x74, 0x0b});
+    w.bytes({0xff, 0x34, 0x24});
+    w.bytes({0x81, 0x24, 0x24});
+    w.u32(~kEntryRareFlags);
+    w.bytes({0x9d});
+    w.bytes({0xfc});        // cld: the ABI's direction flag for the calls below
     lea_rsp(w, -24);        // cs, ip, orig_ax
     w.bytes({0x57, 0x56, 0x52, 0x51, 0x50});                          // rdi rsi rdx rcx rax
     w.bytes({0x41, 0x50, 0x41, 0x51, 0x41, 0x52, 0x41, 0x53});        // r8 r9 r10 r11
@@ -103,12 +120,23 @@ void emit_call(Writer &w, uint64_t fn, uint64_t arg)
 // Restores every register from the pt_regs at rsp, the stack pointer last.
 void emit_restore(Writer &w)
 {
+    // Flags first, with rax (restored below) as scratch; see kSlowFlags.
+    w.bytes({0xf7, 0x84, 0x24, 144, 0, 0, 0});  // testl $kSlowFlags,144(%rsp)
+    w.u32(kSlowFlags);
+    w.bytes({0x75, 0x15});                       // jnz slow
+    w.bytes({0x8a, 0x84, 0x24, 145, 0, 0, 0});  // mov 145(%rsp),%al: flags bits 8..15
+    w.bytes({0x24, 0x08});                       // and $8,%al: OF
+    w.bytes({0x04, 0x78});                       // add $0x78,%al: sets OF exactly when al was 8
+    w.bytes({0x8a, 0xa4, 0x24, 144, 0, 0, 0});  // mov 144(%rsp),%ah: SF ZF AF PF CF
+    w.bytes({0x9e});                             // sahf
+    w.bytes({0xeb, 0x08});                       // jmp over the slow path
+    w.bytes({0xff, 0xb4, 0x24, 144, 0, 0, 0});  // slow: pushq 144(%rsp)
+    w.bytes({0x9d});                             // popfq
     w.bytes({0x41, 0x5f, 0x41, 0x5e, 0x41, 0x5d, 0x41, 0x5c});  // r15 r14 r13 r12
     w.bytes({0x5d, 0x5b});                                      // rbp rbx
     w.bytes({0x41, 0x5b, 0x41, 0x5a, 0x41, 0x59, 0x41, 0x58});  // r11 r10 r9 r8
     w.bytes({0x58, 0x59, 0x5a, 0x5e, 0x5f});                    // rax rcx rdx rsi rdi
-    lea_rsp(w, 24);                                             // orig_ax ip cs
-    w.bytes({0x9d});                                            // popfq
+    lea_rsp(w, 32);                                             // orig_ax ip cs flags
     w.bytes({0x5c});                                            // pop %rsp: the saved sp
 }
 

@@ -51,22 +51,6 @@ void unwind_to_guard(int sig, const siginfo_t *info) noexcept
     lp_longjmp(&g->jb, 1);
 }
 
-namespace {
-
-// The reader's half of the quiescence protocol: busy = pp, visible before the caller looks pp
-// up again. Writers make every thread execute a full barrier (membarrier) before they scan
-// busy fields, so a compiler barrier is enough here; without membarrier, a real fence.
-inline void mark_busy(ThreadRecord *rec, ProbePoint *pp) noexcept
-{
-    rec->busy.store(pp, std::memory_order_relaxed);
-    if (os::hit_path_needs_fence())
-        std::atomic_thread_fence(std::memory_order_seq_cst);
-    else
-        std::atomic_signal_fence(std::memory_order_seq_cst);
-}
-
-}  // namespace
-
 ProbePoint *acquire(ThreadRecord *rec, uint64_t addr) noexcept
 {
     ProbeTable &t = probe_table();
@@ -76,18 +60,14 @@ ProbePoint *acquire(ThreadRecord *rec, uint64_t addr) noexcept
     return t.lookup(addr) == pp ? pp : nullptr;
 }
 
+#ifdef LIVEPROBE_SANITIZER_BUILD
 ProbePoint *acquire_site(ThreadRecord *rec, const std::atomic<ProbePoint *> *site) noexcept
 {
-    ProbePoint *pp = site->load(std::memory_order_acquire);
-    if (!pp) return nullptr;
-    mark_busy(rec, pp);
-    return site->load(std::memory_order_acquire) == pp ? pp : nullptr;
+    return acquire_site_inline(rec, site);
 }
 
-void release(ThreadRecord *rec, ProbePoint *prev) noexcept
-{
-    rec->busy.store(prev, std::memory_order_release);
-}
+void release(ThreadRecord *rec, ProbePoint *prev) noexcept { release_inline(rec, prev); }
+#endif
 
 PreResult run_pre(ThreadRecord *rec, ProbePoint *pp, struct pt_regs *regs) noexcept
 {

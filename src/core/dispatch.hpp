@@ -13,6 +13,7 @@
 
 #include "core/probe.hpp"
 #include "core/thread_state.hpp"
+#include "os/linux/text_poke.hpp"
 
 namespace liveprobe::core {
 
@@ -36,6 +37,31 @@ struct GuardFrame {
 // unwinds to it (does not return). Returns otherwise.
 void unwind_to_guard(int sig, const siginfo_t *info) noexcept;
 
+// The reader's half of the quiescence protocol: busy = pp, visible before the caller looks pp
+// up again. Writers make every thread execute a full barrier (membarrier) before they scan
+// busy fields, so a compiler barrier is enough here; without membarrier, a real fence.
+inline void mark_busy(ThreadRecord *rec, ProbePoint *pp) noexcept
+{
+    rec->busy.store(pp, std::memory_order_relaxed);
+    if (os::hit_path_needs_fence())
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+    else
+        std::atomic_signal_fence(std::memory_order_seq_cst);
+}
+
+inline ProbePoint *acquire_site_inline(ThreadRecord *rec, const std::atomic<ProbePoint *> *site) noexcept
+{
+    ProbePoint *pp = site->load(std::memory_order_acquire);
+    if (!pp) return nullptr;
+    mark_busy(rec, pp);
+    return site->load(std::memory_order_acquire) == pp ? pp : nullptr;
+}
+
+inline void release_inline(ThreadRecord *rec, ProbePoint *prev) noexcept
+{
+    rec->busy.store(prev, std::memory_order_release);
+}
+
 // Finds the live probe point at addr and marks this thread as dispatching it (busy), or
 // returns null. The quiescence protocol (an asymmetric Dekker): the thread stores busy = pp
 // and then looks pp up again; a registry writer removes pp from the table, makes every
@@ -46,11 +72,19 @@ ProbePoint *acquire(ThreadRecord *rec, uint64_t addr) noexcept;
 
 // The same protocol through a probe address's site (ProbeTable::site): two loads instead of
 // two hash look-ups, for the jump path.
+// release(): ends the dispatch of a point: busy goes back to what it was (release).
+// Sanitizer builds keep both out of line, in instrumented code, so that TSan sees the release
+// the registry's quiescence wait pairs with even when called from the uninstrumented jump path.
+#ifdef LIVEPROBE_SANITIZER_BUILD
 ProbePoint *acquire_site(ThreadRecord *rec, const std::atomic<ProbePoint *> *site) noexcept;
-
-// Ends the dispatch of a point: busy goes back to what it was (release). Here, not inline,
-// so that a TSan build sees the release the registry's quiescence wait pairs with.
 void release(ThreadRecord *rec, ProbePoint *prev) noexcept;
+#else
+inline ProbePoint *acquire_site(ThreadRecord *rec, const std::atomic<ProbePoint *> *site) noexcept
+{
+    return acquire_site_inline(rec, site);
+}
+inline void release(ThreadRecord *rec, ProbePoint *prev) noexcept { release_inline(rec, prev); }
+#endif
 
 enum class PreResult { kContinue, kContinueWithPost, kSkip };
 

@@ -74,6 +74,9 @@ enum OptState : int {
 };
 
 struct ProbePoint {
+    // Read on every hit: first, in one cache line.
+    std::atomic<Members *> members{nullptr};
+    std::atomic<bool> vec{true};  // some handler may touch vector state: save it around them
     uint64_t addr = 0;
     arch::Insn insn;
     uint8_t orig_byte = 0;  // the byte under the int3
@@ -84,12 +87,10 @@ struct ProbePoint {
     arch::Region region;
     arch::DetourLayout layout;
     std::atomic<int> opt{kOptNone};
-    std::atomic<bool> vec{true};  // some handler may touch vector state: save it around them
     std::string why_not;          // why it is not optimized; registry mutex
     bool armed = false;     // int3 written; registry mutex
     bool gone = false;      // its object was unloaded (KPROBE_FLAG_GONE); registry mutex
     std::string object;     // path of the mapping holding addr at registration
-    std::atomic<Members *> members{nullptr};
 };
 
 }  // namespace liveprobe::core

@@ -7,14 +7,14 @@
 #include "os/linux/text_poke.hpp"
 
 namespace liveprobe::core {
+
+thread_local ThreadRecord *tl_rec;
+
 namespace {
 
 constexpr size_t kChunkRecords = 64;
 
 std::atomic<ThreadRecord *> g_head{nullptr};
-// Plain pointer: initial-exec TLS with no constructor, safe in signal handlers.
-thread_local ThreadRecord *tl_rec;
-
 pthread_key_t g_exit_key;
 bool g_key_ok = [] { return pthread_key_create(&g_exit_key, [](void *p) {
                          auto *rec = static_cast<ThreadRecord *>(p);
@@ -59,7 +59,7 @@ ThreadRecord *claim(int tid) noexcept
 
 ThreadRecord *this_thread_if_any() noexcept { return tl_rec; }
 
-ThreadRecord *this_thread() noexcept
+ThreadRecord *this_thread_claim() noexcept
 {
     if (tl_rec) return tl_rec;
     ThreadRecord *r = claim(os::raw_gettid());

@@ -37,9 +37,21 @@ struct alignas(64) ThreadRecord {
     ThreadRecord *next = nullptr;               // immutable once published
 };
 
+// The calling thread's record (plain pointer: initial-exec TLS with no constructor, safe in
+// signal handlers; the library is built with -ftls-model=initial-exec).
+extern thread_local ThreadRecord *tl_rec;
+
+// Claims a record for the calling thread (first hit). Async-signal-safe.
+ThreadRecord *this_thread_claim() noexcept;
+
 // The calling thread's record, claimed on first use. Async-signal-safe. Null only if the
 // process is out of memory.
-ThreadRecord *this_thread() noexcept;
+inline ThreadRecord *this_thread() noexcept
+{
+    if (ThreadRecord *r = tl_rec) [[likely]]
+        return r;
+    return this_thread_claim();
+}
 
 // The calling thread's record if it has one (never claims).
 ThreadRecord *this_thread_if_any() noexcept;

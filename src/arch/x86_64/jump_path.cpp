@@ -25,18 +25,48 @@ constexpr bool kSaveAroundAll = true;
 constexpr bool kSaveAroundAll = false;
 #endif
 
-// Runs `body` with the vector state saved around it when pp's handlers may touch it.
-template <typename Body>
-auto with_vector_state(ProbePoint *pp, Body body) noexcept
+// The handlers with the vector state saved around them (out of line: the save area is
+// alloca'd in this frame, and the hit path without it stays small).
+[[gnu::noinline]] PreResult run_pre_saving_vectors(ThreadRecord *rec, ProbePoint *pp,
+                                                   struct pt_regs *regs) noexcept
 {
-    if (kSaveAroundAll || !pp->vec.load(std::memory_order_relaxed)) return body();
     size_t size = vector_area_size() + 128;
     auto raw = reinterpret_cast<uintptr_t>(alloca(size));
     void *area = reinterpret_cast<void *>((raw + 63) & ~uintptr_t(63));
     vector_save(area);
-    auto r = body();
+    PreResult r = core::run_pre(rec, pp, regs);
     vector_restore(area);
     return r;
+}
+
+[[gnu::noinline]] void run_post_saving_vectors(ThreadRecord *rec, ProbePoint *pp,
+                                               struct pt_regs *regs) noexcept
+{
+    size_t size = vector_area_size() + 128;
+    auto raw = reinterpret_cast<uintptr_t>(alloca(size));
+    void *area = reinterpret_cast<void *>((raw + 63) & ~uintptr_t(63));
+    vector_save(area);
+    core::run_post(rec, pp, regs);
+    vector_restore(area);
+}
+
+inline bool must_save_vectors(ProbePoint *pp) noexcept
+{
+    return !kSaveAroundAll && pp->vec.load(std::memory_order_relaxed);
+}
+
+inline PreResult pre_handlers(ThreadRecord *rec, ProbePoint *pp, struct pt_regs *regs) noexcept
+{
+    if (must_save_vectors(pp)) return run_pre_saving_vectors(rec, pp, regs);
+    return core::run_pre(rec, pp, regs);
+}
+
+inline void post_handlers(ThreadRecord *rec, ProbePoint *pp, struct pt_regs *regs) noexcept
+{
+    if (must_save_vectors(pp))
+        run_post_saving_vectors(rec, pp, regs);
+    else
+        core::run_post(rec, pp, regs);
 }
 
 }  // namespace
@@ -86,7 +116,7 @@ int jump_pre(uint64_t site, struct pt_regs *regs) noexcept
         core::release(rec, prev);
         return kJumpPlain;
     }
-    PreResult r = with_vector_state(pp, [&] { return core::run_pre(rec, pp, regs); });
+    PreResult r = pre_handlers(rec, pp, regs);
     int action = kJumpPlain;
     if (r == PreResult::kSkip) {
         action = kJumpResume;
@@ -101,10 +131,7 @@ int jump_pre(uint64_t site, struct pt_regs *regs) noexcept
             MemOps mem{core::guarded_read, core::guarded_write, &ga};
             uint64_t fault_addr = 0;
             if (emulate(pp->region.insns[0], *regs, mem, &fault_addr) == 0) {
-                with_vector_state(pp, [&] {
-                    core::run_post(rec, pp, regs);
-                    return 0;
-                });
+                post_handlers(rec, pp, regs);
                 action = kJumpResume;
             }
             // On a fault, run the original instruction (plain path): it faults as the program's.
@@ -122,10 +149,7 @@ int jump_post(uint64_t site, struct pt_regs *regs) noexcept
     ProbePoint *prev = rec->busy.load(std::memory_order_relaxed);
     ProbePoint *pp = core::acquire_site(rec, reinterpret_cast<const std::atomic<ProbePoint *> *>(site));
     if (pp && !rec->in_handler) {
-        with_vector_state(pp, [&] {
-            core::run_post(rec, pp, regs);
-            return 0;
-        });
+        post_handlers(rec, pp, regs);
     }
     core::release(rec, prev);
     return regs->ip == next ? kJumpPlain : kJumpResume;

@@ -108,7 +108,7 @@ bool barrier_all_threads()
     return syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0;
 }
 
-bool hit_path_needs_fence() noexcept { return !g_expedited_ok; }
+const bool g_hit_path_needs_fence = !g_expedited_ok;
 
 void sync_cores()
 {

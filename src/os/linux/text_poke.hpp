@@ -30,6 +30,7 @@ void sync_cores();
 // hit path's half needs only a compiler barrier. False when the kernel lacks it (then the
 // hit path must use a real fence: see hit_path_needs_fence()).
 bool barrier_all_threads();
-bool hit_path_needs_fence() noexcept;
+extern const bool g_hit_path_needs_fence;  // set at load, before any probe exists
+inline bool hit_path_needs_fence() noexcept { return g_hit_path_needs_fence; }
 
 }  // namespace liveprobe::os

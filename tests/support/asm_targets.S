@@ -281,4 +281,85 @@ lp_o_dump_k: .zero 64
 lp_o_pat_flags:  .quad 0
 lp_o_dump_flags: .quad 0
 
+
+    .text
+
+/* Vector state (vector_state_test.cpp). */
+
+/* unsigned long lp_v_clean(void): vzeroupper; xmm0-15 from lp_v_pat (VEX.128 loads: the upper
+ * state stays clean); lp_v_clean_probe (two 5-byte nops); xmm0-15 to lp_v_dump; returns
+ * XINUSE (xgetbv with ecx=1). */
+FUNC(lp_v_clean)
+    vzeroupper
+    vmovdqu lp_v_pat+0(%rip), %xmm0
+    vmovdqu lp_v_pat+16(%rip), %xmm1
+    vmovdqu lp_v_pat+32(%rip), %xmm2
+    vmovdqu lp_v_pat+48(%rip), %xmm3
+    vmovdqu lp_v_pat+64(%rip), %xmm4
+    vmovdqu lp_v_pat+80(%rip), %xmm5
+    vmovdqu lp_v_pat+96(%rip), %xmm6
+    vmovdqu lp_v_pat+112(%rip), %xmm7
+    vmovdqu lp_v_pat+128(%rip), %xmm8
+    vmovdqu lp_v_pat+144(%rip), %xmm9
+    vmovdqu lp_v_pat+160(%rip), %xmm10
+    vmovdqu lp_v_pat+176(%rip), %xmm11
+    vmovdqu lp_v_pat+192(%rip), %xmm12
+    vmovdqu lp_v_pat+208(%rip), %xmm13
+    vmovdqu lp_v_pat+224(%rip), %xmm14
+    vmovdqu lp_v_pat+240(%rip), %xmm15
+LABEL(lp_v_clean_probe)
+    nopl 0x0(%rax,%rax,1)
+    nopl 0x0(%rax,%rax,1)
+    vmovdqu %xmm0, lp_v_dump+0(%rip)
+    vmovdqu %xmm1, lp_v_dump+16(%rip)
+    vmovdqu %xmm2, lp_v_dump+32(%rip)
+    vmovdqu %xmm3, lp_v_dump+48(%rip)
+    vmovdqu %xmm4, lp_v_dump+64(%rip)
+    vmovdqu %xmm5, lp_v_dump+80(%rip)
+    vmovdqu %xmm6, lp_v_dump+96(%rip)
+    vmovdqu %xmm7, lp_v_dump+112(%rip)
+    vmovdqu %xmm8, lp_v_dump+128(%rip)
+    vmovdqu %xmm9, lp_v_dump+144(%rip)
+    vmovdqu %xmm10, lp_v_dump+160(%rip)
+    vmovdqu %xmm11, lp_v_dump+176(%rip)
+    vmovdqu %xmm12, lp_v_dump+192(%rip)
+    vmovdqu %xmm13, lp_v_dump+208(%rip)
+    vmovdqu %xmm14, lp_v_dump+224(%rip)
+    vmovdqu %xmm15, lp_v_dump+240(%rip)
+    movl $1, %ecx
+    xgetbv
+    ret
+END(lp_v_clean)
+
+/* double lp_v_x87(void): loads lp_v_a and lp_v_b on the x87 stack, reaches lp_v_x87_probe
+ * (two 5-byte nops) with two registers in use, returns a + b computed there. */
+FUNC(lp_v_x87)
+    fldl lp_v_a(%rip)
+    fldl lp_v_b(%rip)
+LABEL(lp_v_x87_probe)
+    nopl 0x0(%rax,%rax,1)
+    nopl 0x0(%rax,%rax,1)
+    faddp
+    fstpl -8(%rsp)
+    movsd -8(%rsp), %xmm0
+    ret
+END(lp_v_x87)
+
+/* void lp_v_nop(void): a 5-byte nop (entry probe) and ret. */
+FUNC(lp_v_nop)
+LABEL(lp_v_nop_probe)
+    nopl 0x0(%rax,%rax,1)
+    nopl 0x0(%rax,%rax,1)
+    ret
+END(lp_v_nop)
+
+    .data
+    .balign 64
+    .globl lp_v_pat, lp_v_dump, lp_v_a, lp_v_b
+lp_v_pat:  .fill 256, 1, 0
+lp_v_dump: .fill 256, 1, 0
+lp_v_a:    .double 1.5
+lp_v_b:    .double 2.25
+    .text
+
     .section .note.GNU-stack,"",@progbits

@@ -63,3 +63,15 @@ long lp_o_switch(long x);
 long lp_t_push(long x);
 extern char lp_t_push_insn[];
 }
+
+// Vector state (vector_state_test.cpp): see asm_targets.S.
+extern "C" {
+unsigned long lp_v_clean(void);
+extern char lp_v_clean_probe[];
+extern unsigned char lp_v_pat[256], lp_v_dump[256];
+double lp_v_x87(void);
+extern char lp_v_x87_probe[];
+extern double lp_v_a, lp_v_b;
+void lp_v_nop(void);
+extern char lp_v_nop_probe[];
+}

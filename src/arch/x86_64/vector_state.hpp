@@ -1,38 +1,65 @@
-// Saving the extended (vector) state around handlers that may use it, on the jump path.
-// (The breakpoint path needs none of this: the kernel saves it in the signal frame.)
+// Saving and restoring the vector state around handlers that may use it (the jump path; the
+// breakpoint path gets it from the kernel's signal frame).
 //
-// XSAVE/XRSTOR of every component enabled in XCR0 (x87, SSE, AVX, AVX-512 zmm and k
-// registers...), into a 64-byte aligned area on the caller's stack. Built into code compiled
-// without vector instructions, so nothing touches vector state before it is saved.
+// Two implementations, chosen once at load:
+//   explicit: lp_vec_save/lp_vec_restore (vector_save.S), register moves guided by XINUSE,
+//             a few dozen cycles;
+//   XSAVE:    xsave64/xrstor64 of every component (fxsave64 without XSAVE), about 300
+//             cycles, for CPUs or XCR0 settings the explicit routine does not cover.
+// LIVEPROBE_VECTOR_SAVE=xsave in the environment forces the second (tests use it).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
+extern "C" void lp_vec_save(void *area) noexcept;
+extern "C" void lp_vec_restore(const void *area) noexcept;
+
 namespace liveprobe::arch {
 
-// Bytes an XSAVE area needs for XCR0's components (CPUID 0xD.0 EBX), plus alignment slack.
-// Computed once at load; 0 when the CPU has no XSAVE (then FXSAVE's 512 bytes are used).
+enum class VectorSave : uint8_t { kExplicit, kXsave, kFxsave };
+
+// The chosen implementation (set at load, before any probe exists).
+extern const VectorSave g_vector_save;
+
+// Bytes of the save area, which must be 64-aligned.
 size_t vector_area_size() noexcept;
+
+// Which implementation is in use, for diagnostics and tests: "explicit", "xsave", "fxsave".
+const char *vector_save_name() noexcept;
 
 inline void vector_save(void *area) noexcept
 {
     auto *a = static_cast<uint8_t *>(area);
-    // The XSAVE header (bytes 512..575) must be clean for XRSTOR; XSAVE writes only its first
-    // 8 bytes.
-    for (int i = 512; i < 576; i += 8) *reinterpret_cast<volatile uint64_t *>(a + i) = 0;
-    if (vector_area_size() > 512)
+    switch (g_vector_save) {
+    case VectorSave::kExplicit:
+        lp_vec_save(area);
+        break;
+    case VectorSave::kXsave:
+        // The XSAVE header (bytes 512..575) must be clean for XRSTOR; XSAVE writes only its
+        // first 8 bytes.
+        for (int i = 512; i < 576; i += 8) *reinterpret_cast<volatile uint64_t *>(a + i) = 0;
         asm volatile("xsave64 (%0)" ::"r"(a), "a"(~0u), "d"(~0u) : "memory");
-    else
+        break;
+    case VectorSave::kFxsave:
         asm volatile("fxsave64 (%0)" ::"r"(a) : "memory");
+        break;
+    }
 }
 
 inline void vector_restore(const void *area) noexcept
 {
-    if (vector_area_size() > 512)
+    switch (g_vector_save) {
+    case VectorSave::kExplicit:
+        lp_vec_restore(area);
+        break;
+    case VectorSave::kXsave:
         asm volatile("xrstor64 (%0)" ::"r"(area), "a"(~0u), "d"(~0u) : "memory");
-    else
+        break;
+    case VectorSave::kFxsave:
         asm volatile("fxrstor64 (%0)" ::"r"(area) : "memory");
+        break;
+    }
 }
 
 }  // namespace liveprobe::arch

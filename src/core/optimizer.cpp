@@ -5,6 +5,7 @@
 #include <map>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 
 #include "arch/x86_64/branch_index.hpp"
 #include "arch/x86_64/jump_path.hpp"
@@ -24,6 +25,37 @@ namespace {
 
 // Detours are immortal and reused for the same address, bytes and shape (see probe.hpp).
 std::map<std::tuple<uint64_t, std::string, bool>, std::pair<uint64_t, arch::DetourLayout>> g_detours;
+
+// Detours built but not written yet (registry mutex). Nothing can reach a detour before its
+// point is armed, or jumped to: the writes of a batch wait until then and go out as one pwrite
+// per run of adjacent blocks instead of one per detour.
+struct UnwrittenDetour {
+    uint64_t block;
+    std::vector<uint8_t> bytes;
+};
+std::vector<UnwrittenDetour> g_unwritten;
+
+Status write_detours()
+{
+    if (g_unwritten.empty()) return Status::Ok();
+    std::sort(g_unwritten.begin(), g_unwritten.end(),
+              [](const UnwrittenDetour &a, const UnwrittenDetour &b) { return a.block < b.block; });
+    Status result;
+    std::vector<uint8_t> run;
+    for (size_t i = 0; i < g_unwritten.size();) {
+        uint64_t start = g_unwritten[i].block;
+        run = g_unwritten[i].bytes;
+        size_t j = i + 1;
+        for (; j < g_unwritten.size() && g_unwritten[j].block == g_unwritten[j - 1].block + os::kDetourBlock; ++j) {
+            run.resize(g_unwritten[j].block - start, 0xcc);  // the previous block's unused tail
+            run.insert(run.end(), g_unwritten[j].bytes.begin(), g_unwritten[j].bytes.end());
+        }
+        if (Status s = os::poke_text(start, run.data(), run.size()); !s.ok() && result.ok()) result = s;
+        i = j;
+    }
+    g_unwritten.clear();
+    return result;
+}
 
 // A thread still dispatching a point on the breakpoint path is waited for this long before
 // optimizing it; past that the point stays on the breakpoint path.
@@ -102,17 +134,11 @@ std::string prepare(ProbePoint *pp, const std::map<uint64_t, ProbePoint *> &poin
     arch::CodeRange range{fn->start, body.data(), body.size()};
     // GCC's cold part (f.cold) jumps back into f: its branches count too.
     std::vector<arch::CodeRange> cold;
-    std::vector<uint8_t> cold_body;
-    if (!fn->name.empty()) {
-        std::string base = fn->object.substr(fn->object.rfind('/') + 1);
-        uint64_t cold_addr = 0;
-        std::string why;
-        if (symbols::resolve(base + ":" + fn->name + ".cold", &cold_addr, &why) == 0) {
-            if (auto cf = symbols::function_at(cold_addr)) {
-                cold_body = original_code(cf->start, cf->end, points);
-                cold.push_back({cf->start, cold_body.data(), cold_body.size()});
-            }
-        }
+    std::vector<std::vector<uint8_t>> cold_bodies;
+    cold_bodies.reserve(fn->cold.size());
+    for (auto [start, end] : fn->cold) {
+        cold_bodies.push_back(original_code(start, end, points));
+        cold.push_back({start, cold_bodies.back().data(), cold_bodies.back().size()});
     }
     std::vector<uint64_t> others;
     for (auto it = points.lower_bound(fn->start); it != points.end() && it->first < fn->end; ++it)
@@ -148,8 +174,13 @@ std::string prepare(ProbePoint *pp, const std::map<uint64_t, ProbePoint *> &poin
     if (err != 0) return "the detour does not fit in its block";
     DetourHeader h{pp->addr, region.len, layout};
     std::memcpy(buf.data(), &h, sizeof h);
-    // Only the bytes in use: the rest of the block is never executed.
-    if (Status s = os::poke_text(block, buf.data(), layout.end); !s.ok()) return s.reason;
+    // Only the bytes in use: the rest of the block is never executed. An armed point traps
+    // into its detour as soon as it is pending: written now; the others with their batch.
+    buf.resize(layout.end);
+    g_unwritten.push_back({block, std::move(buf)});
+    if (pp->armed) {
+        if (Status s = write_detours(); !s.ok()) return s.reason;
+    }
     g_detours.emplace(key, std::make_pair(block, layout));
     pp->detour = block;
     pp->layout = layout;
@@ -202,6 +233,25 @@ const char *optimization_off_reason()
                                     "LIVEPROBE_OPTIMIZE=0)";
 }
 
+namespace {
+// Handler address -> proven vector-free (registry mutex). A batch of 10,000 probes sharing a
+// handler decodes it once. Dropped when objects are unloaded (an address may then hold other
+// code).
+std::unordered_map<uint64_t, bool> g_vector_free_memo;
+
+bool vector_free_memo(uint64_t h)
+{
+    auto [it, fresh] = g_vector_free_memo.try_emplace(h, false);
+    if (fresh) {
+        const char *why = nullptr;
+        it->second = arch::vector_free(h, 2, &why);
+    }
+    return it->second;
+}
+}  // namespace
+
+void forget_vector_proofs() { g_vector_free_memo.clear(); }
+
 void refresh_vector_need(ProbePoint *pp)
 {
     bool vec = false;
@@ -211,8 +261,7 @@ void refresh_vector_need(ProbePoint *pp)
         if (kp->flags & KPROBE_FLAG_NOVEC) continue;
         for (void *h : {reinterpret_cast<void *>(kp->pre_handler), reinterpret_cast<void *>(kp->post_handler),
                         reinterpret_cast<void *>(kp->fault_handler)}) {
-            const char *why = nullptr;
-            if (h && !arch::vector_free(reinterpret_cast<uint64_t>(h), 2, &why)) vec = true;
+            if (h && !vector_free_memo(reinterpret_cast<uint64_t>(h))) vec = true;
         }
     }
     pp->vec.store(vec);
@@ -277,6 +326,14 @@ void optimize_points(const std::vector<ProbePoint *> &batch, const std::map<uint
             continue;
         }
         todo.push_back(pp);
+    }
+    // The batch's detours, before anything can reach them.
+    if (Status s = write_detours(); !s.ok()) {
+        for (ProbePoint *pp : todo) {
+            if (!pp->armed) pp->opt.store(kOptNone);  // no trap may go to that detour
+            fall_back(pp, "its detour could not be written: " + s.reason);
+        }
+        return;
     }
     if (todo.empty()) return;
 

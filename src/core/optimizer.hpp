@@ -26,6 +26,9 @@ void unoptimize_point(ProbePoint *pp, bool keep_int3);
 // (KPROBE_FLAG_NOVEC) or proven free of vector instructions.
 void refresh_vector_need(ProbePoint *pp);
 
+// Forgets which handlers were proven vector-free (objects were unloaded). Registry mutex.
+void forget_vector_proofs();
+
 // The code in [start, end) with the original bytes under liveprobe's own int3s and jmps.
 std::vector<uint8_t> original_code(uint64_t start, uint64_t end,
                                    const std::map<uint64_t, ProbePoint *> &points);

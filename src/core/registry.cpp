@@ -363,6 +363,7 @@ void objects_unloaded()
 {
     if (tl_holds_registry) return;  // our own lookup's dlclose: it unloads nothing
     RegistryLock lk;
+    forget_vector_proofs();
     if (g_points.empty()) return;
     auto maps = os::read_maps();
     std::vector<ProbePoint *> gone;

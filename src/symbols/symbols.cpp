@@ -352,6 +352,13 @@ std::optional<Function> function_at_locked(uint64_t addr, Module **module) {
         f.start = m->bias + s->value;
         f.end = f.start + s->size;
         f.name = s->name;
+        if (const std::vector<uint32_t> *parts = elf->by_name(f.name + ".cold")) {
+            for (uint32_t i : *parts) {
+                const Symbol &c = elf->symbols()[i];
+                if ((c.type == STT_FUNC || c.type == STT_GNU_IFUNC) && c.size > 0)
+                    f.cold.emplace_back(m->bias + c.value, m->bias + c.value + c.size);
+            }
+        }
         return f;
     }
     uint64_t start = 0, end = 0;

@@ -11,6 +11,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace liveprobe::symbols {
 
@@ -32,6 +34,9 @@ struct Function {
     std::string name;    // symbol name (mangled as in the file); empty when from an FDE only
     std::string object;  // path of the object file
     bool from_eh_frame = false;
+    // [start, end) of the function's cold parts: the sized functions named NAME.cold in the
+    // same object (GCC moves unlikely code there; it jumps back into the function).
+    std::vector<std::pair<uint64_t, uint64_t>> cold;
 };
 
 // The function containing addr, from symbols or FDEs; nullopt when none is known.

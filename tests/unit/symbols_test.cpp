@@ -261,6 +261,30 @@ TEST(Symbols, FunctionAtAndDescribe) {
     EXPECT_FALSE(symbols::function_at(0x10).has_value());
 }
 
+// A function with a cold part, as GCC splits them (f and the local symbol f.cold).
+asm(".text\n"
+    ".globl lp_symtest_hot\n.type lp_symtest_hot, @function\n"
+    "lp_symtest_hot: testl %edi, %edi\n jne lp_symtest_hot.cold\n ret\n"
+    ".size lp_symtest_hot, .-lp_symtest_hot\n"
+    ".type lp_symtest_hot.cold, @function\n"
+    "lp_symtest_hot.cold: xorl %eax, %eax\n jmp lp_symtest_hot+4\n"
+    ".size lp_symtest_hot.cold, .-lp_symtest_hot.cold\n");
+extern "C" int lp_symtest_hot(int);
+
+TEST(Symbols, FunctionAtReportsColdParts) {
+    uint64_t fn = addr_of(&lp_symtest_hot);
+    std::optional<symbols::Function> f = symbols::function_at(fn);
+    ASSERT_TRUE(f.has_value());
+    ASSERT_EQ(f->cold.size(), 1u);
+    uint64_t cold = 0;
+    std::string why;
+    ASSERT_EQ(symbols::resolve("lp_symtest_hot.cold", &cold, &why), 0) << why;
+    EXPECT_EQ(f->cold[0].first, cold);
+    EXPECT_EQ(f->cold[0].second, cold + 4);  // xorl (2) + jmp rel8 (2)
+    // A function without one has none.
+    EXPECT_TRUE(symbols::function_at(addr_of(&lp_symtest_c_function))->cold.empty());
+}
+
 // Small libraries built at test time: two defining one name (ambiguous with none in the main
 // program), one with two versions of a symbol, one with an IFUNC.
 class SymbolLibraries : public ::testing::Test {

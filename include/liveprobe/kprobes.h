@@ -160,6 +160,59 @@ LIVEPROBE_API int enable_kprobe(struct kprobe *p);
 LIVEPROBE_API unsigned long kallsyms_lookup_name(const char *name);
 
 /* ---------------------------------------------------------------------------------------------
+ * kretprobe
+ * ------------------------------------------------------------------------------------------- */
+
+struct kretprobe;
+
+/* One call of the probed function in flight. */
+struct kretprobe_instance {
+    struct kretprobe *rp;
+    kprobe_opcode_t *ret_addr; /* the real return address */
+    pid_t tid;                 /* the thread that made the call */
+    char data[];               /* data_size bytes, private to this call */
+};
+
+typedef int (*kretprobe_handler_t)(struct kretprobe_instance *, struct pt_regs *);
+
+struct kretprobe {
+    /* Set kp.addr or kp.symbol_name (+ kp.offset) to a function's entry; leave kp's handlers
+     * NULL (liveprobe's entry handling takes kp.pre_handler). */
+    struct kprobe kp;
+    /* At the return: regs_return_value(regs) is the return value, instruction_pointer(regs)
+     * the real return address, regs->sp the stack pointer after the return. */
+    kretprobe_handler_t handler;
+    /* At the entry (regs as in a pre_handler). Non-zero: no return handler for this call. */
+    kretprobe_handler_t entry_handler;
+    /* Calls in flight at once, over all threads; <= 0: max(10, 2 * configured CPUs). */
+    int maxactive;
+    /* Calls that found no free instance (neither handler ran). Updated atomically. */
+    int nmissed;
+    /* Bytes of ri->data per call (at most 4096). */
+    size_t data_size;
+    /* liveprobe: a call that left without returning (longjmp, thread exit) gets this instead of
+     * handler, with regs NULL, at the latest when its thread next enters or leaves a function
+     * of any kretprobe, or exits. May be NULL. */
+    kretprobe_handler_t unwind_handler;
+};
+
+/*
+ * Returns 0, or the errors of register_kprobe and:
+ *   -EINVAL   the address is not a function's entry; kp has handlers set; rp already registered
+ *   -E2BIG    data_size over 4096
+ * Every call whose entry_handler returned 0 (or that has no entry_handler) ends in exactly one
+ * of handler or unwind_handler, unless rp is unregistered first.
+ */
+LIVEPROBE_API int register_kretprobe(struct kretprobe *rp);
+/* Returns once no other thread runs rp's handlers; calls still in flight return normally,
+ * without handlers. */
+LIVEPROBE_API void unregister_kretprobe(struct kretprobe *rp);
+LIVEPROBE_API int register_kretprobes(struct kretprobe **rps, int num);
+LIVEPROBE_API void unregister_kretprobes(struct kretprobe **rps, int num);
+LIVEPROBE_API int disable_kretprobe(struct kretprobe *rp);
+LIVEPROBE_API int enable_kretprobe(struct kretprobe *rp);
+
+/* ---------------------------------------------------------------------------------------------
  * liveprobe extensions
  * ------------------------------------------------------------------------------------------- */
 

@@ -33,6 +33,24 @@ struct GuardFrame {
     siginfo_t info;
 };
 
+// Runs fn() with its synchronous faults caught: true when it returned, false when it faulted
+// (it was abandoned; *sig, when given, is the signal).
+template <typename Fn>
+[[gnu::noinline]] bool run_guarded(ThreadRecord *rec, Fn fn, int *sig = nullptr) noexcept
+{
+    GuardFrame g;
+    g.prev = rec->guard;
+    rec->guard = &g;
+    if (lp_setjmp(&g.jb) == 0) {
+        fn();
+        rec->guard = g.prev;
+        return true;
+    }
+    rec->guard = g.prev;
+    if (sig) *sig = g.sig;
+    return false;
+}
+
 // Called by the fault-signal handler: if the calling thread is inside a guarded region,
 // unwinds to it (does not return). Returns otherwise.
 void unwind_to_guard(int sig, const siginfo_t *info) noexcept;

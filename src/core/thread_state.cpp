@@ -9,6 +9,7 @@
 namespace liveprobe::core {
 
 thread_local ThreadRecord *tl_rec;
+void (*g_thread_gone_hook)(ThreadRecord *) noexcept = nullptr;
 
 namespace {
 
@@ -18,6 +19,7 @@ std::atomic<ThreadRecord *> g_head{nullptr};
 pthread_key_t g_exit_key;
 bool g_key_ok = [] { return pthread_key_create(&g_exit_key, [](void *p) {
                          auto *rec = static_cast<ThreadRecord *>(p);
+                         if (rec->ret_top && g_thread_gone_hook) g_thread_gone_hook(rec);
                          rec->busy.store(nullptr);
                          rec->in_handler = 0;
                          rec->quiet = 0;
@@ -64,6 +66,12 @@ ThreadRecord *this_thread_claim() noexcept
     if (tl_rec) return tl_rec;
     ThreadRecord *r = claim(os::raw_gettid());
     if (!r) return nullptr;
+    // Calls left by a previous owner that died without its exit handlers (SYS_exit).
+    if (r->ret_top && g_thread_gone_hook) {
+        tl_rec = r;
+        g_thread_gone_hook(r);
+        tl_rec = nullptr;
+    }
     if (!r->counters.load(std::memory_order_relaxed)) {
         void *c = os::raw_mmap(nullptr, sizeof(uint64_t) * kMaxCounters, PROT_READ | PROT_WRITE,
                                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE);
@@ -97,6 +105,21 @@ void wait_quiescent(const ProbePoint *pp)
     }
 }
 
+void wait_kret_quiescent(const void *p)
+{
+    os::barrier_all_threads();
+    ThreadRecord *self = tl_rec;
+    for (ThreadRecord *r = all_threads(); r; r = r->next) {
+        if (r == self) continue;
+        for (int spins = 0; r->kret_busy.load(std::memory_order_seq_cst) == p; ++spins) {
+            if (spins < 64)
+                __builtin_ia32_pause();
+            else
+                os::raw_sched_yield();
+        }
+    }
+}
+
 uint64_t sum_counter(uint32_t id)
 {
     uint64_t sum = 0;
@@ -116,6 +139,8 @@ void reset_after_fork()
             continue;
         }
         r->busy.store(nullptr);
+        r->kret_busy.store(nullptr);
+        r->ret_top = nullptr;  // those threads and their frames do not exist in the child
         r->in_handler = 0;
         r->quiet = 0;
         r->guard = nullptr;

@@ -35,7 +35,22 @@ struct alignas(64) ThreadRecord {
     // [kMaxCounters], mapped when the record is first claimed, never freed.
     std::atomic<std::atomic<uint64_t> *> counters{nullptr};
     ThreadRecord *next = nullptr;               // immutable once published
+
+    // Return probes (core/kretprobe.cpp), owner only except kret_busy (read by unregistering
+    // threads, as busy). ret_top: the newest call in flight of this thread's return stack.
+    std::atomic<const void *> kret_busy{nullptr};
+    void *ret_top = nullptr;
+    // Calls reaped as gone while their frame might still return (a stack switch liveprobe
+    // could not see): where they return, so that the trampoline can still send them home.
+    static constexpr uint32_t kReaped = 32;
+    uint64_t reaped_slot[kReaped] = {};
+    uint64_t reaped_ret[kReaped] = {};
+    uint32_t reaped_next = 0;
 };
+
+// Called with a record whose thread is gone (its exit, or a new owner finding calls left by
+// a thread that died without running its exit handlers); set by core/kretprobe.cpp.
+extern void (*g_thread_gone_hook)(ThreadRecord *) noexcept;
 
 // The calling thread's record (plain pointer: initial-exec TLS with no constructor, safe in
 // signal handlers; the library is built with -ftls-model=initial-exec).
@@ -61,6 +76,8 @@ ThreadRecord *all_threads() noexcept;
 
 // Waits until no thread other than the caller is dispatching `pp` (its busy == pp).
 void wait_quiescent(const ProbePoint *pp);
+// The same for kret_busy == p.
+void wait_kret_quiescent(const void *p);
 
 // Adds one to counter `id` of the calling thread. Lock-free, no shared cache line.
 inline void count(ThreadRecord *rec, uint32_t id) noexcept

@@ -362,4 +362,38 @@ lp_v_a:    .double 1.5
 lp_v_b:    .double 2.25
     .text
 
+    .text
+
+/* Return probes (kretprobe_test.cpp). */
+
+/* long lp_k_leaf(long x): x + 7. */
+FUNC(lp_k_leaf)
+    leaq 7(%rdi), %rax
+    ret
+END(lp_k_leaf)
+
+/* long lp_k_tail(long x): tail call: jumps to lp_k_leaf with x + 1 (x + 8 in all). */
+FUNC(lp_k_tail)
+    addq $1, %rdi
+    jmp lp_k_leaf
+END(lp_k_tail)
+
+/* long lp_k_callsite(long x): calls lp_k_leaf; lp_k_callsite_ret is its return address. */
+FUNC(lp_k_callsite)
+    subq $8, %rsp
+    call lp_k_leaf
+LABEL(lp_k_callsite_ret)
+    addq $8, %rsp
+    ret
+END(lp_k_callsite)
+
+/* long lp_k_tailsite(long x): calls lp_k_tail; lp_k_tailsite_ret is its return address. */
+FUNC(lp_k_tailsite)
+    subq $8, %rsp
+    call lp_k_tail
+LABEL(lp_k_tailsite_ret)
+    addq $8, %rsp
+    ret
+END(lp_k_tailsite)
+
     .section .note.GNU-stack,"",@progbits

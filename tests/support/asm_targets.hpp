@@ -75,3 +75,13 @@ extern double lp_v_a, lp_v_b;
 void lp_v_nop(void);
 extern char lp_v_nop_probe[];
 }
+
+// Return probes (kretprobe_test.cpp): see asm_targets.S.
+extern "C" {
+long lp_k_leaf(long x);
+long lp_k_tail(long x);
+long lp_k_callsite(long x);
+extern char lp_k_callsite_ret[];
+long lp_k_tailsite(long x);
+extern char lp_k_tailsite_ret[];
+}

@@ -40,6 +40,16 @@ inline void *raw_mmap(void *addr, unsigned long len, int prot, int flags) noexce
     return reinterpret_cast<void *>(r);
 }
 
+inline void raw_munmap(void *addr, unsigned long len) noexcept
+{
+    raw_syscall(SYS_munmap, reinterpret_cast<long>(addr), static_cast<long>(len));
+}
+
+inline long raw_write(int fd, const void *buf, unsigned long n) noexcept
+{
+    return raw_syscall(SYS_write, fd, reinterpret_cast<long>(buf), static_cast<long>(n));
+}
+
 inline long raw_tgkill(int pid, int tid, int sig) noexcept
 {
     return raw_syscall(SYS_tgkill, pid, tid, sig);

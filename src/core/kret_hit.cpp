@@ -1,0 +1,269 @@
+// The hit path of return probes (see kretprobe.hpp). Built like the jump path: with
+// -mgeneral-regs-only (the return value may be in xmm0/xmm1 and nothing here may touch them
+// before a handler's vector state is saved) and, in sanitizer builds, uninstrumented.
+#include <alloca.h>
+#include <sys/mman.h>
+
+#include "arch/x86_64/vector_state.hpp"
+#include "core/dispatch.hpp"
+#include "core/kretprobe.hpp"
+#include "os/linux/raw_syscall.hpp"
+#include "os/linux/stack_regions.hpp"
+
+namespace liveprobe::core {
+namespace {
+
+inline uint64_t trampoline() noexcept { return reinterpret_cast<uint64_t>(lp_kretprobe_trampoline); }
+
+Inst *take(KretState *ks) noexcept
+{
+    uint64_t top = ks->free_top.load(std::memory_order_acquire);
+    for (;;) {
+        uint32_t idx1 = static_cast<uint32_t>(top);
+        if (idx1 == 0) return nullptr;
+        Inst *in = ks->at(idx1 - 1);
+        // A stale next_free (another thread took `in` meanwhile) fails the CAS: the tag moved.
+        uint64_t next = ((top >> 32) + 1) << 32 | in->next_free;
+        if (ks->free_top.compare_exchange_weak(top, next, std::memory_order_acq_rel, std::memory_order_acquire)) {
+            ks->refs.fetch_add(1, std::memory_order_relaxed);
+            return in;
+        }
+    }
+}
+
+void release_memory(KretState *ks) noexcept
+{
+    os::raw_munmap(ks->base, ks->map_size);
+}
+
+enum class Which { kReturn, kUnwind };
+
+// Runs rp's return or unwind handler for `in` under a fault guard, with the vector state saved
+// around it when it may touch it, unless rp is being unregistered (the busy protocol of
+// dispatch.hpp, on kret_busy: rp is read only once live is seen true with kret_busy set).
+[[gnu::noinline]] void call_handler(ThreadRecord *rec, Inst *in, Which which, struct pt_regs *regs) noexcept
+{
+    KretState *ks = in->ks;
+    const void *prev = rec->kret_busy.load(std::memory_order_relaxed);
+    rec->kret_busy.store(ks, std::memory_order_relaxed);
+    if (os::hit_path_needs_fence())
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+    else
+        std::atomic_signal_fence(std::memory_order_seq_cst);
+    if (ks->live.load(std::memory_order_acquire)) {
+        struct kretprobe *rp = ks->rp;
+        kretprobe_handler_t h = which == Which::kReturn ? rp->handler : rp->unwind_handler;
+        bool vec = which == Which::kReturn ? ks->return_vec : ks->unwind_vec;
+        if (h) {
+            rec->in_handler++;
+            struct kretprobe_instance *ri = in->ri();
+            if (vec) {
+                auto raw = reinterpret_cast<uintptr_t>(alloca(arch::vector_area_size() + 64));
+                void *area = reinterpret_cast<void *>((raw + 63) & ~uintptr_t(63));
+                arch::vector_save(area);
+                run_guarded(rec, [&] { h(ri, regs); });
+                arch::vector_restore(area);
+            } else {
+                run_guarded(rec, [&] { h(ri, regs); });
+            }
+            rec->in_handler--;
+        }
+    }
+    rec->kret_busy.store(prev, std::memory_order_release);
+}
+
+// The entry handler, guarded, with the vector state saved around it when it may touch it.
+// False when it faulted or returned non-zero.
+[[gnu::noinline]] bool call_entry_handler(ThreadRecord *rec, KretState *ks, struct kretprobe *rp,
+                                          struct kretprobe_instance *ri, struct pt_regs *regs) noexcept
+{
+    int r = 0;
+    bool ok;
+    if (ks->entry_vec) {
+        auto raw = reinterpret_cast<uintptr_t>(alloca(arch::vector_area_size() + 64));
+        void *area = reinterpret_cast<void *>((raw + 63) & ~uintptr_t(63));
+        arch::vector_save(area);
+        ok = run_guarded(rec, [&] { r = rp->entry_handler(ri, regs); });
+        arch::vector_restore(area);
+    } else {
+        ok = run_guarded(rec, [&] { r = rp->entry_handler(ri, regs); });
+    }
+    return ok && r == 0;
+}
+
+void remember_reaped(ThreadRecord *rec, Inst *in) noexcept
+{
+    uint32_t i = rec->reaped_next++ % ThreadRecord::kReaped;
+    rec->reaped_slot[i] = in->slot;
+    rec->reaped_ret[i] = reinterpret_cast<uint64_t>(in->ri()->ret_addr);
+}
+
+// A call that left without returning: unwind_handler, instance back.
+void reap(ThreadRecord *rec, Inst *in) noexcept
+{
+    remember_reaped(rec, in);
+    KretState *ks = in->ks;
+    call_handler(rec, in, Which::kUnwind, nullptr);
+    kret_put(ks, in);
+}
+
+// Reaps the calls of rec's thread whose frames lie below `slot` on the same stack (and, with
+// `at_slot_unless_trampoline`, the one at `slot` when it no longer holds the trampoline's
+// address: a new call reuses it). Entries on other stacks are stepped over.
+void reap_below(ThreadRecord *rec, uint64_t slot, bool at_slot_unless_trampoline) noexcept
+{
+    uint32_t region = os::stack_region(slot);
+    Inst **link = reinterpret_cast<Inst **>(&rec->ret_top);
+    while (Inst *e = *link) {
+        if (os::stack_region(e->slot) != region) {
+            link = &e->below;
+            continue;
+        }
+        bool gone = e->slot < slot ||
+                    (at_slot_unless_trampoline && e->slot == slot &&
+                     *reinterpret_cast<const uint64_t *>(slot) != trampoline());
+        if (!gone) break;
+        *link = e->below;
+        reap(rec, e);
+    }
+}
+
+// The real return address of the call whose return slot is `slot` (a tail call's callee
+// returns through its caller's), from the live entries or the reaped ring; 0 if none.
+uint64_t return_address_of(ThreadRecord *rec, uint64_t slot) noexcept
+{
+    for (Inst *e = static_cast<Inst *>(rec->ret_top); e; e = e->below)
+        if (e->slot == slot) return reinterpret_cast<uint64_t>(e->ri()->ret_addr);
+    for (uint32_t k = 0; k < ThreadRecord::kReaped; ++k) {
+        uint32_t i = (rec->reaped_next - 1 - k) % ThreadRecord::kReaped;
+        if (rec->reaped_slot[i] == slot && rec->reaped_ret[i]) return rec->reaped_ret[i];
+    }
+    return 0;
+}
+
+[[noreturn]] void lost_return(uint64_t slot) noexcept
+{
+    static const char msg[] =
+        "liveprobe: a function returned through the kretprobe trampoline with no record of "
+        "where it returns to; aborting\n";
+    os::raw_write(2, msg, sizeof msg - 1);
+    (void)slot;
+    __builtin_trap();
+}
+
+}  // namespace
+
+void kret_put(KretState *ks, Inst *in) noexcept
+{
+    uint64_t top = ks->free_top.load(std::memory_order_acquire);
+    for (;;) {
+        in->next_free = static_cast<uint32_t>(top);
+        uint64_t next = ((top >> 32) + 1) << 32 | (in->index + 1);
+        if (ks->free_top.compare_exchange_weak(top, next, std::memory_order_acq_rel, std::memory_order_acquire))
+            break;
+    }
+    kret_unref(ks);
+}
+
+void kret_unref(KretState *ks) noexcept
+{
+    if (ks->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) release_memory(ks);
+}
+
+int kret_pre(struct kprobe *kp, struct pt_regs *regs) noexcept
+{
+    auto *rp = reinterpret_cast<struct kretprobe *>(kp);  // kp is rp's first member
+    auto *ks = reinterpret_cast<KretState *>(kp->__lp_reserved[0]);
+    ThreadRecord *rec = this_thread();
+    if (!ks || !rec) return 0;
+    uint64_t slot = regs->sp;  // at a function's entry: the return address
+    reap_below(rec, slot, true);
+
+    uint64_t ret = *reinterpret_cast<const uint64_t *>(slot);
+    if (ret == trampoline()) {
+        // A tail call: this function returns through its caller's slot, already ours.
+        ret = return_address_of(rec, slot);
+        if (ret == 0) {
+            __atomic_fetch_add(&rp->nmissed, 1, __ATOMIC_RELAXED);
+            return 0;
+        }
+    }
+    Inst *in = take(ks);
+    if (!in) {
+        __atomic_fetch_add(&rp->nmissed, 1, __ATOMIC_RELAXED);
+        return 0;
+    }
+    in->ks = ks;
+    in->slot = slot;
+    struct kretprobe_instance *ri = in->ri();
+    ri->rp = rp;
+    ri->ret_addr = reinterpret_cast<kprobe_opcode_t *>(ret);
+    ri->tid = rec->owner.load(std::memory_order_relaxed);
+    if (rp->entry_handler && !call_entry_handler(rec, ks, rp, ri, regs)) {
+        kret_put(ks, in);
+        return 0;
+    }
+    in->below = static_cast<Inst *>(rec->ret_top);
+    rec->ret_top = in;
+    *reinterpret_cast<uint64_t *>(slot) = trampoline();
+    return 0;
+}
+
+void kret_thread_gone(ThreadRecord *rec) noexcept
+{
+    while (Inst *e = static_cast<Inst *>(rec->ret_top)) {
+        rec->ret_top = e->below;
+        reap(rec, e);
+    }
+}
+
+namespace {
+const bool g_hooked = (g_thread_gone_hook = kret_thread_gone, true);
+}
+
+}  // namespace liveprobe::core
+
+using namespace liveprobe::core;
+
+extern "C" uint64_t lp_kretprobe_return(struct pt_regs *regs) noexcept
+{
+    ThreadRecord *rec = this_thread();
+    uint64_t slot = regs->sp - 8;
+    if (!rec) lost_return(slot);
+    // Calls below this one on its stack left without returning (longjmp, an exception).
+    reap_below(rec, slot, false);
+    // The calls returning through this slot: one, or several after tail calls (innermost
+    // first). They are the first entries of this stack from the top.
+    uint32_t region = liveprobe::os::stack_region(slot);
+    Inst *done[64];
+    size_t n = 0;
+    uint64_t ret = 0;
+    Inst **link = reinterpret_cast<Inst **>(&rec->ret_top);
+    while (Inst *e = *link) {
+        if (liveprobe::os::stack_region(e->slot) != region) {
+            link = &e->below;
+            continue;
+        }
+        if (e->slot != slot) break;
+        *link = e->below;
+        ret = reinterpret_cast<uint64_t>(e->ri()->ret_addr);
+        if (n < 64) {
+            done[n++] = e;
+        } else {
+            reap(rec, e);  // more than 64 tail calls deep through one slot: unwind_handler
+        }
+    }
+    if (n == 0) {
+        ret = return_address_of(rec, slot);  // reaped too early: it still goes home
+        if (ret == 0) lost_return(slot);
+        regs->ip = ret;
+        return ret;
+    }
+    for (size_t i = 0; i < n; ++i) {
+        Inst *e = done[i];
+        regs->ip = ret;
+        call_handler(rec, e, Which::kReturn, regs);
+        kret_put(e->ks, e);
+    }
+    return regs->ip;
+}

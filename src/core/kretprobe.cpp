@@ -1,0 +1,216 @@
+// Registration of return probes (see kretprobe.hpp) and their C API.
+#include "core/kretprobe.hpp"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <mutex>
+#include <new>
+#include <unordered_map>
+#include <vector>
+
+#include "arch/x86_64/region.hpp"
+#include "core/error.hpp"
+#include "core/registry.hpp"
+#include "symbols/symbols.hpp"
+
+namespace liveprobe::core {
+namespace {
+
+constexpr size_t kMaxDataSize = 4096;
+
+std::mutex g_mu;  // after the registry mutex when both are held
+std::unordered_map<const struct kretprobe *, KretState *> g_krets;
+
+int default_maxactive()
+{
+    long n = sysconf(_SC_NPROCESSORS_CONF);
+    return static_cast<int>(std::max<long>(10, 2 * n));
+}
+
+bool proven_vector_free(kretprobe_handler_t h)
+{
+    if (!h) return true;
+    const char *why = nullptr;
+    return arch::vector_free(reinterpret_cast<uint64_t>(h), 2, &why);
+}
+
+// The address rp->kp names, which must be a function's entry.
+Status check_entry(const struct kretprobe *rp)
+{
+    const struct kprobe &kp = rp->kp;
+    if (kp.pre_handler || kp.post_handler || kp.fault_handler)
+        return Fail(-EINVAL, "a kretprobe's kp must have no handlers of its own (liveprobe sets kp.pre_handler)");
+    if (rp->data_size > kMaxDataSize)
+        return Fail(-E2BIG, "data_size {} is over the limit of {} bytes", rp->data_size, kMaxDataSize);
+    if ((kp.addr && kp.symbol_name) || (!kp.addr && !kp.symbol_name))
+        return Fail(-EINVAL, "{}", kp.addr ? "both kp.addr and kp.symbol_name are set; set one of them"
+                                           : "neither kp.addr nor kp.symbol_name is set");
+    uint64_t addr = reinterpret_cast<uint64_t>(kp.addr);
+    if (kp.symbol_name) {
+        std::string why;
+        if (int err = symbols::resolve(kp.symbol_name, &addr, &why); err != 0) return Status{err, why};
+    }
+    addr += kp.offset;
+    auto fn = symbols::function_at(addr);
+    if (!fn || fn->start != addr)
+        return Fail(-EINVAL, "a kretprobe must be at a function's entry; {:#x} is {}", addr,
+                    fn ? fmt::format("{}+{:#x}", fn->name.empty() ? "a function" : fn->name, addr - fn->start)
+                       : std::string("in no known function"));
+    return Status::Ok();
+}
+
+// The state and instance pool of rp, in one mapping.
+Status make_state(struct kretprobe *rp, KretState **out)
+{
+    int count = rp->maxactive > 0 ? rp->maxactive : default_maxactive();
+    size_t stride = (sizeof(Inst) + sizeof(struct kretprobe_instance) + rp->data_size + 15) & ~size_t(15);
+    size_t header = (sizeof(KretState) + 63) & ~size_t(63);
+    size_t size = header + stride * static_cast<size_t>(count);
+    size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    size = (size + page - 1) & ~(page - 1);
+    void *mem = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (mem == MAP_FAILED)
+        return Fail(-ENOMEM, "no memory for {} instances of {} bytes (maxactive, data_size)", count, stride);
+    auto *ks = new (mem) KretState();
+    ks->rp = rp;
+    ks->base = static_cast<uint8_t *>(mem);
+    ks->map_size = size;
+    ks->pool = ks->base + header;
+    ks->stride = stride;
+    ks->count = static_cast<uint32_t>(count);
+    for (uint32_t i = 0; i < ks->count; ++i) {
+        Inst *in = new (ks->at(i)) Inst();
+        in->index = i;
+        in->next_free = i + 1 < ks->count ? i + 2 : 0;
+    }
+    ks->free_top.store(1);  // instance 0 first, tag 0
+    ks->entry_vec = !proven_vector_free(rp->entry_handler);
+    ks->return_vec = !proven_vector_free(rp->handler);
+    ks->unwind_vec = !proven_vector_free(rp->unwind_handler);
+    *out = ks;
+    return Status::Ok();
+}
+
+void detach(struct kretprobe *rp)
+{
+    rp->kp.pre_handler = nullptr;
+    rp->kp.__lp_reserved[0] = 0;
+    rp->kp.flags &= ~KPROBE_FLAG_NOVEC;
+}
+
+}  // namespace
+
+Status register_kretprobes(struct kretprobe **rps, int num)
+{
+    if (!rps || num <= 0) return Fail(-EINVAL, "no kretprobes to register (rps={}, num={})", fmt::ptr(rps), num);
+    for (int i = 0; i < num; ++i) {
+        if (!rps[i]) return Fail(-EINVAL, "kretprobe {} of {} is NULL", i, num);
+        {
+            std::lock_guard lk(g_mu);
+            if (g_krets.count(rps[i])) return Fail(-EINVAL, "kretprobe {} of {} is already registered", i, num);
+        }
+        if (Status s = check_entry(rps[i]); !s.ok()) {
+            if (num > 1) s.reason = fmt::format("kretprobe {} of {}: {}", i, num, s.reason);
+            return s;
+        }
+    }
+    std::vector<KretState *> states;
+    std::vector<struct kprobe *> kps;
+    for (int i = 0; i < num; ++i) {
+        KretState *ks = nullptr;
+        if (Status s = make_state(rps[i], &ks); !s.ok()) {
+            for (size_t j = 0; j < states.size(); ++j) {
+                detach(rps[j]);
+                kret_unref(states[j]);
+            }
+            return s;
+        }
+        states.push_back(ks);
+        struct kprobe &kp = rps[i]->kp;
+        kp.pre_handler = kret_pre;
+        kp.__lp_reserved[0] = reinterpret_cast<unsigned long>(ks);
+        // kret_pre itself is free of vector instructions and saves the state around the
+        // user's handlers that may touch it.
+        kp.flags |= KPROBE_FLAG_NOVEC;
+        rps[i]->nmissed = 0;
+        kps.push_back(&kp);
+    }
+    if (Status s = register_probes(kps.data(), num); !s.ok()) {
+        for (int i = 0; i < num; ++i) {
+            detach(rps[i]);
+            kret_unref(states[i]);
+        }
+        return s;
+    }
+    std::lock_guard lk(g_mu);
+    for (int i = 0; i < num; ++i) g_krets[rps[i]] = states[i];
+    return Status::Ok();
+}
+
+bool unregister_kretprobe(struct kretprobe *rp)
+{
+    KretState *ks = nullptr;
+    {
+        std::lock_guard lk(g_mu);
+        auto it = g_krets.find(rp);
+        if (it == g_krets.end()) return false;
+        ks = it->second;
+        g_krets.erase(it);
+    }
+    // No new entry (and no entry handler running) after this; then no return or unwind
+    // handler either. Calls still in flight keep their instances and return home.
+    unregister_probe(&rp->kp);
+    ks->live.store(false, std::memory_order_seq_cst);
+    wait_kret_quiescent(ks);
+    detach(rp);
+    kret_unref(ks);
+    return true;
+}
+
+bool kretprobe_registered(const struct kretprobe *rp)
+{
+    std::lock_guard lk(g_mu);
+    return g_krets.count(rp) != 0;
+}
+
+}  // namespace liveprobe::core
+
+using namespace liveprobe;
+
+extern "C" {
+
+int register_kretprobe(struct kretprobe *rp)
+{
+    if (!rp) return record(Fail(-EINVAL, "the kretprobe pointer is NULL"));
+    return record(core::register_kretprobes(&rp, 1));
+}
+
+int register_kretprobes(struct kretprobe **rps, int num) { return record(core::register_kretprobes(rps, num)); }
+
+void unregister_kretprobe(struct kretprobe *rp)
+{
+    if (rp) core::unregister_kretprobe(rp);
+}
+
+void unregister_kretprobes(struct kretprobe **rps, int num)
+{
+    for (int i = 0; rps && i < num; ++i)
+        if (rps[i]) core::unregister_kretprobe(rps[i]);
+}
+
+int disable_kretprobe(struct kretprobe *rp)
+{
+    if (!rp || !core::kretprobe_registered(rp)) return record(Fail(-EINVAL, "this struct kretprobe is not registered"));
+    return record(core::set_enabled(&rp->kp, false));
+}
+
+int enable_kretprobe(struct kretprobe *rp)
+{
+    if (!rp || !core::kretprobe_registered(rp)) return record(Fail(-EINVAL, "this struct kretprobe is not registered"));
+    return record(core::set_enabled(&rp->kp, true));
+}
+
+}  // extern "C"

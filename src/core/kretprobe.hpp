@@ -1,0 +1,76 @@
+// Return probes (kretprobes): registration (kretprobe.cpp) and the hit path (kret_hit.cpp).
+//
+// A kretprobe is a kprobe at a function's entry whose pre handler (kret_pre) takes an instance
+// from the probe's pool, runs the entry handler, records {instance, return slot, real return
+// address} on the calling thread's return stack (a list through the instances: no depth limit
+// of its own) and replaces the return address with lp_kretprobe_trampoline's. The function
+// returns to the trampoline, which calls lp_kretprobe_return: it finds the entries of that
+// return slot (more than one after tail calls), runs their return handlers with regs->ip set to
+// the real return address and returns there.
+//
+// Calls that left without returning are "reaped": their unwind_handler runs and their instance
+// goes back to the pool. An entry is reaped when the thread is seen on the same stack
+// (os/linux/stack_regions.hpp) above its return slot: at the next entry of any kretprobe (slot
+// below sp, or at sp but no longer holding the trampoline), at the next return through the
+// trampoline (slot below the returning one), and at thread exit. A reaped call's return address
+// is remembered in a small per-thread ring, so that a frame reaped wrongly (its thread switched
+// stacks by means liveprobe does not see) still returns home, with unwind_handler instead of
+// handler.
+#pragma once
+
+#include <liveprobe/kprobes.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "core/thread_state.hpp"
+
+namespace liveprobe::core {
+
+struct KretState;
+
+// One call in flight: a header, then the public struct kretprobe_instance and its data.
+struct alignas(16) Inst {
+    Inst *below = nullptr;  // the next older entry of its thread's return stack
+    uint64_t slot = 0;      // address of the return slot it replaced
+    KretState *ks = nullptr;
+    uint32_t next_free = 0;  // pool free list: index + 1 of the next free instance, 0 = none
+    uint32_t index = 0;
+    struct kretprobe_instance *ri() noexcept { return reinterpret_cast<struct kretprobe_instance *>(this + 1); }
+};
+
+// Per registered kretprobe, at the start of the memory its instances live in (one mmap, freed
+// when the probe is unregistered and the last instance has come back: `refs`).
+struct alignas(64) KretState {
+    struct kretprobe *rp = nullptr;
+    uint8_t *base = nullptr;  // the mapping
+    size_t map_size = 0;
+    uint8_t *pool = nullptr;  // instance i at pool + i * stride
+    size_t stride = 0;
+    uint32_t count = 0;
+    std::atomic<uint64_t> free_top{0};  // (ABA tag << 32) | (index + 1)
+    std::atomic<int64_t> refs{1};       // 1 for the registration + instances taken
+    std::atomic<bool> live{true};       // false once unregistering: no handler runs any more
+    bool entry_vec = true;              // the handler may touch vector state: save around it
+    bool return_vec = true;
+    bool unwind_vec = true;
+
+    Inst *at(uint32_t i) noexcept { return reinterpret_cast<Inst *>(pool + size_t(i) * stride); }
+};
+
+// The kprobe pre handler of every kretprobe.
+int kret_pre(struct kprobe *kp, struct pt_regs *regs) noexcept;
+
+// Returns an instance to its pool; frees the pool when it was the last reference.
+void kret_put(KretState *ks, Inst *in) noexcept;
+// Drops one reference (the registration's); frees the pool when it was the last.
+void kret_unref(KretState *ks) noexcept;
+
+// Reaps every call in flight of rec's thread (it is gone); set as g_thread_gone_hook.
+void kret_thread_gone(ThreadRecord *rec) noexcept;
+
+}  // namespace liveprobe::core
+
+extern "C" char lp_kretprobe_trampoline[];
+extern "C" uint64_t lp_kretprobe_return(struct pt_regs *regs) noexcept;

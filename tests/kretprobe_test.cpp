@@ -1,0 +1,507 @@
+// kretprobes: the kernel's test_kretprobe/test_kretprobes transposed, maxactive and nmissed,
+// per-call data across deep recursion and threads, tail calls, longjmp, swapcontext, threads
+// exiting with calls in flight, and exactly-once accounting (every call ends in one handler
+// or one unwind_handler). Run by ctest on both entry paths (plain, and "noopt.").
+#include <liveprobe/kprobes.h>
+
+#include <gtest/gtest.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <ucontext.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "support/asm_targets.hpp"
+
+extern "C" {
+// Probed C functions: real calls, not inlined or turned into loops.
+__attribute__((noipa)) long kr_add(long a, long b)
+{
+    asm volatile("" ::: "memory");
+    return a + b;
+}
+
+__attribute__((noipa)) long kr_rec(long n)
+{
+    asm volatile("" ::: "memory");
+    if (n == 0) return 0;
+    long r = kr_rec(n - 1);
+    asm volatile("" : "+r"(r));
+    return r + 1;
+}
+
+jmp_buf kr_jb;
+__attribute__((noipa)) long kr_inner(int jump)
+{
+    asm volatile("" ::: "memory");
+    if (jump) longjmp(kr_jb, 1);
+    return 5;
+}
+
+__attribute__((noipa)) long kr_outer(int jump)
+{
+    long r = kr_inner(jump);
+    asm volatile("" : "+r"(r));
+    return r + 1;
+}
+
+__attribute__((noipa)) void kr_exit_thread(void)
+{
+    asm volatile("" ::: "memory");
+    pthread_exit(nullptr);
+}
+}
+
+namespace {
+
+bool optimizing()
+{
+    const char *e = getenv("LIVEPROBE_OPTIMIZE");
+    return !(e && std::strcmp(e, "0") == 0);
+}
+
+struct Counts {
+    std::atomic<long> entries{0}, returns{0}, unwinds{0}, bad{0};
+    void reset()
+    {
+        entries = 0;
+        returns = 0;
+        unwinds = 0;
+        bad = 0;
+    }
+};
+Counts g;
+
+int count_entry(kretprobe_instance *, pt_regs *)
+{
+    g.entries++;
+    return 0;
+}
+int count_return(kretprobe_instance *, pt_regs *)
+{
+    g.returns++;
+    return 0;
+}
+int count_unwind(kretprobe_instance *, pt_regs *regs)
+{
+    if (regs) g.bad++;
+    g.unwinds++;
+    return 0;
+}
+
+kretprobe make(void *addr, int maxactive = 0, size_t data_size = 0)
+{
+    kretprobe rp{};
+    rp.kp.addr = static_cast<kprobe_opcode_t *>(addr);
+    rp.entry_handler = count_entry;
+    rp.handler = count_return;
+    rp.unwind_handler = count_unwind;
+    rp.maxactive = maxactive;
+    rp.data_size = data_size;
+    return rp;
+}
+
+void expect_optimized(kretprobe &rp)
+{
+    if (!optimizing()) return;
+    liveprobe_info info{};
+    ASSERT_EQ(liveprobe_kprobe_info(&rp.kp, &info), 0);
+    EXPECT_TRUE(info.optimized) << (info.why_not_optimized ? info.why_not_optimized : "");
+}
+
+// ---- The kernel's test_kretprobe / test_kretprobes ----
+
+long g_rv;
+unsigned long g_ip;
+int entry_stamp(kretprobe_instance *ri, pt_regs *regs)
+{
+    // data: the arguments at entry, checked at the return
+    long *d = reinterpret_cast<long *>(ri->data);
+    d[0] = static_cast<long>(regs->di);
+    d[1] = static_cast<long>(regs->si);
+    g.entries++;
+    return 0;
+}
+int return_check(kretprobe_instance *ri, pt_regs *regs)
+{
+    long *d = reinterpret_cast<long *>(ri->data);
+    g_rv = static_cast<long>(regs_return_value(regs));
+    g_ip = instruction_pointer(regs);
+    if (g_rv != d[0] + d[1]) g.bad++;
+    if (reinterpret_cast<unsigned long>(ri->ret_addr) != g_ip) g.bad++;
+    g.returns++;
+    return 0;
+}
+
+TEST(Kretprobe, ReturnValueDataAndRealReturnAddress)
+{
+    g.reset();
+    kretprobe rp = make(reinterpret_cast<void *>(&kr_add), 0, 2 * sizeof(long));
+    rp.entry_handler = entry_stamp;
+    rp.handler = return_check;
+    ASSERT_EQ(register_kretprobe(&rp), 0) << liveprobe_strerror(-1);
+    expect_optimized(rp);
+    EXPECT_EQ(kr_add(40, 2), 42);
+    EXPECT_EQ(g.entries.load(), 1);
+    EXPECT_EQ(g.returns.load(), 1);
+    EXPECT_EQ(g_rv, 42);
+    EXPECT_EQ(g.bad.load(), 0);
+    unregister_kretprobe(&rp);
+    EXPECT_EQ(kr_add(1, 2), 3);
+    EXPECT_EQ(g.returns.load(), 1) << "no handler after unregister";
+}
+
+TEST(Kretprobe, InstructionPointerIsTheRealReturnAddress)
+{
+    g.reset();
+    kretprobe rp = make(reinterpret_cast<void *>(&lp_k_leaf));
+    rp.handler = [](kretprobe_instance *, pt_regs *regs) {
+        g_ip = instruction_pointer(regs);
+        g_rv = static_cast<long>(regs_return_value(regs));
+        return 0;
+    };
+    ASSERT_EQ(register_kretprobe(&rp), 0) << liveprobe_strerror(-1);
+    g_ip = 0;
+    EXPECT_EQ(lp_k_callsite(10), 17);
+    EXPECT_EQ(g_ip, reinterpret_cast<unsigned long>(lp_k_callsite_ret));
+    EXPECT_EQ(g_rv, 17);
+    unregister_kretprobe(&rp);
+}
+
+TEST(Kretprobe, SeveralOnOneFunctionAndBatchRegistration)
+{
+    g.reset();
+    kretprobe a = make(reinterpret_cast<void *>(&kr_add));
+    kretprobe b = make(reinterpret_cast<void *>(&kr_add));
+    kretprobe *rps[] = {&a, &b};
+    ASSERT_EQ(register_kretprobes(rps, 2), 0) << liveprobe_strerror(-1);
+    EXPECT_EQ(kr_add(1, 1), 2);
+    EXPECT_EQ(g.entries.load(), 2);
+    EXPECT_EQ(g.returns.load(), 2);
+    unregister_kretprobes(rps, 2);
+}
+
+TEST(Kretprobe, BadInputIsRefusedAndChangesNothing)
+{
+    kretprobe rp = make(reinterpret_cast<void *>(&kr_add), 0, 4097);
+    EXPECT_EQ(register_kretprobe(&rp), -E2BIG);
+    EXPECT_NE(std::strstr(liveprobe_strerror(-E2BIG), "4096"), nullptr);
+    EXPECT_EQ(rp.kp.pre_handler, nullptr);
+
+    kretprobe mid{};
+    mid.kp.symbol_name = "lp_k_callsite";
+    mid.kp.offset = 4;  // after subq $8,%rsp
+    mid.handler = count_return;
+    EXPECT_EQ(register_kretprobe(&mid), -EINVAL);
+    EXPECT_NE(std::strstr(liveprobe_strerror(-EINVAL), "entry"), nullptr) << liveprobe_strerror(-EINVAL);
+
+    kretprobe own = make(reinterpret_cast<void *>(&kr_add));
+    own.kp.pre_handler = [](kprobe *, pt_regs *) { return 0; };
+    EXPECT_EQ(register_kretprobe(&own), -EINVAL);
+
+    // A batch with one bad member registers none.
+    kretprobe good = make(reinterpret_cast<void *>(&kr_add));
+    kretprobe *rps[] = {&good, &mid};
+    EXPECT_EQ(register_kretprobes(rps, 2), -EINVAL);
+    g.reset();
+    kr_add(1, 2);
+    EXPECT_EQ(g.entries.load(), 0);
+    EXPECT_EQ(disable_kretprobe(&good), -EINVAL);
+}
+
+TEST(Kretprobe, DisableAndEnable)
+{
+    g.reset();
+    kretprobe rp = make(reinterpret_cast<void *>(&kr_add));
+    ASSERT_EQ(register_kretprobe(&rp), 0);
+    ASSERT_EQ(disable_kretprobe(&rp), 0);
+    kr_add(1, 2);
+    EXPECT_EQ(g.entries.load(), 0);
+    ASSERT_EQ(enable_kretprobe(&rp), 0);
+    kr_add(1, 2);
+    EXPECT_EQ(g.entries.load(), 1);
+    EXPECT_EQ(g.returns.load(), 1);
+    unregister_kretprobe(&rp);
+}
+
+// ---- maxactive and nmissed ----
+
+TEST(Kretprobe, MaxactiveTwoOnRecursionFiveDeep)
+{
+    g.reset();
+    kretprobe rp = make(reinterpret_cast<void *>(&kr_rec), 2);
+    ASSERT_EQ(register_kretprobe(&rp), 0);
+    EXPECT_EQ(kr_rec(4), 4);  // 5 calls: n = 4..0
+    EXPECT_EQ(g.returns.load(), 2);
+    EXPECT_EQ(g.entries.load(), 2) << "no entry handler without an instance";
+    EXPECT_EQ(rp.nmissed, 3);
+    unregister_kretprobe(&rp);
+}
+
+// ---- Recursion 100,000 deep, per-call data intact ----
+
+std::atomic<long> g_depth_bad{0};
+int rec_entry(kretprobe_instance *ri, pt_regs *regs)
+{
+    *reinterpret_cast<long *>(ri->data) = static_cast<long>(regs->di);
+    return 0;
+}
+int rec_return(kretprobe_instance *ri, pt_regs *regs)
+{
+    // kr_rec(n) returns n: the data stamped at this call's entry must match.
+    if (static_cast<long>(regs_return_value(regs)) != *reinterpret_cast<long *>(ri->data)) g_depth_bad++;
+    g.returns++;
+    return 0;
+}
+
+TEST(Kretprobe, RecursionHundredThousandDeepKeepsPerCallData)
+{
+    g.reset();
+    g_depth_bad = 0;
+    const long depth = 100000;
+    kretprobe rp = make(reinterpret_cast<void *>(&kr_rec), depth + 1, sizeof(long));
+    rp.entry_handler = rec_entry;
+    rp.handler = rec_return;
+    ASSERT_EQ(register_kretprobe(&rp), 0) << liveprobe_strerror(-1);
+    long result = -1;
+    // A big stack: 100,000 frames of kr_rec and, on the breakpoint path, signal frames.
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 512ul << 20);
+    pthread_t t;
+    struct Arg {
+        long depth;
+        long *out;
+    } arg{depth - 1, &result};
+    ASSERT_EQ(pthread_create(
+                  &t, &attr,
+                  [](void *p) -> void * {
+                      auto *a = static_cast<Arg *>(p);
+                      *a->out = kr_rec(a->depth);
+                      return nullptr;
+                  },
+                  &arg),
+              0);
+    pthread_join(t, nullptr);
+    pthread_attr_destroy(&attr);
+    EXPECT_EQ(result, depth - 1);
+    EXPECT_EQ(g.returns.load(), depth);
+    EXPECT_EQ(g_depth_bad.load(), 0);
+    EXPECT_EQ(rp.nmissed, 0);
+    unregister_kretprobe(&rp);
+}
+
+// ---- Threads ----
+
+TEST(Kretprobe, FourThreadsExactCounts)
+{
+    g.reset();
+    kretprobe rp = make(reinterpret_cast<void *>(&kr_add), 64, sizeof(long));
+    rp.entry_handler = entry_stamp;  // data_size 2 longs needed
+    rp.data_size = 2 * sizeof(long);
+    rp.handler = return_check;
+    ASSERT_EQ(register_kretprobe(&rp), 0);
+    std::vector<std::thread> ts;
+    std::atomic<long> wrong{0};
+    for (int t = 0; t < 4; ++t)
+        ts.emplace_back([&, t] {
+            for (long i = 0; i < 20000; ++i)
+                if (kr_add(i, t) != i + t) wrong++;
+        });
+    for (auto &t : ts) t.join();
+    EXPECT_EQ(wrong.load(), 0);
+    EXPECT_EQ(g.entries.load(), 80000);
+    EXPECT_EQ(g.returns.load(), 80000);
+    EXPECT_EQ(g.bad.load(), 0);
+    EXPECT_EQ(rp.nmissed, 0);
+    unregister_kretprobe(&rp);
+}
+
+TEST(Kretprobe, ThreadExitingWithCallsInFlightLeaksNothing)
+{
+    g.reset();
+    kretprobe rp = make(reinterpret_cast<void *>(&kr_exit_thread), 1);
+    ASSERT_EQ(register_kretprobe(&rp), 0);
+    for (int i = 0; i < 3; ++i) {
+        std::thread t([] { kr_exit_thread(); });
+        t.join();
+    }
+    EXPECT_EQ(g.entries.load(), 3);
+    EXPECT_EQ(g.returns.load(), 0);
+    EXPECT_EQ(g.unwinds.load(), 3) << "each exit gives its call's instance back (maxactive = 1)";
+    EXPECT_EQ(rp.nmissed, 0);
+    EXPECT_EQ(g.bad.load(), 0);
+    unregister_kretprobe(&rp);
+}
+
+// ---- Tail calls, longjmp ----
+
+TEST(Kretprobe, TailCallTwoFramesReturnThroughOneSlot)
+{
+    g.reset();
+    static std::vector<char> order;
+    order.clear();
+    kretprobe outer = make(reinterpret_cast<void *>(&lp_k_tail));
+    kretprobe inner = make(reinterpret_cast<void *>(&lp_k_leaf));
+    outer.handler = [](kretprobe_instance *, pt_regs *regs) {
+        order.push_back('o');
+        if (instruction_pointer(regs) != reinterpret_cast<unsigned long>(lp_k_tailsite_ret)) g.bad++;
+        if (regs_return_value(regs) != 18) g.bad++;
+        return 0;
+    };
+    inner.handler = [](kretprobe_instance *, pt_regs *regs) {
+        order.push_back('i');
+        if (instruction_pointer(regs) != reinterpret_cast<unsigned long>(lp_k_tailsite_ret)) g.bad++;
+        return 0;
+    };
+    ASSERT_EQ(register_kretprobe(&outer), 0) << liveprobe_strerror(-1);
+    ASSERT_EQ(register_kretprobe(&inner), 0) << liveprobe_strerror(-1);
+    EXPECT_EQ(lp_k_tailsite(10), 18);
+    EXPECT_EQ(std::string(order.begin(), order.end()), "io");
+    EXPECT_EQ(g.entries.load(), 2);
+    EXPECT_EQ(g.bad.load(), 0);
+    EXPECT_EQ(g.unwinds.load(), 0);
+    // The callee alone still works.
+    EXPECT_EQ(lp_k_callsite(1), 8);
+    EXPECT_EQ(std::string(order.begin(), order.end()), "ioi");
+    unregister_kretprobe(&inner);
+    unregister_kretprobe(&outer);
+}
+
+TEST(Kretprobe, LongjmpOutOfTwoProbedFramesHundredTimes)
+{
+    g.reset();
+    kretprobe outer = make(reinterpret_cast<void *>(&kr_outer), 1);
+    kretprobe inner = make(reinterpret_cast<void *>(&kr_inner), 1);
+    kretprobe *rps[] = {&outer, &inner};
+    ASSERT_EQ(register_kretprobes(rps, 2), 0) << liveprobe_strerror(-1);
+    for (int i = 0; i < 100; ++i) {
+        if (setjmp(kr_jb) == 0) kr_outer(1);
+    }
+    EXPECT_EQ(kr_outer(0), 6);
+    EXPECT_EQ(g.entries.load(), 202);
+    EXPECT_EQ(g.returns.load(), 2) << "the normal call gets both return handlers";
+    EXPECT_EQ(g.unwinds.load(), 200);
+    EXPECT_EQ(outer.nmissed + inner.nmissed, 0);
+    EXPECT_EQ(g.bad.load(), 0);
+    unregister_kretprobes(rps, 2);
+}
+
+// ---- swapcontext: two coroutines in one probed function ----
+
+ucontext_t g_main_ctx, g_co_ctx[2];
+extern "C" __attribute__((noipa)) long kr_co_step(int self)
+{
+    // Switches to the other coroutine (or back to main) in the middle of a probed call.
+    asm volatile("" ::: "memory");
+    swapcontext(&g_co_ctx[self], self == 0 ? &g_co_ctx[1] : &g_main_ctx);
+    return self + 100;
+}
+
+void co_body(int self)
+{
+    long r = kr_co_step(self);
+    if (r != self + 100) g.bad++;
+}
+
+TEST(Kretprobe, SwapcontextBetweenTwoProbedCoroutines)
+{
+    g.reset();
+    kretprobe rp = make(reinterpret_cast<void *>(&kr_co_step), 4);
+    ASSERT_EQ(register_kretprobe(&rp), 0);
+    static std::vector<char> stacks[2];
+    ucontext_t done_ctx;
+    for (int i = 0; i < 2; ++i) {
+        stacks[i].assign(256 * 1024, 0);  // adjacent heap blocks, as coroutine libraries have
+        getcontext(&g_co_ctx[i]);
+        g_co_ctx[i].uc_stack.ss_sp = stacks[i].data();
+        g_co_ctx[i].uc_stack.ss_size = stacks[i].size();
+        g_co_ctx[i].uc_link = &done_ctx;
+        makecontext(&g_co_ctx[i], reinterpret_cast<void (*)()>(co_body), 1, i);
+    }
+    // main -> co0 (enters kr_co_step, switches to co1) -> co1 (enters, switches to main)
+    swapcontext(&g_main_ctx, &g_co_ctx[0]);
+    EXPECT_EQ(g.entries.load(), 2);
+    // main -> co1 resumes and returns from kr_co_step; co1 ends (uc_link: done_ctx -> here)
+    swapcontext(&done_ctx, &g_co_ctx[1]);
+    EXPECT_EQ(g.returns.load(), 1);
+    // main -> co0 resumes and returns
+    swapcontext(&done_ctx, &g_co_ctx[0]);
+    EXPECT_EQ(g.returns.load(), 2);
+    EXPECT_EQ(g.unwinds.load(), 0);
+    EXPECT_EQ(g.bad.load(), 0);
+    unregister_kretprobe(&rp);
+}
+
+// ---- A handler on a sigaltstack, called while a probed call is in flight ----
+
+extern "C" __attribute__((noipa)) long kr_raise(int sig)
+{
+    raise(sig);
+    return 9;
+}
+
+TEST(Kretprobe, SignalHandlerOnSigaltstackInsideAProbedCall)
+{
+    g.reset();
+    kretprobe outer = make(reinterpret_cast<void *>(&kr_raise));
+    kretprobe inner = make(reinterpret_cast<void *>(&kr_add));
+    kretprobe *rps[] = {&outer, &inner};
+    ASSERT_EQ(register_kretprobes(rps, 2), 0);
+    static std::vector<char> alt(1 << 20);
+    stack_t ss{}, old{};
+    ss.ss_sp = alt.data();
+    ss.ss_size = alt.size();
+    ASSERT_EQ(sigaltstack(&ss, &old), 0);
+    struct sigaction sa{}, olds{};
+    sa.sa_handler = [](int) {
+        if (kr_add(2, 3) != 5) g.bad++;
+    };
+    sa.sa_flags = SA_ONSTACK;
+    sigaction(SIGUSR2, &sa, &olds);
+    for (int i = 0; i < 50; ++i) EXPECT_EQ(kr_raise(SIGUSR2), 9);
+    sigaction(SIGUSR2, &olds, nullptr);
+    stack_t off{};
+    off.ss_flags = SS_DISABLE;
+    sigaltstack(&off, nullptr);
+    EXPECT_EQ(g.entries.load(), 100);
+    EXPECT_EQ(g.returns.load(), 100);
+    EXPECT_EQ(g.unwinds.load(), 0);
+    EXPECT_EQ(g.bad.load(), 0);
+    unregister_kretprobes(rps, 2);
+}
+
+// ---- Unregistering with calls in flight ----
+
+std::atomic<int> g_gate{0};
+extern "C" __attribute__((noipa)) long kr_blocking(long x)
+{
+    g_gate = 1;
+    while (g_gate.load() != 2) std::this_thread::yield();
+    return x * 2;
+}
+
+TEST(Kretprobe, UnregisterWithCallsInFlightReturnsHome)
+{
+    g.reset();
+    g_gate = 0;
+    kretprobe rp = make(reinterpret_cast<void *>(&kr_blocking));
+    ASSERT_EQ(register_kretprobe(&rp), 0);
+    long result = 0;
+    std::thread t([&] { result = kr_blocking(21); });
+    while (g_gate.load() != 1) std::this_thread::yield();
+    unregister_kretprobe(&rp);
+    g_gate = 2;
+    t.join();
+    EXPECT_EQ(result, 42);
+    EXPECT_EQ(g.entries.load(), 1);
+    EXPECT_EQ(g.returns.load(), 0) << "no handler once unregistered";
+}
+
+}  // namespace

@@ -213,6 +213,28 @@ LIVEPROBE_API int disable_kretprobe(struct kretprobe *rp);
 LIVEPROBE_API int enable_kretprobe(struct kretprobe *rp);
 
 /* ---------------------------------------------------------------------------------------------
+ * jprobe
+ * ------------------------------------------------------------------------------------------- */
+
+struct jprobe {
+    /* Set kp.addr or kp.symbol_name (+ kp.offset) to a function's entry; leave kp's handlers
+     * NULL (liveprobe takes kp.pre_handler). */
+    struct kprobe kp;
+    /* A function with the probed function's prototype, called at its entry with the same
+     * arguments (registers, and 128 bytes of stack arguments); its changes to them do not
+     * reach the probed function. It ends with jprobe_return(). Other probes at the address run
+     * their pre handlers first, then this, then the probed instruction, then post handlers. */
+    void *entry;
+};
+
+/* -EINVAL unless at a function's entry (or entry NULL, or kp handlers set); -EBUSY if a jprobe
+ * is already registered at the address; the errors of register_kprobe otherwise. */
+LIVEPROBE_API int register_jprobe(struct jprobe *jp);
+LIVEPROBE_API void unregister_jprobe(struct jprobe *jp);
+/* Ends a jprobe's entry (does not return into it). Outside an entry it returns. */
+LIVEPROBE_API void jprobe_return(void);
+
+/* ---------------------------------------------------------------------------------------------
  * liveprobe extensions
  * ------------------------------------------------------------------------------------------- */
 

@@ -45,21 +45,7 @@ Status check_entry(const struct kretprobe *rp)
         return Fail(-EINVAL, "a kretprobe's kp must have no handlers of its own (liveprobe sets kp.pre_handler)");
     if (rp->data_size > kMaxDataSize)
         return Fail(-E2BIG, "data_size {} is over the limit of {} bytes", rp->data_size, kMaxDataSize);
-    if ((kp.addr && kp.symbol_name) || (!kp.addr && !kp.symbol_name))
-        return Fail(-EINVAL, "{}", kp.addr ? "both kp.addr and kp.symbol_name are set; set one of them"
-                                           : "neither kp.addr nor kp.symbol_name is set");
-    uint64_t addr = reinterpret_cast<uint64_t>(kp.addr);
-    if (kp.symbol_name) {
-        std::string why;
-        if (int err = symbols::resolve(kp.symbol_name, &addr, &why); err != 0) return Status{err, why};
-    }
-    addr += kp.offset;
-    auto fn = symbols::function_at(addr);
-    if (!fn || fn->start != addr)
-        return Fail(-EINVAL, "a kretprobe must be at a function's entry; {:#x} is {}", addr,
-                    fn ? fmt::format("{}+{:#x}", fn->name.empty() ? "a function" : fn->name, addr - fn->start)
-                       : std::string("in no known function"));
-    return Status::Ok();
+    return check_function_entry(kp, "a kretprobe");
 }
 
 // The state and instance pool of rp, in one mapping.

@@ -4,6 +4,7 @@
 #include <link.h>
 #include <pthread.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "arch/x86_64/breakpoint.hpp"
+#include "core/jprobe.hpp"
 #include "core/optimizer.hpp"
 #include "core/probe_table.hpp"
 #include "core/slot.hpp"
@@ -225,6 +227,30 @@ Status resolve_address(struct kprobe *p, uint64_t *out)
     return Status::Ok();
 }
 
+}  // namespace
+
+Status check_function_entry(const struct kprobe &kp, const char *what, uint64_t *out)
+{
+    if ((kp.addr && kp.symbol_name) || (!kp.addr && !kp.symbol_name))
+        return Fail(-EINVAL, "{}", kp.addr ? "both kp.addr and kp.symbol_name are set; set one of them"
+                                           : "neither kp.addr nor kp.symbol_name is set");
+    uint64_t addr = reinterpret_cast<uint64_t>(kp.addr);
+    if (kp.symbol_name) {
+        std::string why;
+        if (int err = symbols::resolve(kp.symbol_name, &addr, &why); err != 0) return Status{err, why};
+    }
+    addr += kp.offset;
+    auto fn = symbols::function_at(addr);
+    if (!fn || fn->start != addr)
+        return Fail(-EINVAL, "{} must be at a function's entry; {:#x} is {}", what, addr,
+                    fn ? fmt::format("{}+{:#x}", fn->name.empty() ? "inside a function" : fn->name, addr - fn->start)
+                       : std::string("in no known function"));
+    if (out) *out = addr;
+    return Status::Ok();
+}
+
+namespace {
+
 // ---- Arming ----
 
 // Writes the int3 of every point of `pps` not armed yet, then serializes every core once.
@@ -286,6 +312,9 @@ Members *make_members(const Members *old, KprobeState *add, const KprobeState *d
     for (uint32_t i = 0; i < n; ++i)
         if (old->items[i] != drop) m->items[m->n++] = old->items[i];
     if (add) m->items[m->n++] = add;
+    // A jprobe's entry runs after every other pre handler at its address (API.md).
+    std::stable_partition(m->items, m->items + m->n,
+                          [](const KprobeState *ks) { return ks->kp->pre_handler != jprobe_pre; });
     for (uint32_t i = 0; i < m->n; ++i)
         if (m->items[i]->kp->post_handler) m->any_post = true;
     return m;

@@ -17,6 +17,10 @@ Status register_probes(struct kprobe **kps, int num);
 bool unregister_probe(struct kprobe *p);
 Status set_enabled(struct kprobe *p, bool enabled);
 
+// -EINVAL unless p names a function's entry (kretprobes, jprobes: `what` for the message);
+// the errors of symbol resolution otherwise.
+Status check_function_entry(const struct kprobe &p, const char *what, uint64_t *addr = nullptr);
+
 struct ProbeCounters {
     uint64_t hits = 0;
     uint64_t faults = 0;

@@ -46,6 +46,13 @@ struct alignas(64) ThreadRecord {
     uint64_t reaped_slot[kReaped] = {};
     uint64_t reaped_ret[kReaped] = {};
     uint32_t reaped_next = 0;
+
+    // jprobes (core/jprobe_hit.cpp): where the dispatcher saved the probed thread's vector
+    // registers while pre handlers run (xmm i at saved_xmm + i * saved_xmm_stride; null: the
+    // live registers are the thread's), and the innermost lp_jprobe_call frame.
+    const uint8_t *saved_xmm = nullptr;
+    uint64_t saved_xmm_stride = 0;
+    uint64_t jprobe_frame = 0;
 };
 
 // Called with a record whose thread is gone (its exit, or a new owner finding calls left by

@@ -174,7 +174,14 @@ void breakpoint_trap_handler(int sig, siginfo_t *info, ucontext_t *uc)
         if (!rec->quiet) count_missed(pp);
     } else {
         unblock_fault_signals(uc);
+        // The thread's vector registers are in the signal frame (the handler's are not theirs).
+        const uint8_t *prev_xmm = rec->saved_xmm;
+        uint64_t prev_stride = rec->saved_xmm_stride;
+        rec->saved_xmm = uc->uc_mcontext.fpregs ? reinterpret_cast<const uint8_t *>(uc->uc_mcontext.fpregs->_xmm) : nullptr;
+        rec->saved_xmm_stride = 16;
         PreResult r = run_pre(rec, pp, &regs);
+        rec->saved_xmm = prev_xmm;
+        rec->saved_xmm_stride = prev_stride;
         if (r == PreResult::kSkip) {
             arch::regs_to_context(&regs, uc);
             rec->busy.store(prev, std::memory_order_release);

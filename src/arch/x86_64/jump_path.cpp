@@ -34,7 +34,12 @@ constexpr bool kSaveAroundAll = false;
     auto raw = reinterpret_cast<uintptr_t>(alloca(size));
     void *area = reinterpret_cast<void *>((raw + 63) & ~uintptr_t(63));
     vector_save(area);
+    const uint8_t *prev = rec->saved_xmm;
+    uint64_t prev_stride = rec->saved_xmm_stride;
+    rec->saved_xmm = saved_xmm0(area, &rec->saved_xmm_stride);
     PreResult r = core::run_pre(rec, pp, regs);
+    rec->saved_xmm = prev;
+    rec->saved_xmm_stride = prev_stride;
     vector_restore(area);
     return r;
 }
@@ -83,7 +88,10 @@ int saved_around(Fn fn, uint64_t site, struct pt_regs *regs) noexcept
     auto raw = reinterpret_cast<uintptr_t>(alloca(size));
     void *area = reinterpret_cast<void *>((raw + 63) & ~uintptr_t(63));
     vector_save(area);
+    core::ThreadRecord *rec = core::this_thread();
+    if (rec) rec->saved_xmm = saved_xmm0(area, &rec->saved_xmm_stride);
     int r = fn(site, regs);
+    if (rec) rec->saved_xmm = nullptr;
     vector_restore(area);
     return r;
 }

@@ -28,6 +28,18 @@ size_t vector_area_size() noexcept;
 // Which implementation is in use, for diagnostics and tests: "explicit", "xsave", "fxsave".
 const char *vector_save_name() noexcept;
 
+// Where xmm0 lies in a save area, and the distance between xmm i and i + 1.
+inline const uint8_t *saved_xmm0(const void *area, uint64_t *stride) noexcept
+{
+    const auto *a = static_cast<const uint8_t *>(area);
+    if (g_vector_save == VectorSave::kExplicit) {
+        *stride = 64;
+        return a + 128;  // vector_save.S's layout
+    }
+    *stride = 16;
+    return a + 160;  // the FXSAVE legacy region (XSAVE's too)
+}
+
 inline void vector_save(void *area) noexcept
 {
     auto *a = static_cast<uint8_t *>(area);

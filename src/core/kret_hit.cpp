@@ -15,7 +15,74 @@ namespace {
 
 inline uint64_t trampoline() noexcept { return reinterpret_cast<uint64_t>(lp_kretprobe_trampoline); }
 
-Inst *take(KretState *ks) noexcept
+ThreadRecord::KretCache *cache_of(ThreadRecord *rec, const KretState *ks) noexcept
+{
+    for (auto &c : rec->kret_cache)
+        if (c.ks == ks) return &c;
+    return nullptr;
+}
+
+// Gives a cache's instances back to their pool (its probe is gone, or the slot is needed).
+void flush(ThreadRecord::KretCache &c) noexcept
+{
+    auto *ks = const_cast<KretState *>(static_cast<const KretState *>(c.ks));
+    c.ks = nullptr;
+    while (auto *in = static_cast<Inst *>(c.head)) {
+        c.head = in->below;
+        kret_put(ks, in);
+    }
+    c.n = 0;
+}
+
+// Flushes the caches of probes being unregistered (their memory waits for it).
+void flush_dead(ThreadRecord *rec) noexcept
+{
+    uint64_t now = g_kret_unregistrations.load(std::memory_order_acquire);
+    if (now == rec->kret_seen_unregistrations) return;
+    rec->kret_seen_unregistrations = now;
+    for (auto &c : rec->kret_cache)
+        if (c.ks && !static_cast<const KretState *>(c.ks)->live.load(std::memory_order_relaxed)) flush(c);
+}
+
+Inst *take_global(KretState *ks) noexcept;
+
+// An instance: from this thread's cache, else from the pool.
+Inst *take(ThreadRecord *rec, KretState *ks) noexcept
+{
+    if (ThreadRecord::KretCache *c = cache_of(rec, ks); c && c->head) {
+        auto *in = static_cast<Inst *>(c->head);
+        c->head = in->below;
+        c->n--;
+        return in;
+    }
+    return take_global(ks);
+}
+
+// Back to this thread's cache while the probe lives and the cache has room, else the pool.
+void give_back(ThreadRecord *rec, Inst *in) noexcept
+{
+    KretState *ks = in->ks;
+    if (ks->live.load(std::memory_order_relaxed)) {
+        ThreadRecord::KretCache *c = cache_of(rec, ks);
+        if (!c) {
+            for (auto &e : rec->kret_cache)
+                if (!e.ks) {
+                    c = &e;
+                    c->ks = ks;
+                    break;
+                }
+        }
+        if (c && c->n < ThreadRecord::kKretCacheMax) {
+            in->below = static_cast<Inst *>(c->head);
+            c->head = in;
+            c->n++;
+            return;
+        }
+    }
+    kret_put(ks, in);
+}
+
+Inst *take_global(KretState *ks) noexcept
 {
     uint64_t top = ks->free_top.load(std::memory_order_acquire);
     for (;;) {
@@ -102,9 +169,8 @@ void remember_reaped(ThreadRecord *rec, Inst *in) noexcept
 void reap(ThreadRecord *rec, Inst *in) noexcept
 {
     remember_reaped(rec, in);
-    KretState *ks = in->ks;
     call_handler(rec, in, Which::kUnwind, nullptr);
-    kret_put(ks, in);
+    give_back(rec, in);
 }
 
 // Reaps the calls of rec's thread whose frames lie below `slot` on the same stack (and, with
@@ -153,6 +219,8 @@ uint64_t return_address_of(ThreadRecord *rec, uint64_t slot) noexcept
 
 }  // namespace
 
+std::atomic<uint64_t> g_kret_unregistrations{0};
+
 void kret_put(KretState *ks, Inst *in) noexcept
 {
     uint64_t top = ks->free_top.load(std::memory_order_acquire);
@@ -188,7 +256,8 @@ int kret_pre(struct kprobe *kp, struct pt_regs *regs) noexcept
             return 0;
         }
     }
-    Inst *in = take(ks);
+    flush_dead(rec);
+    Inst *in = take(rec, ks);
     if (!in) {
         __atomic_fetch_add(&rp->nmissed, 1, __ATOMIC_RELAXED);
         return 0;
@@ -200,7 +269,7 @@ int kret_pre(struct kprobe *kp, struct pt_regs *regs) noexcept
     ri->ret_addr = reinterpret_cast<kprobe_opcode_t *>(ret);
     ri->tid = rec->owner.load(std::memory_order_relaxed);
     if (rp->entry_handler && !call_entry_handler(rec, ks, rp, ri, regs)) {
-        kret_put(ks, in);
+        give_back(rec, in);
         return 0;
     }
     in->below = static_cast<Inst *>(rec->ret_top);
@@ -215,6 +284,8 @@ void kret_thread_gone(ThreadRecord *rec) noexcept
         rec->ret_top = e->below;
         reap(rec, e);
     }
+    for (auto &c : rec->kret_cache)
+        if (c.ks) flush(c);
 }
 
 namespace {
@@ -263,7 +334,8 @@ extern "C" uint64_t lp_kretprobe_return(struct pt_regs *regs) noexcept
         Inst *e = done[i];
         regs->ip = ret;
         call_handler(rec, e, Which::kReturn, regs);
-        kret_put(e->ks, e);
+        give_back(rec, e);
     }
+    flush_dead(rec);
     return regs->ip;
 }

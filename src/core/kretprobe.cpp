@@ -150,6 +150,7 @@ bool unregister_kretprobe(struct kretprobe *rp)
     // handler either. Calls still in flight keep their instances and return home.
     unregister_probe(&rp->kp);
     ks->live.store(false, std::memory_order_seq_cst);
+    g_kret_unregistrations.fetch_add(1, std::memory_order_acq_rel);
     wait_kret_quiescent(ks);
     detach(rp);
     kret_unref(ks);

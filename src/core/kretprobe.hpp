@@ -59,6 +59,10 @@ struct alignas(64) KretState {
     Inst *at(uint32_t i) noexcept { return reinterpret_cast<Inst *>(pool + size_t(i) * stride); }
 };
 
+// Incremented by every unregistration: threads flush their instance caches of dead probes
+// when it moved (kret_hit.cpp).
+extern std::atomic<uint64_t> g_kret_unregistrations;
+
 // The kprobe pre handler of every kretprobe.
 int kret_pre(struct kprobe *kp, struct pt_regs *regs) noexcept;
 

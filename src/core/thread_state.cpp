@@ -19,7 +19,7 @@ std::atomic<ThreadRecord *> g_head{nullptr};
 pthread_key_t g_exit_key;
 bool g_key_ok = [] { return pthread_key_create(&g_exit_key, [](void *p) {
                          auto *rec = static_cast<ThreadRecord *>(p);
-                         if (rec->ret_top && g_thread_gone_hook) g_thread_gone_hook(rec);
+                         if (g_thread_gone_hook) g_thread_gone_hook(rec);
                          rec->busy.store(nullptr);
                          rec->in_handler = 0;
                          rec->quiet = 0;
@@ -141,6 +141,7 @@ void reset_after_fork()
         r->busy.store(nullptr);
         r->kret_busy.store(nullptr);
         r->ret_top = nullptr;  // those threads and their frames do not exist in the child
+        for (auto &c : r->kret_cache) c = {};
         r->in_handler = 0;
         r->quiet = 0;
         r->guard = nullptr;

@@ -46,6 +46,18 @@ struct alignas(64) ThreadRecord {
     uint64_t reaped_slot[kReaped] = {};
     uint64_t reaped_ret[kReaped] = {};
     uint32_t reaped_next = 0;
+    // Free instances kept by this thread for the kretprobes it used last (no atomic operation
+    // on a call whose instance comes from and goes back here). Cached instances count as
+    // taken for the pool's maxactive and its memory.
+    struct KretCache {
+        const void *ks = nullptr;
+        void *head = nullptr;
+        uint32_t n = 0;
+    };
+    static constexpr uint32_t kKretCaches = 4;
+    static constexpr uint32_t kKretCacheMax = 8;
+    KretCache kret_cache[kKretCaches];
+    uint64_t kret_seen_unregistrations = 0;
 
     // jprobes (core/jprobe_hit.cpp): where the dispatcher saved the probed thread's vector
     // registers while pre handlers run (xmm i at saved_xmm + i * saved_xmm_stride; null: the

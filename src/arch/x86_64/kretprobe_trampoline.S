@@ -3,7 +3,7 @@
  * + 8, rax/rdx (and xmm0/xmm1, st0/st1) hold the return value. It builds a struct pt_regs
  * (sp: the stack pointer after the return), calls lp_kretprobe_return(regs), which runs the
  * return handlers and gives the real return address (regs->ip), restores every general
- * register from regs and returns there with the stack pointer the function returned with.
+ * register from regs and jumps there with the stack pointer the function returned with.
  * The flags are not restored: no one may rely on them across a return. */
     .text
     .globl lp_kretprobe_trampoline
@@ -57,8 +57,11 @@ lp_kretprobe_trampoline:
     popq %rdx
     popq %rsi
     popq %rdi
-    leaq 48(%rsp), %rsp   /* orig_ax ip cs flags sp ss */
-    ret
+    leaq 56(%rsp), %rsp   /* orig_ax ip cs flags sp ss, the real return address */
+    /* An indirect jump rather than ret: the return stack buffer no longer matches (the
+     * function's ret came here), a ret would be mispredicted every time. A signal arriving
+     * now does not reach -8(%rsp): the kernel skips the red zone. */
+    jmp *-8(%rsp)
     .size lp_kretprobe_trampoline, .-lp_kretprobe_trampoline
 
     .section .note.GNU-stack,"",@progbits

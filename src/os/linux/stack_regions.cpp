@@ -20,7 +20,6 @@ struct Range {
     std::atomic<uint64_t> lo{0}, hi{0};
 };
 Range g_ranges[kMax];
-std::atomic<uint32_t> g_count{0};
 
 bool read_range(Range &r, uint64_t *lo, uint64_t *hi) noexcept
 {
@@ -37,10 +36,12 @@ bool read_range(Range &r, uint64_t *lo, uint64_t *hi) noexcept
 
 }  // namespace
 
+std::atomic<uint32_t> g_stack_regions{0};
+
 void add_stack_region(uint64_t lo, uint64_t hi) noexcept
 {
     if (hi <= lo) return;
-    uint32_t n = g_count.load(std::memory_order_relaxed);
+    uint32_t n = g_stack_regions.load(std::memory_order_relaxed);
     // The same range again (a coroutine stack reused by makecontext): nothing to add.
     for (uint32_t i = 0; i < n && i < kMax; ++i) {
         uint64_t l, h;
@@ -48,7 +49,7 @@ void add_stack_region(uint64_t lo, uint64_t hi) noexcept
         if (read_range(r, &l, &h) && l == lo && h == hi) return;
         if (i >= 64) break;
     }
-    uint32_t idx = g_count.fetch_add(1, std::memory_order_acq_rel);
+    uint32_t idx = g_stack_regions.fetch_add(1, std::memory_order_acq_rel);
     Range &r = g_ranges[idx % kMax];
     r.seq.fetch_add(1, std::memory_order_acq_rel);  // odd: writing
     r.lo.store(lo, std::memory_order_relaxed);
@@ -56,9 +57,9 @@ void add_stack_region(uint64_t lo, uint64_t hi) noexcept
     r.seq.fetch_add(1, std::memory_order_release);
 }
 
-uint32_t stack_region(uint64_t addr) noexcept
+uint32_t stack_region_lookup(uint64_t addr) noexcept
 {
-    uint32_t n = g_count.load(std::memory_order_acquire);
+    uint32_t n = g_stack_regions.load(std::memory_order_acquire);
     uint32_t seen = n < kMax ? n : kMax;
     for (uint32_t i = 0; i < seen; ++i) {
         uint32_t idx = n - 1 - i;

@@ -10,12 +10,19 @@
 // Async-signal-safe, lock-free reads.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 namespace liveprobe::os {
 
 // 0 for the thread's own stack, else an identifier of the known stack holding addr.
-uint32_t stack_region(uint64_t addr) noexcept;
+uint32_t stack_region_lookup(uint64_t addr) noexcept;
+extern std::atomic<uint32_t> g_stack_regions;  // how many were recorded
+inline uint32_t stack_region(uint64_t addr) noexcept
+{
+    if (g_stack_regions.load(std::memory_order_acquire) == 0) return 0;  // none known yet
+    return stack_region_lookup(addr);
+}
 
 // Records [lo, hi) as a stack (tests and the interposers).
 void add_stack_region(uint64_t lo, uint64_t hi) noexcept;

@@ -420,3 +420,32 @@ BENCHMARK(BM_ThreadsUnprobed)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_ThreadsOptEmpty)->Threads(1)->Threads(2)->UseRealTime();
 
 }  // namespace
+
+// The time source behind ktime_get() (include/liveprobe/ktime.h), against what it replaces.
+#include <liveprobe/ktime.h>
+
+#include <time.h>
+
+namespace {
+
+void BM_KtimeNs(benchmark::State &state)
+{
+    for (auto _ : state) benchmark::DoNotOptimize(liveprobe_ktime_ns());
+    state.SetItemsProcessed(state.iterations());
+    state.SetLabel(liveprobe_clock_source());
+}
+
+void BM_ClockGettimeMonotonic(benchmark::State &state)
+{
+    timespec ts;
+    for (auto _ : state) {
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        benchmark::DoNotOptimize(ts);
+    }
+    state.SetItemsProcessed(state.iterations());
+}
+
+BENCHMARK(BM_KtimeNs);
+BENCHMARK(BM_ClockGettimeMonotonic);
+
+}  // namespace

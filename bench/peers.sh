@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# liveprobe against a peer: bpftrace's uprobe (the kernel's int3-based user probe) on the same
-# function of the same program, and liveprobe's optimized and breakpoint probes, each with an
-# empty handler. Prints ns per hit for each (probed ns/call - plain ns/call) and the ratio
-# uprobe / liveprobe, from one run of this script (liveprobe's modes: the best of 5 short runs; the
-# uprobe: one run of about 20 s).
+# liveprobe against a peer: bpftrace's uprobe and uretprobe (the kernel's int3-based user
+# probes) on the same function of the same program. Entry probes: liveprobe's optimized and
+# breakpoint kprobes against a uprobe, each with an empty handler (bpftrace counts). Return
+# probes: a liveprobe kretprobe against uprobe+uretprobe, with empty handlers (counting) and
+# doing the seeds' work (the entry stamps the time, the return adds up the duration). Prints ns
+# per call for each (probed ns/call - plain ns/call) and the ratios, from one run of this script
+# (liveprobe's modes: the best of 5 short runs; bpftrace's: one run each).
 #
 #   bench/peers.sh                 # N = 1000000 calls per run
 #   PEERS_N=200000 bench/peers.sh
+#   PEERS_RET_N=50000 bench/peers.sh   # calls per run under bpftrace's uretprobe (default 200000)
 #   LIVEPROBE_BINARY_DIR=/path/to/build bench/peers.sh   # default: build/ of this checkout
 #
 # bpftrace is installed with apt-get when missing (as root). When it cannot run (not root, no
@@ -16,6 +19,7 @@ set -u
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${LIVEPROBE_BINARY_DIR:-$src/build}
 n=${PEERS_N:-1000000}
+nret=${PEERS_RET_N:-200000}   # calls under bpftrace's return probes (tens of us each)
 cc=${CC:-cc}
 
 if [ ! -e "$build/src/libliveprobe.so" ]; then
@@ -39,6 +43,8 @@ trap cleanup EXIT
 cat > "$tmp/peer.c" <<'C'
 #define _GNU_SOURCE
 #include <liveprobe/kprobes.h>
+#include <liveprobe/ktime.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +58,27 @@ __attribute__((noinline)) long target(long x)
 
 static int empty_pre(struct kprobe *p, struct pt_regs *regs) { (void)p; (void)regs; return 0; }
 
+/* kret: empty entry handler, return handler that counts (checked against N).
+ * kret_time: the seeds' use: the entry stamps the time into ri->data, the return adds up the
+ * duration. */
+static unsigned long returns;
+static uint64_t total_ns;
+static int empty_entry(struct kretprobe_instance *ri, struct pt_regs *regs) { (void)ri; (void)regs; return 0; }
+static int count_return(struct kretprobe_instance *ri, struct pt_regs *regs) { (void)ri; (void)regs; returns++; return 0; }
+static int stamp_entry(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+    (void)regs;
+    *(uint64_t *)ri->data = liveprobe_ktime_ns();
+    return 0;
+}
+static int duration_return(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+    (void)regs;
+    total_ns += liveprobe_ktime_ns() - *(uint64_t *)ri->data;
+    returns++;
+    return 0;
+}
+
 static double now_ns(void)
 {
     struct timespec ts;
@@ -61,11 +88,26 @@ static double now_ns(void)
 
 int main(int argc, char **argv)
 {
-    if (argc != 3) { fprintf(stderr, "usage: peer plain|opt|bp N\n"); return 2; }
+    if (argc != 3) { fprintf(stderr, "usage: peer plain|opt|bp|kret|kret_time N\n"); return 2; }
     const char *mode = argv[1];
     long n = atol(argv[2]);
     struct kprobe kp = {.symbol_name = "target", .pre_handler = empty_pre};
-    if (strcmp(mode, "plain") != 0) {
+    int kret = strncmp(mode, "kret", 4) == 0;
+    int timed = strcmp(mode, "kret_time") == 0;
+    struct kretprobe rp = {.kp.symbol_name = "target",
+                           .entry_handler = timed ? stamp_entry : empty_entry,
+                           .handler = timed ? duration_return : count_return,
+                           .data_size = sizeof(uint64_t)};
+    if (kret) {
+        int err = register_kretprobe(&rp);
+        if (err) { fprintf(stderr, "register_kretprobe: %s\n", liveprobe_strerror(err)); return 1; }
+        struct liveprobe_info info;
+        liveprobe_kprobe_info(&rp.kp, &info);
+        if (!info.optimized) {
+            fprintf(stderr, "peer %s: the entry probe is not optimized: %s\n", mode, info.why_not_optimized);
+            return 1;
+        }
+    } else if (strcmp(mode, "plain") != 0) {
         int err = register_kprobe(&kp);
         if (err) { fprintf(stderr, "register_kprobe: %s\n", liveprobe_strerror(err)); return 1; }
         struct liveprobe_info info;
@@ -83,7 +125,11 @@ int main(int argc, char **argv)
     for (long i = 0; i < n; i++) x = target(x);
     double t1 = now_ns();
     unsigned long hits = 0;
-    if (strcmp(mode, "plain") != 0) {
+    if (kret) {
+        hits = returns - 1; /* the warm-up call */
+        unregister_kretprobe(&rp);
+        if (timed && total_ns == 0) { fprintf(stderr, "peer: no duration measured\n"); return 1; }
+    } else if (strcmp(mode, "plain") != 0) {
         struct liveprobe_info info;
         liveprobe_kprobe_info(&kp, &info);
         hits = info.hits;
@@ -149,10 +195,17 @@ best plain; plain=$ns
 best opt; opt=$ns
 best bp LIVEPROBE_OPTIMIZE=0; bp=$ns
 
-uprobe=
-bt_count=
-if [ -z "$bt_why" ]; then
-    bpftrace -e "uprobe:$peer:target { @c = count(); }" > "$tmp/bt.out" 2> "$tmp/bt.err" &
+best kret; kret=$ns
+best kret_time; kret_time=$ns
+
+# bt_measure SCRIPT N: runs the plain program (N calls) under bpftrace -e SCRIPT, whose map @c
+# must count N; sets $ns (ns/call) and $bt_count, or leaves $ns empty and says why in $bt_why.
+bt_measure() {
+    local script=$1 calls=$2 saved_n=$n
+    ns=
+    bt_count=
+    [ -n "$bt_why" ] && return
+    bpftrace -e "$script" > "$tmp/bt.out" 2> "$tmp/bt.err" &
     bt_pid=$!
     for _ in $(seq 1 300); do   # up to 30 s
         grep -q "Attaching" "$tmp/bt.out" 2>/dev/null && break
@@ -160,37 +213,53 @@ if [ -z "$bt_why" ]; then
         sleep 0.1
     done
     if kill -0 "$bt_pid" 2>/dev/null && grep -q "Attaching" "$tmp/bt.out"; then
-        sleep 1   # "Attaching 1 probe..." is printed just before the attachment itself
-        run plain; uprobe=$ns
+        sleep 1   # "Attaching N probes..." is printed just before the attachment itself
+        n=$calls
+        run plain
+        n=$saved_n
         kill -INT "$bt_pid"
         wait "$bt_pid"
         bt_pid=
         bt_count=$(sed -n 's/^@c: *//p' "$tmp/bt.out")
-        if [ -z "$bt_count" ] || [ "$bt_count" -lt "$n" ]; then
-            bt_why="bpftrace attached but counted '${bt_count:-nothing}' hits for $n calls: $(cat "$tmp/bt.err")"
-            uprobe=
+        if [ -z "$bt_count" ] || [ "$bt_count" -lt "$calls" ]; then
+            bt_why="bpftrace attached but counted '${bt_count:-nothing}' hits for $calls calls: $(cat "$tmp/bt.err")"
+            ns=
         fi
     else
         if kill -0 "$bt_pid" 2>/dev/null; then kill -INT "$bt_pid"; wait "$bt_pid"; fi
         bt_pid=
         bt_why="bpftrace did not attach: $(cat "$tmp/bt.out" "$tmp/bt.err")"
     fi
-fi
+}
+
+bt_measure "uprobe:$peer:target { @c = count(); }" "$n"; uprobe=$ns; up_count=$bt_count
+bt_measure "uprobe:$peer:target { @e = count(); } uretprobe:$peer:target { @c = count(); }" "$nret"
+uret=$ns
+bt_measure "uprobe:$peer:target { @s[tid] = nsecs; } uretprobe:$peer:target { @ns = sum(nsecs - @s[tid]); delete(@s[tid]); @c = count(); }" "$nret"
+uret_time=$ns
 
 # ---- report -----------------------------------------------------------------------------------
 hit() { awk -v a="$1" -v b="$plain" 'BEGIN { printf "%.1f", a - b }'; }
 ratio() { awk -v u="$1" -v l="$2" -v p="$plain" 'BEGIN { d = l - p; if (d <= 0) print "n/a"; else printf "%.1f", (u - p) / d }'; }
-printf '%-34s %10s %12s\n' "" "ns/call" "ns per hit"
-printf '%-34s %10s %12s\n' "plain (no probe)" "$plain" "-"
-printf '%-34s %10s %12s\n' "liveprobe, optimized (jmp)" "$opt" "$(hit "$opt")"
-printf '%-34s %10s %12s\n' "liveprobe, breakpoint (int3)" "$bp" "$(hit "$bp")"
+w='%-44s %10s %12s\n'
+printf "$w" "" "ns/call" "ns per call"
+printf "$w" "plain (no probe)" "$plain" "-"
+printf "$w" "liveprobe kprobe, optimized (jmp)" "$opt" "$(hit "$opt")"
+printf "$w" "liveprobe kprobe, breakpoint (int3)" "$bp" "$(hit "$bp")"
+printf "$w" "liveprobe kretprobe, empty handlers" "$kret" "$(hit "$kret")"
+printf "$w" "liveprobe kretprobe, ktime duration" "$kret_time" "$(hit "$kret_time")"
+[ -n "$uprobe" ] && printf "$w" "bpftrace uprobe (count)" "$uprobe" "$(hit "$uprobe")"
+[ -n "$uret" ] && printf "$w" "bpftrace uprobe+uretprobe (count)" "$uret" "$(hit "$uret")"
+[ -n "$uret_time" ] && printf "$w" "bpftrace uprobe+uretprobe (nsecs duration)" "$uret_time" "$(hit "$uret_time")"
 if [ -n "$uprobe" ]; then
-    printf '%-34s %10s %12s\n' "bpftrace uprobe (@c = count())" "$uprobe" "$(hit "$uprobe")"
-    echo "bpftrace counted $bt_count hits ($(bpftrace --version 2>/dev/null))"
-    echo "uprobe / liveprobe optimized:  $(ratio "$uprobe" "$opt")x"
-    echo "uprobe / liveprobe breakpoint: $(ratio "$uprobe" "$bp")x"
-else
-    echo "bpftrace uprobe: not measured. Why:"
+    echo "bpftrace counted $up_count hits ($(bpftrace --version 2>/dev/null)); return probes: $nret calls per run"
+    echo "uprobe / liveprobe kprobe optimized:           $(ratio "$uprobe" "$opt")x"
+    echo "uprobe / liveprobe kprobe breakpoint:          $(ratio "$uprobe" "$bp")x"
+fi
+[ -n "$uret" ] && echo "uprobe+uretprobe / liveprobe kretprobe:        $(ratio "$uret" "$kret")x"
+[ -n "$uret_time" ] && echo "same, timing the call (bpftrace / liveprobe):  $(ratio "$uret_time" "$kret_time")x"
+if [ -z "$uprobe" ] || [ -z "$uret" ] || [ -z "$uret_time" ]; then
+    echo "bpftrace: not (all) measured. Why:"
     printf '%s\n' "$bt_why" | sed 's/^/  /'
 fi
 exit 0

@@ -393,6 +393,64 @@ TEST(Kretprobe, LongjmpOutOfTwoProbedFramesHundredTimes)
     unregister_kretprobes(rps, 2);
 }
 
+sigjmp_buf kr_sjb;
+extern "C" __attribute__((noipa)) long kr_sig_inner(int jump)
+{
+    asm volatile("" ::: "memory");
+    if (jump) siglongjmp(kr_sjb, 1);
+    return 5;
+}
+
+TEST(Kretprobe, SiglongjmpOutOfAProbedFrame)
+{
+    g.reset();
+    kretprobe rp = make(reinterpret_cast<void *>(&kr_sig_inner), 1);
+    ASSERT_EQ(register_kretprobe(&rp), 0);
+    for (int i = 0; i < 100; ++i)
+        if (sigsetjmp(kr_sjb, 1) == 0) kr_sig_inner(1);
+    EXPECT_EQ(kr_sig_inner(0), 5);
+    EXPECT_EQ(g.entries.load(), 101);
+    EXPECT_EQ(g.returns.load(), 1);
+    EXPECT_EQ(g.unwinds.load(), 100);
+    EXPECT_EQ(rp.nmissed, 0);
+    unregister_kretprobe(&rp);
+}
+
+// Four threads each make normal calls and calls left by longjmp, all at once: every count is
+// exact (each thread has its own jmp_buf).
+thread_local jmp_buf t_jb;
+extern "C" __attribute__((noipa)) long kr_thread_inner(int jump)
+{
+    asm volatile("" ::: "memory");
+    if (jump) longjmp(t_jb, 1);
+    return 1;
+}
+
+TEST(Kretprobe, FourThreadsWithLongjmpsExactEntryReturnAndUnwindCounts)
+{
+    g.reset();
+    kretprobe rp = make(reinterpret_cast<void *>(&kr_thread_inner), 64);
+    ASSERT_EQ(register_kretprobe(&rp), 0);
+    std::vector<std::thread> ts;
+    for (int t = 0; t < 4; ++t)
+        ts.emplace_back([] {
+            for (volatile int i = 0; i < 5000; i = i + 1) {
+                if (i % 5 == 0) {
+                    if (setjmp(t_jb) == 0) kr_thread_inner(1);
+                } else {
+                    kr_thread_inner(0);
+                }
+            }
+        });
+    for (auto &t : ts) t.join();
+    EXPECT_EQ(g.entries.load(), 20000);
+    EXPECT_EQ(g.returns.load(), 16000);
+    EXPECT_EQ(g.unwinds.load(), 4000);
+    EXPECT_EQ(rp.nmissed, 0);
+    EXPECT_EQ(g.bad.load(), 0);
+    unregister_kretprobe(&rp);
+}
+
 // ---- swapcontext: two coroutines in one probed function ----
 
 ucontext_t g_main_ctx, g_co_ctx[2];

@@ -426,6 +426,15 @@ extern "C" __attribute__((noipa)) long kr_thread_inner(int jump)
     return 1;
 }
 
+__attribute__((noipa)) void jump_or_not(bool jump)
+{
+    if (!jump) {
+        kr_thread_inner(0);
+        return;
+    }
+    if (setjmp(t_jb) == 0) kr_thread_inner(1);
+}
+
 TEST(Kretprobe, FourThreadsWithLongjmpsExactEntryReturnAndUnwindCounts)
 {
     g.reset();
@@ -434,13 +443,7 @@ TEST(Kretprobe, FourThreadsWithLongjmpsExactEntryReturnAndUnwindCounts)
     std::vector<std::thread> ts;
     for (int t = 0; t < 4; ++t)
         ts.emplace_back([] {
-            for (volatile int i = 0; i < 5000; i = i + 1) {
-                if (i % 5 == 0) {
-                    if (setjmp(t_jb) == 0) kr_thread_inner(1);
-                } else {
-                    kr_thread_inner(0);
-                }
-            }
+            for (int i = 0; i < 5000; ++i) jump_or_not(i % 5 == 0);
         });
     for (auto &t : ts) t.join();
     EXPECT_EQ(g.entries.load(), 20000);

@@ -117,8 +117,8 @@ void expect_optimized(kretprobe &rp)
 
 // ---- The kernel's test_kretprobe / test_kretprobes ----
 
-long g_rv;
-unsigned long g_ip;
+thread_local long g_rv;  // per thread: FourThreadsExactCounts writes them from 4 threads
+thread_local unsigned long g_ip;
 int entry_stamp(kretprobe_instance *ri, pt_regs *regs)
 {
     // data: the arguments at entry, checked at the return

@@ -148,6 +148,30 @@ std::unique_ptr<ElfObject> ElfObject::load(const std::string &path, bool use_deb
     return obj;
 }
 
+std::string ElfObject::jump_slot_symbol(uint64_t got) const {
+    Elf_Scn *scn = nullptr;
+    while ((scn = elf_nextscn(elf_, scn)) != nullptr) {
+        GElf_Shdr shdr;
+        if (gelf_getshdr(scn, &shdr) == nullptr || shdr.sh_type != SHT_RELA) continue;
+        Elf_Data *data = elf_getdata(scn, nullptr);
+        Elf_Scn *symscn = elf_getscn(elf_, shdr.sh_link);
+        GElf_Shdr symshdr;
+        if (!data || !symscn || gelf_getshdr(symscn, &symshdr) == nullptr) continue;
+        Elf_Data *syms = elf_getdata(symscn, nullptr);
+        size_t n = shdr.sh_entsize ? shdr.sh_size / shdr.sh_entsize : 0;
+        for (size_t i = 0; i < n; ++i) {
+            GElf_Rela rela;
+            if (gelf_getrela(data, static_cast<int>(i), &rela) == nullptr) continue;
+            if (rela.r_offset != got || GELF_R_TYPE(rela.r_info) != R_X86_64_JUMP_SLOT) continue;
+            GElf_Sym sym;
+            if (!syms || gelf_getsym(syms, static_cast<int>(GELF_R_SYM(rela.r_info)), &sym) == nullptr) return {};
+            const char *name = elf_strptr(elf_, symshdr.sh_link, sym.st_name);
+            return name ? name : "";
+        }
+    }
+    return {};
+}
+
 ElfObject::~ElfObject() {
     if (cfi_) dwarf_cfi_end(cfi_);
     if (elf_) elf_end(elf_);

@@ -58,6 +58,10 @@ class ElfObject {
     // A FUNC/IFUNC symbol starting exactly at `addr` (sized or not, best alias), else nullptr.
     const Symbol *function_starting(uint64_t addr) const;
 
+    // The symbol a PLT jump slot (R_X86_64_JUMP_SLOT relocation at file address `got`) binds
+    // to, or "" when there is none.
+    std::string jump_slot_symbol(uint64_t got) const;
+
     // The [*start, *end) range of the .eh_frame FDE covering file address `addr`.
     bool fde_range(uint64_t addr, uint64_t *start, uint64_t *end);
 

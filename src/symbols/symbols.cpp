@@ -373,6 +373,15 @@ std::optional<Function> function_at_locked(uint64_t addr, Module **module) {
 
 }  // namespace
 
+std::string jump_slot_symbol(uint64_t got) {
+    std::lock_guard lock(g_mutex);
+    refresh();
+    Module *m = module_at(got);
+    if (m == nullptr) return {};
+    ElfObject *elf = tables(*m);
+    return elf ? elf->jump_slot_symbol(got - m->bias) : std::string();
+}
+
 std::optional<Function> function_at(uint64_t addr) {
     std::lock_guard lock(g_mutex);
     Module *m = nullptr;

@@ -42,6 +42,9 @@ struct Function {
 // The function containing addr, from symbols or FDEs; nullopt when none is known.
 std::optional<Function> function_at(uint64_t addr);
 
+// The symbol the PLT jump slot at runtime address `got` binds to ("" if none is known).
+std::string jump_slot_symbol(uint64_t got);
+
 // "name+0xOFF" (or "OBJECT+0xOFF" without a symbol, or "0xADDR" when unmapped), for messages.
 std::string describe(uint64_t addr);
 

@@ -10,6 +10,8 @@
 // object on every use, so an object unloaded and another loaded at the same place is scanned
 // again); the walk over calls is redone per query from those scans, which is cheap. Reasons
 // are interned for the life of the process so the pointers handed out stay valid.
+#include <dlfcn.h>
+
 #include <cinttypes>
 #include <cstdio>
 #include <map>
@@ -19,6 +21,8 @@
 #include <set>
 #include <string>
 #include <vector>
+
+#include <liveprobe/ktime.h>
 
 #include "arch/x86_64/region.hpp"
 #include "symbols/symbols.hpp"
@@ -253,6 +257,45 @@ bool same_function(const std::string &a, const std::string &b) {
     return !a.empty() && !b.empty() && (split_of(a, b) || split_of(b, a));
 }
 
+// Where a PLT stub at `at` leads: it is `[endbr64;] [bnd] jmp *GOT(%rip)` (.plt.sec, .plt.got,
+// or .plt without IBT). The GOT slot holds the function once bound; before the first call it
+// points back into the PLT, and the function is the one the dynamic linker will bind: the
+// symbol of the slot's JUMP_SLOT relocation, looked up in the global scope. 0 when `at` is
+// not a stub or its target is unknown.
+uint64_t plt_target(uint64_t at) {
+    ZydisDecoder dec;
+    ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
+    for (int i = 0; i < 2; ++i) {
+        ZydisDecodedInstruction zi;
+        ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+        if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&dec, reinterpret_cast<const void *>(at), 16, &zi, ops)))
+            return 0;
+        if (zi.mnemonic == ZYDIS_MNEMONIC_ENDBR64) {
+            at += zi.length;
+            continue;
+        }
+        if (zi.mnemonic != ZYDIS_MNEMONIC_JMP || ops[0].type != ZYDIS_OPERAND_TYPE_MEMORY ||
+            ops[0].mem.base != ZYDIS_REGISTER_RIP || ops[0].mem.index != ZYDIS_REGISTER_NONE)
+            return 0;
+        uint64_t got = at + zi.length + static_cast<uint64_t>(ops[0].mem.disp.value);
+        uint64_t bound = *reinterpret_cast<const volatile uint64_t *>(got);
+        std::optional<symbols::Function> b = symbols::function_at(bound);
+        if (b && !b->name.empty()) return bound;  // bound (or BIND_NOW)
+        std::string name = symbols::jump_slot_symbol(got);
+        if (name.empty()) return 0;
+        return reinterpret_cast<uint64_t>(dlsym(RTLD_DEFAULT, name.c_str()));
+    }
+    return 0;
+}
+
+// liveprobe's own API functions that handlers call and that are vector-free by construction,
+// beyond what decoding can show: liveprobe_ktime_ns() is built with -mgeneral-regs-only
+// (checked by tests/scripts/novec_check.sh) and calls only the vDSO's clock_gettime, kernel
+// code built without FPU use, through a pointer.
+bool declared_vector_free(uint64_t start) {
+    return start == reinterpret_cast<uint64_t>(&liveprobe_ktime_ns);
+}
+
 // Functions already proven or being proven. Depth is only a budget: the walk stops at the first
 // failure, so every function in here is either proven with all it reaches, or still being
 // proven (a recursive call), and reaching it again by another path adds nothing.
@@ -261,6 +304,7 @@ using Seen = std::set<uint64_t>;
 // nullptr when f and what it reaches within `depth` levels are vector-free; else the reason.
 const char *prove(const symbols::Function &f, int depth, Seen *seen) {
     seen->insert(f.start);
+    if (declared_vector_free(f.start)) return nullptr;
     const std::shared_ptr<const Scan> s = scan_of(f);
     if (s->why) return s->why;
     for (const Edge &e : s->edges) {
@@ -269,6 +313,13 @@ const char *prove(const symbols::Function &f, int depth, Seen *seen) {
         const std::string site = where(f.name, f.start, e.site);
         const char *what = e.call ? "call" : "jump";
         std::optional<symbols::Function> g = symbols::function_at(e.target);
+        // A call through the PLT: to what the stub jumps to, at no cost of a level.
+        if (!g || g->name.empty()) {
+            if (uint64_t t = plt_target(e.target)) {
+                std::optional<symbols::Function> h = symbols::function_at(t);
+                if (h && !h->name.empty()) g = h;
+            }
+        }
         if (!g)
             return intern(std::string(what) + " at " + site + " to " + symbols::describe(e.target) +
                           ": no function bounds known there (a PLT stub?)");

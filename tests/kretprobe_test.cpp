@@ -10,6 +10,9 @@
 #include <signal.h>
 #include <ucontext.h>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
@@ -241,6 +244,19 @@ TEST(Kretprobe, MaxactiveTwoOnRecursionFiveDeep)
     EXPECT_EQ(g.returns.load(), 2);
     EXPECT_EQ(g.entries.load(), 2) << "no entry handler without an instance";
     EXPECT_EQ(rp.nmissed, 3);
+    unregister_kretprobe(&rp);
+}
+
+TEST(Kretprobe, DefaultMaxactiveIsTenOrTwicePerCpu)
+{
+    g.reset();
+    kretprobe rp = make(reinterpret_cast<void *>(&kr_rec), 0);
+    ASSERT_EQ(register_kretprobe(&rp), 0);
+    const long want = std::max(10L, 2 * sysconf(_SC_NPROCESSORS_CONF));
+    EXPECT_EQ(rp.maxactive, want);
+    kr_rec(want + 9);  // want + 10 nested calls
+    EXPECT_EQ(g.returns.load(), want);
+    EXPECT_EQ(rp.nmissed, 10);
     unregister_kretprobe(&rp);
 }
 

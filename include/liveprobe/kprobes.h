@@ -184,7 +184,8 @@ struct kretprobe {
     kretprobe_handler_t handler;
     /* At the entry (regs as in a pre_handler). Non-zero: no return handler for this call. */
     kretprobe_handler_t entry_handler;
-    /* Calls in flight at once, over all threads; <= 0: max(10, 2 * configured CPUs). */
+    /* Calls in flight at once, over all threads; <= 0: max(10, 2 * configured CPUs), written
+     * back by register_kretprobe. */
     int maxactive;
     /* Calls that found no free instance (neither handler ran). Updated atomically. */
     int nmissed;

@@ -52,6 +52,7 @@ Status check_entry(const struct kretprobe *rp)
 Status make_state(struct kretprobe *rp, KretState **out)
 {
     int count = rp->maxactive > 0 ? rp->maxactive : default_maxactive();
+    rp->maxactive = count;  // as the kernel does: the caller sees the bound in force
     size_t stride = (sizeof(Inst) + sizeof(struct kretprobe_instance) + rp->data_size + 15) & ~size_t(15);
     size_t header = (sizeof(KretState) + 63) & ~size_t(63);
     size_t size = header + stride * static_cast<size_t>(count);

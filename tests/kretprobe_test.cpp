@@ -17,6 +17,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -474,6 +475,43 @@ TEST(Kretprobe, FourThreadsWithLongjmpsExactEntryReturnAndUnwindCounts)
     EXPECT_EQ(rp.nmissed, 0);
     EXPECT_EQ(g.bad.load(), 0);
     unregister_kretprobe(&rp);
+}
+
+// ---- C++ exceptions through probed frames ----
+
+__attribute__((noipa)) long kr_thrower(int t)
+{
+    if (t) throw std::runtime_error("from a probed frame");
+    return 3;
+}
+
+__attribute__((noipa)) long kr_catcher(int t)
+{
+    try {
+        return kr_thrower(t);
+    } catch (const std::exception &) {
+        return -1;
+    }
+}
+
+TEST(Kretprobe, CppExceptionThroughProbedFramesIsCaughtAndAccountedOnce)
+{
+    g.reset();
+    kretprobe thrower = make(reinterpret_cast<void *>(&kr_thrower));
+    kretprobe catcher = make(reinterpret_cast<void *>(&kr_catcher));
+    kretprobe *rps[] = {&thrower, &catcher};
+    ASSERT_EQ(register_kretprobes(rps, 2), 0) << liveprobe_strerror(-1);
+    for (int i = 0; i < 100; ++i) EXPECT_EQ(kr_catcher(1), -1);
+    EXPECT_EQ(kr_catcher(0), 3);
+    EXPECT_EQ(g.entries.load(), 202);
+    // Every call ends exactly once. The unwinder is given real return addresses: the throwing
+    // frames are unwound (unwind_handler), and the catching frames, which return normally
+    // without the trampoline, get unwind_handler too for now (issue 5 keeps their handler).
+    EXPECT_EQ(g.returns.load() + g.unwinds.load(), 202);
+    EXPECT_EQ(g.returns.load(), 2) << "the last, normal, call";
+    EXPECT_EQ(thrower.nmissed + catcher.nmissed, 0);
+    EXPECT_EQ(g.bad.load(), 0);
+    unregister_kretprobes(rps, 2);
 }
 
 // ---- swapcontext: two coroutines in one probed function ----

@@ -278,6 +278,23 @@ int kret_pre(struct kprobe *kp, struct pt_regs *regs) noexcept
     return 0;
 }
 
+int kret_unhook_pre(struct kprobe *, struct pt_regs *regs) noexcept
+{
+    ThreadRecord *rec = this_thread();
+    if (!rec) return 0;
+    uint32_t region = os::stack_region(regs->sp);
+    GuardedAccess ga{rec, 0, {}};
+    for (Inst *e = static_cast<Inst *>(rec->ret_top); e; e = e->below) {
+        if (os::stack_region(e->slot) != region) continue;  // a suspended coroutine's call
+        uint64_t v = 0;
+        if (!guarded_copy(&ga, &v, reinterpret_cast<const void *>(e->slot), sizeof v) || v != trampoline())
+            continue;
+        uint64_t real = reinterpret_cast<uint64_t>(e->ri()->ret_addr);
+        guarded_copy(&ga, reinterpret_cast<void *>(e->slot), &real, sizeof real);
+    }
+    return 0;
+}
+
 void kret_thread_gone(ThreadRecord *rec) noexcept
 {
     while (Inst *e = static_cast<Inst *>(rec->ret_top)) {

@@ -71,6 +71,13 @@ void kret_put(KretState *ks, Inst *in) noexcept;
 // Drops one reference (the registration's); frees the pool when it was the last.
 void kret_unref(KretState *ks) noexcept;
 
+// At the entry of the C++ unwinder (_Unwind_RaiseException, ...): puts the real return address
+// back in every return slot of the thread's stack that holds the trampoline's, so the unwinder
+// walks real frames. Those calls return, or are unwound, without the trampoline: they are
+// reaped later and get unwind_handler (a later issue keeps the return handlers of the frames
+// that survive the exception).
+int kret_unhook_pre(struct kprobe *kp, struct pt_regs *regs) noexcept;
+
 // Reaps every call in flight of rec's thread (it is gone); set as g_thread_gone_hook.
 void kret_thread_gone(ThreadRecord *rec) noexcept;
 

@@ -570,6 +570,12 @@ extern "C" __attribute__((noipa)) long kr_raise(int sig)
 
 TEST(Kretprobe, SignalHandlerOnSigaltstackInsideAProbedCall)
 {
+#if defined(__SANITIZE_THREAD__)
+    // TSan defers asynchronous signals and runs the program's handler later with every
+    // signal blocked (its ProcessPendingSignals), SIGTRAP included, through raw system calls
+    // liveprobe cannot see: an int3 hit there kills the process. The jump path has no trap.
+    if (!optimizing()) GTEST_SKIP() << "breakpoint path inside a TSan-deferred signal handler";
+#endif
     g.reset();
     kretprobe outer = make(reinterpret_cast<void *>(&kr_raise));
     kretprobe inner = make(reinterpret_cast<void *>(&kr_add));

@@ -37,6 +37,16 @@ sigaction_fn real_sigaction() { return next_symbol(g_real_sigaction, "sigaction"
 sigmask_fn real_sigprocmask() { return next_symbol(g_real_sigprocmask, "sigprocmask"); }
 sigmask_fn real_pthread_sigmask() { return next_symbol(g_real_pthread_sigmask, "pthread_sigmask"); }
 
+// Looked up at load as well: the first use may otherwise come from a signal handler (a
+// sanitizer runtime delivering a deferred signal calls pthread_sigmask), and dlsym is not
+// async-signal-safe.
+[[gnu::constructor]] void resolve_at_load()
+{
+    real_sigaction();
+    real_sigprocmask();
+    real_pthread_sigmask();
+}
+
 bool managed(int sig)
 {
     return sig == SIGTRAP || sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL;

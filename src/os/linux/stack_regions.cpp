@@ -84,6 +84,14 @@ using makecontext_fn = void (*)(ucontext_t *, void (*)(), int, ...);
 using sigaltstack_fn = int (*)(const stack_t *, stack_t *);
 std::atomic<makecontext_fn> g_real_makecontext{nullptr};
 std::atomic<sigaltstack_fn> g_real_sigaltstack{nullptr};
+
+// At load too: sigaltstack may first be called from a signal handler (dlsym is not
+// async-signal-safe).
+[[gnu::constructor]] void resolve_at_load()
+{
+    next_fn(g_real_makecontext, "makecontext");
+    next_fn(g_real_sigaltstack, "sigaltstack");
+}
 }  // namespace
 
 }  // namespace liveprobe::os

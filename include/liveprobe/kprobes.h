@@ -170,7 +170,12 @@ struct kretprobe_instance {
     struct kretprobe *rp;
     kprobe_opcode_t *ret_addr; /* the real return address */
     pid_t tid;                 /* the thread that made the call */
-    char data[];               /* data_size bytes, private to this call */
+    /* data_size bytes, private to this call; 16-aligned, so it may hold any struct. */
+#if defined(__GNUC__)
+    char data[] __attribute__((aligned(16)));
+#else
+    char data[];
+#endif
 };
 
 typedef int (*kretprobe_handler_t)(struct kretprobe_instance *, struct pt_regs *);

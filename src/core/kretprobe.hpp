@@ -40,6 +40,9 @@ struct alignas(16) Inst {
     struct kretprobe_instance *ri() noexcept { return reinterpret_cast<struct kretprobe_instance *>(this + 1); }
 };
 
+static_assert(sizeof(Inst) % 16 == 0, "ri (and its data) right after an Inst stays 16-aligned");
+static_assert(offsetof(struct kretprobe_instance, data) % 16 == 0);
+
 // Per registered kretprobe, at the start of the memory its instances live in (one mmap, freed
 // when the probe is unregistered and the last instance has come back: `refs`).
 struct alignas(64) KretState {

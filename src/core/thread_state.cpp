@@ -89,14 +89,18 @@ ThreadRecord *this_thread_claim() noexcept
 
 ThreadRecord *all_threads() noexcept { return g_head.load(std::memory_order_acquire); }
 
-void wait_quiescent(const ProbePoint *pp)
+namespace {
+
+// The writer's half of the busy protocols: every thread's store to `field` before this point is
+// made visible (membarrier), then each other thread is waited for until its field is not p.
+template <typename T>
+void wait_until_none_is(std::atomic<T> ThreadRecord::*field, T p)
 {
-    // Every thread's busy store before this point is now visible (dispatch.cpp acquire()).
     os::barrier_all_threads();
     ThreadRecord *self = tl_rec;
     for (ThreadRecord *r = all_threads(); r; r = r->next) {
         if (r == self) continue;
-        for (int spins = 0; r->busy.load(std::memory_order_seq_cst) == pp; ++spins) {
+        for (int spins = 0; (r->*field).load(std::memory_order_seq_cst) == p; ++spins) {
             if (spins < 64)
                 __builtin_ia32_pause();
             else
@@ -105,20 +109,15 @@ void wait_quiescent(const ProbePoint *pp)
     }
 }
 
-void wait_kret_quiescent(const void *p)
+}  // namespace
+
+void wait_quiescent(const ProbePoint *pp)
 {
-    os::barrier_all_threads();
-    ThreadRecord *self = tl_rec;
-    for (ThreadRecord *r = all_threads(); r; r = r->next) {
-        if (r == self) continue;
-        for (int spins = 0; r->kret_busy.load(std::memory_order_seq_cst) == p; ++spins) {
-            if (spins < 64)
-                __builtin_ia32_pause();
-            else
-                os::raw_sched_yield();
-        }
-    }
+    // Pairs with dispatch.hpp's mark_busy().
+    wait_until_none_is(&ThreadRecord::busy, const_cast<ProbePoint *>(pp));
 }
+
+void wait_kret_quiescent(const void *p) { wait_until_none_is(&ThreadRecord::kret_busy, p); }
 
 uint64_t sum_counter(uint32_t id)
 {

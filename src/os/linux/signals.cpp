@@ -8,6 +8,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "os/linux/interpose.hpp"
 #include "os/linux/raw_syscall.hpp"
 
 #define LP_EXPORT extern "C" __attribute__((visibility("default")))
@@ -18,19 +19,7 @@ namespace {
 using sigaction_fn = int (*)(int, const struct sigaction *, struct sigaction *);
 using sigmask_fn = int (*)(int, const sigset_t *, sigset_t *);
 
-// libc's functions, looked up on first use. Plain atomics rather than function-local statics:
-// the sanitizer runtimes call the interposed functions while they initialize, before a
-// static-initialization guard may be used.
-template <typename Fn>
-Fn next_symbol(std::atomic<Fn> &slot, const char *name)
-{
-    Fn fn = slot.load(std::memory_order_acquire);
-    if (!fn) {
-        fn = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
-        slot.store(fn, std::memory_order_release);
-    }
-    return fn;
-}
+// libc's functions (interpose.hpp).
 std::atomic<sigaction_fn> g_real_sigaction{nullptr};
 std::atomic<sigmask_fn> g_real_sigprocmask{nullptr}, g_real_pthread_sigmask{nullptr};
 sigaction_fn real_sigaction() { return next_symbol(g_real_sigaction, "sigaction"); }

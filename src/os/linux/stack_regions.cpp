@@ -1,11 +1,12 @@
 #include "os/linux/stack_regions.hpp"
 
-#include <dlfcn.h>
 #include <signal.h>
 #include <ucontext.h>
 
 #include <atomic>
 #include <cstdarg>
+
+#include "os/linux/interpose.hpp"
 
 #define LP_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -70,16 +71,6 @@ uint32_t stack_region_lookup(uint64_t addr) noexcept
 }
 
 namespace {
-template <typename Fn>
-Fn next_fn(std::atomic<Fn> &slot, const char *name)
-{
-    Fn fn = slot.load(std::memory_order_acquire);
-    if (!fn) {
-        fn = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
-        slot.store(fn, std::memory_order_release);
-    }
-    return fn;
-}
 using makecontext_fn = void (*)(ucontext_t *, void (*)(), int, ...);
 using sigaltstack_fn = int (*)(const stack_t *, stack_t *);
 std::atomic<makecontext_fn> g_real_makecontext{nullptr};
@@ -89,8 +80,8 @@ std::atomic<sigaltstack_fn> g_real_sigaltstack{nullptr};
 // async-signal-safe).
 [[gnu::constructor]] void resolve_at_load()
 {
-    next_fn(g_real_makecontext, "makecontext");
-    next_fn(g_real_sigaltstack, "sigaltstack");
+    next_symbol(g_real_makecontext, "makecontext");
+    next_symbol(g_real_sigaltstack, "sigaltstack");
 }
 }  // namespace
 
@@ -111,14 +102,14 @@ LP_EXPORT void makecontext(ucontext_t *ucp, void (*func)(), int argc, ...) noexc
         auto lo = reinterpret_cast<uint64_t>(ucp->uc_stack.ss_sp);
         os::add_stack_region(lo, lo + ucp->uc_stack.ss_size);
     }
-    auto real = os::next_fn(os::g_real_makecontext, "makecontext");
+    auto real = os::next_symbol(os::g_real_makecontext, "makecontext");
     real(ucp, func, argc, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11],
          a[12], a[13], a[14], a[15]);
 }
 
 LP_EXPORT int sigaltstack(const stack_t *ss, stack_t *old) noexcept
 {
-    auto real = os::next_fn(os::g_real_sigaltstack, "sigaltstack");
+    auto real = os::next_symbol(os::g_real_sigaltstack, "sigaltstack");
     int r = real(ss, old);
     if (r == 0 && ss && !(ss->ss_flags & SS_DISABLE)) {
         auto lo = reinterpret_cast<uint64_t>(ss->ss_sp);

@@ -157,6 +157,15 @@ void breakpoint_trap_handler(int sig, siginfo_t *info, ucontext_t *uc)
         }
     }
 
+    // The int3 that trapped is gone (a stale trap, delivered late, while the address was
+    // unregistered and registered anew): whatever is there now runs, from the address. The
+    // point found may be a new one not armed yet, whose slot is not written.
+    if (*reinterpret_cast<volatile const uint8_t *>(at) != 0xcc) {
+        set_context_ip(uc, at);
+        rec->busy.store(prev, std::memory_order_release);
+        return;
+    }
+
     // Being optimized, or optimized (a trap left from before the jmp was written): the detour
     // runs the handlers. A thread that decided for the slot before the state changed is
     // waited for (it is busy with pp) before any byte of the region is replaced.

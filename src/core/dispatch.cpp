@@ -6,16 +6,11 @@
 namespace liveprobe::core {
 namespace {
 
-void copy_siginfo(siginfo_t *dst, const siginfo_t *src) noexcept
-{
-    // Word by word: no libc memcpy on the hit path (a user may probe memcpy).
-    auto *d = reinterpret_cast<volatile uint64_t *>(dst);
-    auto *s = reinterpret_cast<const uint64_t *>(src);
-    for (size_t i = 0; i < sizeof(siginfo_t) / 8; ++i) d[i] = s[i];
-}
-
 // Runs one handler of ks under a fault guard. A fault abandons the handler: its probe's
 // fault_handler (itself guarded) is told, the fault is counted, and the result is 0.
+// The handler's guard is written out here rather than through run_guarded (dispatch.hpp):
+// this is every hit's path, and run_guarded's extra frame costs about 2 ns a hit
+// (BM_OptEntryEmpty, about 17.5 against 19.5 ns, measured side by side).
 template <typename Call>
 int guarded_call(ThreadRecord *rec, KprobeState *ks, struct pt_regs *regs, Call call) noexcept
 {
@@ -29,13 +24,7 @@ int guarded_call(ThreadRecord *rec, KprobeState *ks, struct pt_regs *regs, Call 
     }
     rec->guard = g.prev;
     count(rec, ks->fault_id);
-    if (kprobe_fault_handler_t fh = ks->kp->fault_handler) {
-        GuardFrame g2;
-        g2.prev = rec->guard;
-        rec->guard = &g2;
-        if (lp_setjmp(&g2.jb) == 0) fh(ks->kp, regs, g.sig);
-        rec->guard = g2.prev;
-    }
+    if (kprobe_fault_handler_t fh = ks->kp->fault_handler) run_guarded(rec, [&] { fh(ks->kp, regs, g.sig); });
     return 0;
 }
 
@@ -116,21 +105,14 @@ void count_missed(ProbePoint *pp) noexcept
 
 bool guarded_copy(GuardedAccess *ga, void *dst, const void *src, size_t n) noexcept
 {
-    ThreadRecord *rec = ga->rec;
-    GuardFrame g;
-    g.prev = rec->guard;
-    rec->guard = &g;
-    if (lp_setjmp(&g.jb) == 0) {
-        auto *d = static_cast<volatile uint8_t *>(dst);
-        auto *s = static_cast<const volatile uint8_t *>(src);
-        for (size_t i = 0; i < n; ++i) d[i] = s[i];
-        rec->guard = g.prev;
-        return true;
-    }
-    rec->guard = g.prev;
-    ga->sig = g.sig;
-    copy_siginfo(&ga->info, &g.info);
-    return false;
+    return run_guarded(
+        ga->rec,
+        [&] {
+            auto *d = static_cast<volatile uint8_t *>(dst);
+            auto *s = static_cast<const volatile uint8_t *>(src);
+            for (size_t i = 0; i < n; ++i) d[i] = s[i];
+        },
+        &ga->sig, &ga->info);
 }
 
 bool guarded_read(void *ctx, uint64_t addr, void *dst, size_t n)

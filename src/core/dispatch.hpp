@@ -33,10 +33,20 @@ struct GuardFrame {
     siginfo_t info;
 };
 
+// Word by word: no libc memcpy on the hit path (a user may probe memcpy).
+inline void copy_siginfo(siginfo_t *dst, const siginfo_t *src) noexcept
+{
+    auto *d = reinterpret_cast<volatile uint64_t *>(dst);
+    auto *s = reinterpret_cast<const uint64_t *>(src);
+    for (size_t i = 0; i < sizeof(siginfo_t) / 8; ++i) d[i] = s[i];
+}
+
 // Runs fn() with its synchronous faults caught: true when it returned, false when it faulted
-// (it was abandoned; *sig, when given, is the signal).
+// (it was abandoned; *sig and *info, when given, describe the fault). The one fault guard of
+// the hit path: handlers, guarded memory accesses, the jprobe stack copy.
 template <typename Fn>
-[[gnu::noinline]] bool run_guarded(ThreadRecord *rec, Fn fn, int *sig = nullptr) noexcept
+[[gnu::noinline]] bool run_guarded(ThreadRecord *rec, Fn fn, int *sig = nullptr,
+                                   siginfo_t *info = nullptr) noexcept
 {
     GuardFrame g;
     g.prev = rec->guard;
@@ -48,6 +58,7 @@ template <typename Fn>
     }
     rec->guard = g.prev;
     if (sig) *sig = g.sig;
+    if (info) copy_siginfo(info, &g.info);
     return false;
 }
 
@@ -55,17 +66,21 @@ template <typename Fn>
 // unwinds to it (does not return). Returns otherwise.
 void unwind_to_guard(int sig, const siginfo_t *info) noexcept;
 
-// The reader's half of the quiescence protocol: busy = pp, visible before the caller looks pp
-// up again. Writers make every thread execute a full barrier (membarrier) before they scan
-// busy fields, so a compiler barrier is enough here; without membarrier, a real fence.
-inline void mark_busy(ThreadRecord *rec, ProbePoint *pp) noexcept
+// The reader's half of a quiescence protocol (busy, kret_busy): the field = value, visible
+// before the caller looks at what it protects again. Writers make every thread execute a full
+// barrier (membarrier) before they scan these fields (thread_state.cpp), so a compiler barrier
+// is enough here; without membarrier, a real fence.
+template <typename T>
+inline void publish_busy(std::atomic<T> &field, T value) noexcept
 {
-    rec->busy.store(pp, std::memory_order_relaxed);
+    field.store(value, std::memory_order_relaxed);
     if (os::hit_path_needs_fence())
         std::atomic_thread_fence(std::memory_order_seq_cst);
     else
         std::atomic_signal_fence(std::memory_order_seq_cst);
 }
+
+inline void mark_busy(ThreadRecord *rec, ProbePoint *pp) noexcept { publish_busy(rec->busy, pp); }
 
 inline ProbePoint *acquire_site_inline(ThreadRecord *rec, const std::atomic<ProbePoint *> *site) noexcept
 {

@@ -30,8 +30,7 @@ Status register_jprobe(struct jprobe *jp)
     if (!jp) return Fail(-EINVAL, "the jprobe pointer is NULL");
     if (!jp->entry) return Fail(-EINVAL, "jprobe entry is NULL");
     struct kprobe &kp = jp->kp;
-    if (kp.pre_handler || kp.post_handler || kp.fault_handler)
-        return Fail(-EINVAL, "a jprobe's kp must have no handlers of its own (liveprobe sets kp.pre_handler)");
+    if (Status s = check_no_handlers(kp, "a jprobe"); !s.ok()) return s;
     uint64_t addr = 0;
     if (Status s = check_function_entry(kp, "a jprobe", &addr); !s.ok()) return s;
     std::lock_guard lk(g_mu);  // before the registry's mutex

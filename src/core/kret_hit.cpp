@@ -1,7 +1,6 @@
 // The hit path of return probes (see kretprobe.hpp). Built like the jump path: with
 // -mgeneral-regs-only (the return value may be in xmm0/xmm1 and nothing here may touch them
 // before a handler's vector state is saved) and, in sanitizer builds, uninstrumented.
-#include <alloca.h>
 #include <sys/mman.h>
 
 #include "arch/x86_64/vector_state.hpp"
@@ -112,11 +111,7 @@ enum class Which { kReturn, kUnwind };
 {
     KretState *ks = in->ks;
     const void *prev = rec->kret_busy.load(std::memory_order_relaxed);
-    rec->kret_busy.store(ks, std::memory_order_relaxed);
-    if (os::hit_path_needs_fence())
-        std::atomic_thread_fence(std::memory_order_seq_cst);
-    else
-        std::atomic_signal_fence(std::memory_order_seq_cst);
+    publish_busy<const void *>(rec->kret_busy, ks);
     if (ks->live.load(std::memory_order_acquire)) {
         struct kretprobe *rp = ks->rp;
         kretprobe_handler_t h = which == Which::kReturn ? rp->handler : rp->unwind_handler;
@@ -124,15 +119,7 @@ enum class Which { kReturn, kUnwind };
         if (h) {
             rec->in_handler++;
             struct kretprobe_instance *ri = in->ri();
-            if (vec) {
-                auto raw = reinterpret_cast<uintptr_t>(alloca(arch::vector_area_size() + 64));
-                void *area = reinterpret_cast<void *>((raw + 63) & ~uintptr_t(63));
-                arch::vector_save(area);
-                run_guarded(rec, [&] { h(ri, regs); });
-                arch::vector_restore(area);
-            } else {
-                run_guarded(rec, [&] { h(ri, regs); });
-            }
+            arch::maybe_with_vectors_saved(vec, [&](void *) { run_guarded(rec, [&] { h(ri, regs); }); });
             rec->in_handler--;
         }
     }
@@ -141,20 +128,12 @@ enum class Which { kReturn, kUnwind };
 
 // The entry handler, guarded, with the vector state saved around it when it may touch it.
 // False when it faulted or returned non-zero.
-[[gnu::noinline]] bool call_entry_handler(ThreadRecord *rec, KretState *ks, struct kretprobe *rp,
-                                          struct kretprobe_instance *ri, struct pt_regs *regs) noexcept
+bool call_entry_handler(ThreadRecord *rec, KretState *ks, struct kretprobe *rp, struct kretprobe_instance *ri,
+                        struct pt_regs *regs) noexcept
 {
     int r = 0;
-    bool ok;
-    if (ks->entry_vec) {
-        auto raw = reinterpret_cast<uintptr_t>(alloca(arch::vector_area_size() + 64));
-        void *area = reinterpret_cast<void *>((raw + 63) & ~uintptr_t(63));
-        arch::vector_save(area);
-        ok = run_guarded(rec, [&] { r = rp->entry_handler(ri, regs); });
-        arch::vector_restore(area);
-    } else {
-        ok = run_guarded(rec, [&] { r = rp->entry_handler(ri, regs); });
-    }
+    bool ok = arch::maybe_with_vectors_saved(
+        ks->entry_vec, [&](void *) { return run_guarded(rec, [&] { r = rp->entry_handler(ri, regs); }); });
     return ok && r == 0;
 }
 

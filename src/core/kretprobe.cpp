@@ -41,8 +41,7 @@ bool proven_vector_free(kretprobe_handler_t h)
 Status check_entry(const struct kretprobe *rp)
 {
     const struct kprobe &kp = rp->kp;
-    if (kp.pre_handler || kp.post_handler || kp.fault_handler)
-        return Fail(-EINVAL, "a kretprobe's kp must have no handlers of its own (liveprobe sets kp.pre_handler)");
+    if (Status s = check_no_handlers(kp, "a kretprobe"); !s.ok()) return s;
     if (rp->data_size > kMaxDataSize)
         return Fail(-E2BIG, "data_size {} is over the limit of {} bytes", rp->data_size, kMaxDataSize);
     return check_function_entry(kp, "a kretprobe");

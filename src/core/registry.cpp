@@ -229,6 +229,13 @@ Status resolve_address(struct kprobe *p, uint64_t *out)
 
 }  // namespace
 
+Status check_no_handlers(const struct kprobe &kp, const char *what)
+{
+    if (kp.pre_handler || kp.post_handler || kp.fault_handler)
+        return Fail(-EINVAL, "{}'s kp must have no handlers of its own (liveprobe sets kp.pre_handler)", what);
+    return Status::Ok();
+}
+
 Status check_function_entry(const struct kprobe &kp, const char *what, uint64_t *out)
 {
     if ((kp.addr && kp.symbol_name) || (!kp.addr && !kp.symbol_name))

@@ -17,8 +17,10 @@ Status register_probes(struct kprobe **kps, int num);
 bool unregister_probe(struct kprobe *p);
 Status set_enabled(struct kprobe *p, bool enabled);
 
-// -EINVAL unless p names a function's entry (kretprobes, jprobes: `what` for the message);
-// the errors of symbol resolution otherwise.
+// The checks of a kprobe whose pre handler liveprobe supplies (kretprobes, jprobes: `what`
+// names it in messages). -EINVAL when p has handlers of its own:
+Status check_no_handlers(const struct kprobe &p, const char *what);
+// -EINVAL unless p names a function's entry; the errors of symbol resolution otherwise:
 Status check_function_entry(const struct kprobe &p, const char *what, uint64_t *addr = nullptr);
 
 struct ProbeCounters {

@@ -3,8 +3,6 @@
 // src/CMakeLists.txt): nothing here touches vector state before vector_save().
 #include "arch/x86_64/jump_path.hpp"
 
-#include <alloca.h>
-
 #include "arch/x86_64/breakpoint.hpp"
 #include "arch/x86_64/vector_state.hpp"
 #include "core/dispatch.hpp"
@@ -25,39 +23,41 @@ constexpr bool kSaveAroundAll = true;
 constexpr bool kSaveAroundAll = false;
 #endif
 
-// The handlers with the vector state saved around them (out of line: the save area is
-// alloca'd in this frame, and the hit path without it stays small).
-[[gnu::noinline]] PreResult run_pre_saving_vectors(ThreadRecord *rec, ProbePoint *pp,
-                                                   struct pt_regs *regs) noexcept
-{
-    size_t size = vector_area_size() + 128;
-    auto raw = reinterpret_cast<uintptr_t>(alloca(size));
-    void *area = reinterpret_cast<void *>((raw + 63) & ~uintptr_t(63));
-    vector_save(area);
-    const uint8_t *prev = rec->saved_xmm;
-    uint64_t prev_stride = rec->saved_xmm_stride;
-    rec->saved_xmm = saved_xmm0(area, &rec->saved_xmm_stride);
-    PreResult r = core::run_pre(rec, pp, regs);
-    rec->saved_xmm = prev;
-    rec->saved_xmm_stride = prev_stride;
-    vector_restore(area);
-    return r;
-}
-
-[[gnu::noinline]] void run_post_saving_vectors(ThreadRecord *rec, ProbePoint *pp,
-                                               struct pt_regs *regs) noexcept
-{
-    size_t size = vector_area_size() + 128;
-    auto raw = reinterpret_cast<uintptr_t>(alloca(size));
-    void *area = reinterpret_cast<void *>((raw + 63) & ~uintptr_t(63));
-    vector_save(area);
-    core::run_post(rec, pp, regs);
-    vector_restore(area);
-}
+// While handlers run with the vector state saved, jprobes take the thread's vector arguments
+// from the save area (ThreadRecord::saved_xmm).
+struct XmmExposed {
+    ThreadRecord *rec;
+    const uint8_t *prev;
+    uint64_t prev_stride;
+    XmmExposed(ThreadRecord *r, const void *area) noexcept
+        : rec(r), prev(r->saved_xmm), prev_stride(r->saved_xmm_stride)
+    {
+        r->saved_xmm = saved_xmm0(area, &r->saved_xmm_stride);
+    }
+    ~XmmExposed()
+    {
+        rec->saved_xmm = prev;
+        rec->saved_xmm_stride = prev_stride;
+    }
+};
 
 inline bool must_save_vectors(ProbePoint *pp) noexcept
 {
     return !kSaveAroundAll && pp->vec.load(std::memory_order_relaxed);
+}
+
+// Out of line: the common path, with nothing to save, stays small in lp_jump_pre.
+[[gnu::noinline]] PreResult run_pre_saving_vectors(ThreadRecord *rec, ProbePoint *pp, struct pt_regs *regs) noexcept
+{
+    return with_vectors_saved([&](void *area) {
+        XmmExposed x(rec, area);
+        return core::run_pre(rec, pp, regs);
+    });
+}
+
+[[gnu::noinline]] void run_post_saving_vectors(ThreadRecord *rec, ProbePoint *pp, struct pt_regs *regs) noexcept
+{
+    with_vectors_saved([&](void *) { core::run_post(rec, pp, regs); });
 }
 
 inline PreResult pre_handlers(ThreadRecord *rec, ProbePoint *pp, struct pt_regs *regs) noexcept
@@ -84,16 +84,12 @@ template <typename Fn>
 int saved_around(Fn fn, uint64_t site, struct pt_regs *regs) noexcept
 {
     if (!kSaveAroundAll) return fn(site, regs);
-    size_t size = vector_area_size() + 128;
-    auto raw = reinterpret_cast<uintptr_t>(alloca(size));
-    void *area = reinterpret_cast<void *>((raw + 63) & ~uintptr_t(63));
-    vector_save(area);
-    core::ThreadRecord *rec = core::this_thread();
-    if (rec) rec->saved_xmm = saved_xmm0(area, &rec->saved_xmm_stride);
-    int r = fn(site, regs);
-    if (rec) rec->saved_xmm = nullptr;
-    vector_restore(area);
-    return r;
+    return with_vectors_saved([&](void *area) {
+        ThreadRecord *rec = core::this_thread();
+        if (!rec) return fn(site, regs);
+        XmmExposed x(rec, area);
+        return fn(site, regs);
+    });
 }
 }  // namespace
 

@@ -9,6 +9,8 @@
 // LIVEPROBE_VECTOR_SAVE=xsave in the environment forces the second (tests use it).
 #pragma once
 
+#include <alloca.h>
+
 #include <cstddef>
 #include <cstdint>
 
@@ -72,6 +74,30 @@ inline void vector_restore(const void *area) noexcept
         asm volatile("fxrstor64 (%0)" ::"r"(area) : "memory");
         break;
     }
+}
+
+// Runs body(area) with the vector state saved in `area` around it, and returns what it
+// returns. The area is alloca'd (its size is the CPU's) in the caller's frame: always
+// inlined, so callers keep it out of their common path (a function of its own).
+template <typename Body>
+[[gnu::always_inline]] inline auto with_vectors_saved(Body body) noexcept
+{
+    auto raw = reinterpret_cast<uintptr_t>(alloca(vector_area_size() + 64));
+    void *area = reinterpret_cast<void *>((raw + 63) & ~uintptr_t(63));
+    vector_save(area);
+    struct Restore {
+        void *area;
+        ~Restore() { vector_restore(area); }
+    } restore{area};
+    return body(area);
+}
+
+// The same when `save`, else body(nullptr) directly.
+template <typename Body>
+inline auto maybe_with_vectors_saved(bool save, Body body) noexcept
+{
+    if (!save) return body(nullptr);
+    return with_vectors_saved(body);
 }
 
 }  // namespace liveprobe::arch

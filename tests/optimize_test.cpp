@@ -5,6 +5,7 @@
 #include <liveprobe/kprobes.h>
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <time.h>
 
 #include <atomic>
@@ -168,6 +169,44 @@ TEST(Optimize, MidFunctionProbePreservesEveryRegister)
     lp_o_regs();
     EXPECT_EQ(g_handler_runs.load(), 2);
     expect_all_preserved();
+    unregister_kprobe(&kp);
+}
+
+// A handler that wrecks every register, callee-saved ones included, and then faults: the
+// program still gets all of its registers back, the fault handler sees the probe's registers,
+// and the next hit runs the handler again (nothing of the abandoned hit is left behind).
+unsigned long g_fault_regs_ip = 0;
+std::atomic<int> g_clobber_faults{0};
+int count_clobber_fault(kprobe *, pt_regs *regs, int trapnr)
+{
+    if (trapnr == SIGSEGV) g_clobber_faults++;
+    g_fault_regs_ip = regs->ip;
+    return 0;
+}
+
+TEST(Optimize, HandlerFaultAfterWreckingEveryRegisterLeavesTheProgramIntact)
+{
+    if (!__builtin_cpu_supports("avx512f")) {
+        GTEST_SKIP() << "this CPU has no AVX-512: lp_o_regs needs it";
+    }
+    kprobe kp = at(lp_o_regs_probe, lp_t_clobber_fault, nullptr);
+    kp.fault_handler = count_clobber_fault;
+    ASSERT_EQ(register_kprobe(&kp), 0) << liveprobe_strerror(-1);
+    if (optimizing()) {
+        ASSERT_TRUE(kp.flags & KPROBE_FLAG_OPTIMIZED) << why(kp);
+    }
+    g_clobber_faults = 0;
+    for (int round = 0; round < 3; ++round) {
+        fill_patterns();
+        lp_o_regs();
+        expect_all_preserved();
+    }
+    EXPECT_EQ(g_clobber_faults.load(), 3);
+    EXPECT_EQ(g_fault_regs_ip, reinterpret_cast<unsigned long>(lp_o_regs_probe));
+    EXPECT_EQ(liveprobe_kprobe_faults(&kp), 3u);
+    liveprobe_info info{};
+    ASSERT_EQ(liveprobe_kprobe_info(&kp, &info), 0);
+    EXPECT_EQ(info.hits, 3u);
     unregister_kprobe(&kp);
 }
 

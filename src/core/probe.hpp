@@ -77,6 +77,10 @@ struct ProbePoint {
     // Read on every hit: first, in one cache line.
     std::atomic<Members *> members{nullptr};
     std::atomic<bool> vec{true};  // some handler may touch vector state: save it around them
+    // The point's only kprobe when it has a pre handler and no post handler (the jump path's
+    // fast path runs it directly; its enabled flag is still read each hit), else null.
+    // Written with the registry mutex held, after members.
+    std::atomic<KprobeState *> solo{nullptr};
     uint64_t addr = 0;
     arch::Insn insn;
     uint8_t orig_byte = 0;  // the byte under the int3

@@ -311,6 +311,17 @@ void disarm(ProbePoint *pp)
     pp->armed = false;
 }
 
+// Publishes pp's new member list, then its fast-path kprobe (ProbePoint::solo). Between the
+// two stores a hit may still run the one kprobe the point had: a kprobe being added is not
+// registered yet, and one being removed was disabled first.
+void set_members(ProbePoint *pp, Members *m)
+{
+    pp->members.store(m, std::memory_order_seq_cst);
+    KprobeState *solo = nullptr;
+    if (m->n == 1 && m->items[0]->kp->pre_handler && !m->items[0]->kp->post_handler) solo = m->items[0];
+    pp->solo.store(solo, std::memory_order_seq_cst);
+}
+
 Members *make_members(const Members *old, KprobeState *add, const KprobeState *drop)
 {
     uint32_t n = old ? old->n : 0;
@@ -514,7 +525,7 @@ Status register_locked(struct kprobe *p, const os::MapsSnapshot &maps, ProbePoin
     p->__lp_state = ks;
 
     Members *old = pp->members.load();
-    pp->members.store(make_members(old, ks, nullptr), std::memory_order_seq_cst);
+    set_members(pp, make_members(old, ks, nullptr));
     if (fresh) {
         g_points.emplace(addr, pp);
         probe_table().insert(addr, pp);
@@ -595,7 +606,7 @@ bool unregister_probe(struct kprobe *p)
         }
         free_members(now);
     } else {
-        pp->members.store(now, std::memory_order_seq_cst);
+        set_members(pp, now);
         if (!any_enabled(now))
             take_out(pp);
         else

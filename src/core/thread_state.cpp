@@ -8,7 +8,7 @@
 
 namespace liveprobe::core {
 
-thread_local ThreadRecord *tl_rec;
+constinit thread_local ThreadRecord *tl_rec = nullptr;
 void (*g_thread_gone_hook)(ThreadRecord *) noexcept = nullptr;
 
 namespace {
@@ -24,6 +24,7 @@ bool g_key_ok = [] { return pthread_key_create(&g_exit_key, [](void *p) {
                          rec->in_handler = 0;
                          rec->quiet = 0;
                          rec->guard = nullptr;
+                         rec->jump_regs = nullptr;
                          rec->owner.store(0, std::memory_order_release);
                      }) == 0; }();
 

@@ -19,9 +19,12 @@
 #include <atomic>
 #include <cstdint>
 
+struct pt_regs;
+
 namespace liveprobe::core {
 
 struct ProbePoint;
+struct KprobeState;
 struct GuardFrame;
 
 constexpr uint32_t kMaxCounters = 1u << 20;  // probe ids per process (8 MiB of virtual memory)
@@ -32,6 +35,12 @@ struct alignas(64) ThreadRecord {
     int in_handler = 0;                         // a handler of some probe runs on this thread
     int quiet = 0;  // liveprobe itself runs (registry): hits run no handler and are not counted
     GuardFrame *guard = nullptr;                // innermost fault guard
+    // The jump path's one-handler fast path (arch/x86_64/jump_path.cpp): while its handler
+    // runs, the detour's registers (a fault there resumes the detour), the kprobe and the
+    // busy value to go back to. jump_regs is null otherwise.
+    struct pt_regs *jump_regs = nullptr;
+    struct KprobeState *jump_ks = nullptr;
+    ProbePoint *jump_prev = nullptr;
     // [kMaxCounters], mapped when the record is first claimed, never freed.
     std::atomic<std::atomic<uint64_t> *> counters{nullptr};
     ThreadRecord *next = nullptr;               // immutable once published
@@ -73,7 +82,7 @@ extern void (*g_thread_gone_hook)(ThreadRecord *) noexcept;
 
 // The calling thread's record (plain pointer: initial-exec TLS with no constructor, safe in
 // signal handlers; the library is built with -ftls-model=initial-exec).
-extern thread_local ThreadRecord *tl_rec;
+extern constinit thread_local ThreadRecord *tl_rec;
 
 // Claims a record for the calling thread (first hit). Async-signal-safe.
 ThreadRecord *this_thread_claim() noexcept;

@@ -18,6 +18,30 @@ LABEL(lp_t_load_mov)
     ret
 END(lp_t_load)
 
+/* int lp_t_clobber_fault(struct kprobe *, struct pt_regs *): a pre handler that overwrites
+ * every general register (callee-saved ones included, without restoring them) and the
+ * arithmetic flags, then faults (a load from address 8). Integer-only: provably vector-free. */
+FUNC(lp_t_clobber_fault)
+    movq $-1, %rax
+    movq %rax, %rbx
+    movq %rax, %rcx
+    movq %rax, %rdx
+    movq %rax, %rsi
+    movq %rax, %rbp
+    movq %rax, %r8
+    movq %rax, %r9
+    movq %rax, %r10
+    movq %rax, %r11
+    movq %rax, %r12
+    movq %rax, %r13
+    movq %rax, %r14
+    movq %rax, %r15
+    movl $8, %edi
+    cmpq %rax, %rdi
+    movq (%rdi), %rax
+    ret
+END(lp_t_clobber_fault)
+
 FUNC(lp_t_carry)
     xorl %eax, %eax
 LABEL(lp_t_carry_jc)

@@ -40,6 +40,10 @@ extern char lp_t_jmp_insn[];
 long lp_t_icall(long (*f)(void));
 extern char lp_t_icall_site[];
 
+// int lp_t_clobber_fault(struct kprobe *, struct pt_regs *): a pre handler that overwrites every
+// general register and the flags, then faults; integer-only (provably vector-free).
+int lp_t_clobber_fault(struct kprobe *, struct pt_regs *);
+
 // long lp_t_div(long a, long b): a / b with idiv (SIGFPE when b == 0), out of sight of UBSan
 long lp_t_div(long a, long b);
 

@@ -224,7 +224,10 @@ void breakpoint_trap_handler(int sig, siginfo_t *info, ucontext_t *uc)
 void breakpoint_fault_handler(int sig, siginfo_t *info, ucontext_t *uc)
 {
     // A fault inside a handler (or a guarded access) unwinds to its guard.
-    if (info->si_code > 0) unwind_to_guard(sig, info);
+    if (info->si_code > 0) {
+        unwind_to_guard(sig, info);
+        if (arch::jump_fault_resume(sig, uc)) return;
+    }
     // A fault of an instruction running out of line is the program's, at the original address.
     uint64_t ip = context_ip(uc), block = 0, orig = 0;
     size_t kind = os::code_block(ip, &block);

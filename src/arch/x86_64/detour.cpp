@@ -21,12 +21,11 @@ constexpr int32_t kRedZone = 128;
 
 // Flags bits restored exactly by the detour's fast path (sahf, and an add for OF): CF PF AF ZF
 // SF OF. The others that user code can set, TF NT AC ID and DF, take the slow path (popfq,
-// about 20 cycles): the entry clears TF NT AC ID from the live flags when the thread had any
-// of them (rare), and cld clears DF, so on the way out the live flags hold none of them; when
-// the saved flags (the handlers' regs->flags) hold none either, restoring the six arithmetic
-// bits restores all of them. IF and IOPL cannot change in user mode.
-constexpr uint32_t kEntryRareFlags = 0x100 | 0x4000 | 0x40000 | 0x200000;  // TF NT AC ID
-constexpr uint32_t kSlowFlags = kEntryRareFlags | 0x400;                   // and DF
+// about 20 cycles): the entry clears them from the live flags when the thread had any of them
+// (rare; DF for the ABI of the calls that follow), so on the way out the live flags hold none
+// of them; when the saved flags (the handlers' regs->flags) hold none either, restoring the
+// six arithmetic bits restores all of them. IF and IOPL cannot change in user mode.
+constexpr uint32_t kSlowFlags = 0x100 | 0x400 | 0x4000 | 0x40000 | 0x200000;  // TF DF NT AC ID
 
 // Appends machine code; `ok` turns false on overflow.
 struct Writer {
@@ -76,15 +75,15 @@ void emit_save(Writer &w, int32_t rz, uint64_t ip)
     if (rz) lea_rsp(w, -rz);
     lea_rsp(w, -16);        // ss, sp
     w.bytes({0x9c});        // pushfq: flags, before anything changes them
-    // testl $kEntryRareFlags,(%rsp); jz 1f; pushq (%rsp); andl $~kEntryRareFlags,(%rsp); popfq; 1:
+    // testl $kSlowFlags,(%rsp); jz 1f; pushq (%rsp); andl $~kSlowFlags,(%rsp); popfq; 1:
+    // The calls below get the ABI's clear direction flag, and TF NT AC ID are off.
     w.bytes({0xf7, 0x04, 0x24});
-    w.u32(kEntryRareFlags);
+    w.u32(kSlowFlags);
     w.bytes({0x74, 0x0b});
     w.bytes({0xff, 0x34, 0x24});
     w.bytes({0x81, 0x24, 0x24});
-    w.u32(~kEntryRareFlags);
+    w.u32(~kSlowFlags);
     w.bytes({0x9d});
-    w.bytes({0xfc});        // cld: the ABI's direction flag for the calls below
     lea_rsp(w, -24);        // cs, ip, orig_ax
     w.bytes({0x57, 0x56, 0x52, 0x51, 0x50});                          // rdi rsi rdx rcx rax
     w.bytes({0x41, 0x50, 0x41, 0x51, 0x41, 0x52, 0x41, 0x53});        // r8 r9 r10 r11
@@ -136,8 +135,7 @@ void emit_restore(Writer &w)
     w.bytes({0x5d, 0x5b});                                      // rbp rbx
     w.bytes({0x41, 0x5b, 0x41, 0x5a, 0x41, 0x59, 0x41, 0x58});  // r11 r10 r9 r8
     w.bytes({0x58, 0x59, 0x5a, 0x5e, 0x5f});                    // rax rcx rdx rsi rdi
-    lea_rsp(w, 32);                                             // orig_ax ip cs flags
-    w.bytes({0x5c});                                            // pop %rsp: the saved sp
+    w.bytes({0x48, 0x8b, 0x64, 0x24, 32});                      // mov 32(%rsp),%rsp: the saved sp
 }
 
 // Appends a relocated sub-region (instructions [from, to) of `region`); with `jump_back`

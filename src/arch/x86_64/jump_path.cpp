@@ -79,6 +79,7 @@ inline void post_handlers(ThreadRecord *rec, ProbePoint *pp, struct pt_regs *reg
 namespace {
 int jump_pre(uint64_t site, struct pt_regs *regs) noexcept;
 int jump_post(uint64_t site, struct pt_regs *regs) noexcept;
+int jump_pre_acquired(ThreadRecord *rec, ProbePoint *pp, ProbePoint *prev, struct pt_regs *regs) noexcept;
 
 template <typename Fn>
 int saved_around(Fn fn, uint64_t site, struct pt_regs *regs) noexcept
@@ -93,9 +94,75 @@ int saved_around(Fn fn, uint64_t site, struct pt_regs *regs) noexcept
 }
 }  // namespace
 
+// Every hit of an optimized probe starts here. The common case, one kprobe with only a pre
+// handler, no vector state to save, no handler already running on this thread, runs here with
+// nothing else: no frame of its own for the fault guard (a fault in the handler resumes the
+// detour through jump_regs, see jump_fault_resume), no member loop. Everything else goes on
+// to jump_pre.
 extern "C" int lp_jump_pre(uint64_t site, struct pt_regs *regs) noexcept
 {
+    if constexpr (!kSaveAroundAll) {
+        ThreadRecord *rec = core::tl_rec;
+        if (rec && !rec->in_handler) [[likely]] {
+            ProbePoint *prev = rec->busy.load(std::memory_order_relaxed);
+            ProbePoint *pp = core::acquire_site(rec, reinterpret_cast<const std::atomic<ProbePoint *> *>(site));
+            if (!pp) {
+                core::release(rec, prev);
+                return kJumpPlain;  // the probe is going away: run the original instructions
+            }
+            core::KprobeState *ks = pp->solo.load(std::memory_order_relaxed);
+            if (!ks || must_save_vectors(pp)) return jump_pre_acquired(rec, pp, prev, regs);
+            int action = kJumpPlain;
+            if (ks->enabled.load(std::memory_order_relaxed)) {
+                core::count(rec, ks->id);
+                struct kprobe *kp = ks->kp;
+                rec->jump_ks = ks;
+                rec->jump_prev = prev;
+                rec->jump_regs = regs;
+                rec->in_handler = 1;
+                std::atomic_signal_fence(std::memory_order_seq_cst);
+                if (kp->pre_handler(kp, regs) != 0) action = kJumpResume;
+                std::atomic_signal_fence(std::memory_order_seq_cst);
+                rec->in_handler = 0;
+                rec->jump_regs = nullptr;
+            }
+            core::release(rec, prev);
+            return action;
+        }
+    }
     return saved_around(jump_pre, site, regs);
+}
+
+// A synchronous fault in the fast path's handler (breakpoint.cpp's fault handler, after the
+// innermost GuardFrame, if any, declined): the handler is abandoned, and the thread goes on
+// as if lp_jump_pre had returned kJumpPlain to its detour. The detour's call left its return
+// address just below the 16-aligned pt_regs, and the detour needs only rbx = regs after it.
+extern "C" int lp_jump_fault(ThreadRecord *rec, struct pt_regs *regs, int sig) noexcept
+{
+    core::KprobeState *ks = rec->jump_ks;
+    ProbePoint *prev = rec->jump_prev;
+    rec->jump_regs = nullptr;
+    core::count(rec, ks->fault_id);
+    if (kprobe_fault_handler_t fh = ks->kp->fault_handler)
+        core::run_guarded(rec, [&] { fh(ks->kp, regs, sig); });
+    rec->in_handler = 0;
+    core::release(rec, prev);
+    return kJumpPlain;
+}
+
+bool jump_fault_resume(int sig, ucontext_t *uc) noexcept
+{
+    ThreadRecord *rec = core::this_thread_if_any();
+    if (!rec || !rec->jump_regs) return false;
+    auto regs = reinterpret_cast<uint64_t>(rec->jump_regs);
+    greg_t *g = uc->uc_mcontext.gregs;
+    g[REG_RSP] = static_cast<greg_t>((regs & ~uint64_t{15}) - 8);
+    g[REG_RBX] = static_cast<greg_t>(regs);
+    g[REG_RDI] = reinterpret_cast<greg_t>(rec);
+    g[REG_RSI] = static_cast<greg_t>(regs);
+    g[REG_RDX] = sig;
+    g[REG_RIP] = reinterpret_cast<greg_t>(&lp_jump_fault);
+    return true;
 }
 
 extern "C" int lp_jump_post(uint64_t site, struct pt_regs *regs) noexcept
@@ -115,6 +182,13 @@ int jump_pre(uint64_t site, struct pt_regs *regs) noexcept
         core::release(rec, prev);
         return kJumpPlain;  // the probe is going away: run the original instructions
     }
+    return jump_pre_acquired(rec, pp, prev, regs);
+}
+
+// jump_pre once pp is acquired (busy == pp; prev: busy before).
+[[gnu::noinline]] int jump_pre_acquired(ThreadRecord *rec, ProbePoint *pp, ProbePoint *prev,
+                                        struct pt_regs *regs) noexcept
+{
     if (rec->in_handler) {
         if (!rec->quiet) core::count_missed(pp);
         core::release(rec, prev);

@@ -20,6 +20,12 @@ enum JumpAction : int {
 extern "C" int lp_jump_pre(uint64_t site, struct pt_regs *regs) noexcept;
 extern "C" int lp_jump_post(uint64_t site, struct pt_regs *regs) noexcept;
 
+// A synchronous fault (sig) of the handler lp_jump_pre's fast path is running on this thread:
+// points the context at the recovery (the fault is counted and the probe's fault_handler
+// called, then the detour goes on) and returns true; false when no such handler runs.
+// Async-signal-safe.
+bool jump_fault_resume(int sig, ucontext_t *uc) noexcept;
+
 uint64_t detour_entry_fn();
 uint64_t detour_post_fn();
 

@@ -23,12 +23,17 @@ int guarded_call(ThreadRecord *rec, KprobeState *ks, struct pt_regs *regs, Call 
         return r;
     }
     rec->guard = g.prev;
-    count(rec, ks->fault_id);
-    if (kprobe_fault_handler_t fh = ks->kp->fault_handler) run_guarded(rec, [&] { fh(ks->kp, regs, g.sig); });
+    handler_faulted(rec, ks, regs, g.sig);
     return 0;
 }
 
 }  // namespace
+
+void handler_faulted(ThreadRecord *rec, KprobeState *ks, struct pt_regs *regs, int sig) noexcept
+{
+    count(rec, ks->fault_id);
+    if (kprobe_fault_handler_t fh = ks->kp->fault_handler) run_guarded(rec, [&] { fh(ks->kp, regs, sig); });
+}
 
 void unwind_to_guard(int sig, const siginfo_t *info) noexcept
 {

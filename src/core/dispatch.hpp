@@ -119,7 +119,21 @@ inline ProbePoint *acquire_site(ThreadRecord *rec, const std::atomic<ProbePoint 
 inline void release(ThreadRecord *rec, ProbePoint *prev) noexcept { release_inline(rec, prev); }
 #endif
 
+// acquire_site, with *prev = what busy held before (for release). Null, with busy back at
+// *prev, when the point is going away.
+inline ProbePoint *acquire_site_saving(ThreadRecord *rec, const void *site, ProbePoint **prev) noexcept
+{
+    *prev = rec->busy.load(std::memory_order_relaxed);
+    ProbePoint *pp = acquire_site(rec, static_cast<const std::atomic<ProbePoint *> *>(site));
+    if (!pp) release(rec, *prev);
+    return pp;
+}
+
 enum class PreResult { kContinue, kContinueWithPost, kSkip };
+
+// A handler of ks faulted (sig) and was abandoned: counts the fault and runs ks's
+// fault_handler, itself guarded.
+void handler_faulted(ThreadRecord *rec, KprobeState *ks, struct pt_regs *regs, int sig) noexcept;
 
 // Runs the pre handlers of pp's enabled kprobes, in registration order, until one returns
 // non-zero (kSkip: regs->ip was set by that handler). Sets in_handler around them.

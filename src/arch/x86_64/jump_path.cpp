@@ -104,12 +104,9 @@ extern "C" int lp_jump_pre(uint64_t site, struct pt_regs *regs) noexcept
     if constexpr (!kSaveAroundAll) {
         ThreadRecord *rec = core::tl_rec;
         if (rec && !rec->in_handler) [[likely]] {
-            ProbePoint *prev = rec->busy.load(std::memory_order_relaxed);
-            ProbePoint *pp = core::acquire_site(rec, reinterpret_cast<const std::atomic<ProbePoint *> *>(site));
-            if (!pp) {
-                core::release(rec, prev);
-                return kJumpPlain;  // the probe is going away: run the original instructions
-            }
+            ProbePoint *prev;
+            ProbePoint *pp = core::acquire_site_saving(rec, reinterpret_cast<const void *>(site), &prev);
+            if (!pp) return kJumpPlain;  // the probe is going away: run the original instructions
             core::KprobeState *ks = pp->solo.load(std::memory_order_relaxed);
             if (!ks || must_save_vectors(pp)) return jump_pre_acquired(rec, pp, prev, regs);
             int action = kJumpPlain;
@@ -142,9 +139,7 @@ extern "C" int lp_jump_fault(ThreadRecord *rec, struct pt_regs *regs, int sig) n
     core::KprobeState *ks = rec->jump_ks;
     ProbePoint *prev = rec->jump_prev;
     rec->jump_regs = nullptr;
-    core::count(rec, ks->fault_id);
-    if (kprobe_fault_handler_t fh = ks->kp->fault_handler)
-        core::run_guarded(rec, [&] { fh(ks->kp, regs, sig); });
+    core::handler_faulted(rec, ks, regs, sig);
     rec->in_handler = 0;
     core::release(rec, prev);
     return kJumpPlain;
@@ -176,12 +171,9 @@ int jump_pre(uint64_t site, struct pt_regs *regs) noexcept
 {
     ThreadRecord *rec = core::this_thread();
     if (!rec) return kJumpPlain;
-    ProbePoint *prev = rec->busy.load(std::memory_order_relaxed);
-    ProbePoint *pp = core::acquire_site(rec, reinterpret_cast<const std::atomic<ProbePoint *> *>(site));
-    if (!pp) {
-        core::release(rec, prev);
-        return kJumpPlain;  // the probe is going away: run the original instructions
-    }
+    ProbePoint *prev;
+    ProbePoint *pp = core::acquire_site_saving(rec, reinterpret_cast<const void *>(site), &prev);
+    if (!pp) return kJumpPlain;  // the probe is going away: run the original instructions
     return jump_pre_acquired(rec, pp, prev, regs);
 }
 
@@ -224,11 +216,10 @@ int jump_post(uint64_t site, struct pt_regs *regs) noexcept
     ThreadRecord *rec = core::this_thread();
     if (!rec) return kJumpPlain;
     uint64_t next = regs->ip;
-    ProbePoint *prev = rec->busy.load(std::memory_order_relaxed);
-    ProbePoint *pp = core::acquire_site(rec, reinterpret_cast<const std::atomic<ProbePoint *> *>(site));
-    if (pp && !rec->in_handler) {
-        post_handlers(rec, pp, regs);
-    }
+    ProbePoint *prev;
+    ProbePoint *pp = core::acquire_site_saving(rec, reinterpret_cast<const void *>(site), &prev);
+    if (!pp) return kJumpPlain;
+    if (!rec->in_handler) post_handlers(rec, pp, regs);
     core::release(rec, prev);
     return regs->ip == next ? kJumpPlain : kJumpResume;
 }

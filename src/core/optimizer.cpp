@@ -4,11 +4,11 @@
 #include <cstring>
 #include <map>
 #include <string>
-#include <tuple>
 #include <unordered_map>
 
 #include "arch/x86_64/branch_index.hpp"
 #include "arch/x86_64/jump_path.hpp"
+#include "core/detour_cache.hpp"
 #include "core/probe_table.hpp"
 #include "core/registry.hpp"
 #include "core/slot.hpp"
@@ -22,9 +22,6 @@
 
 namespace liveprobe::core {
 namespace {
-
-// Detours are immortal and reused for the same address, bytes and shape (see probe.hpp).
-std::map<std::tuple<uint64_t, std::string, bool>, std::pair<uint64_t, arch::DetourLayout>> g_detours;
 
 // Detours built but not written yet (registry mutex). Nothing can reach a detour before its
 // point is armed, or jumped to: the writes of a batch wait until then and go out as one pwrite
@@ -156,14 +153,14 @@ std::string prepare(ProbePoint *pp, const std::map<uint64_t, ProbePoint *> &poin
     std::string bytes;
     for (size_t i = 0; i < region.n; ++i)
         bytes.append(reinterpret_cast<const char *>(region.insns[i].bytes), region.insns[i].len);
-    auto key = std::make_tuple(pp->addr, bytes, mid);
-    if (auto it = g_detours.find(key); it != g_detours.end()) {
-        pp->detour = it->second.first;
-        pp->layout = it->second.second;
+    DetourKey key{pp->addr, bytes, mid};
+    if (const CachedDetour *d = find_detour(key)) {
+        pp->detour = d->block;
+        pp->layout = d->layout;
         pp->region = region;
         return {};
     }
-    uint64_t block = os::alloc_code(pp->addr, os::kDetourBlock);
+    uint64_t block = alloc_detour_block(pp->addr);
     if (!block) return "no memory for a detour within +-2 GiB of the address";
     std::vector<uint8_t> buf(os::kDetourBlock, 0xcc);
     arch::DetourLayout layout;
@@ -181,7 +178,7 @@ std::string prepare(ProbePoint *pp, const std::map<uint64_t, ProbePoint *> &poin
     if (pp->armed) {
         if (Status s = write_detours(); !s.ok()) return s.reason;
     }
-    g_detours.emplace(key, std::make_pair(block, layout));
+    add_detour(key, block, layout);
     pp->detour = block;
     pp->layout = layout;
     pp->region = region;

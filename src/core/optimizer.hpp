@@ -18,8 +18,9 @@ void optimize_points(const std::vector<ProbePoint *> &batch,
                      const std::map<uint64_t, ProbePoint *> &points);
 
 // Takes the jmp out again: the int3 back at the address (keep_int3) or the original byte.
-// Needs no stop of the other threads: no thread can be inside a jmp's bytes, and detours are
-// never freed, so a thread still inside one finishes there.
+// Needs no stop of the other threads: no thread can be inside a jmp's bytes, and a detour is
+// freed only once no thread can be inside it (core/detour_cache.hpp), so a thread still inside
+// one finishes there.
 void unoptimize_point(ProbePoint *pp, bool keep_int3);
 
 // Recomputes pp->vec from its enabled kprobes: false only when every handler is declared

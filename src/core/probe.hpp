@@ -55,8 +55,8 @@ constexpr size_t kSlotSize = 64;
 constexpr size_t kSlotJumpOffset = 16;  // relocated instruction + jmp *next(%rip)
 constexpr size_t kSlotTrapOffset = 45;  // relocated instruction + int3 (post handlers)
 
-// A jump-optimization detour (arch/x86_64/detour.hpp), 1024 bytes, 1024-aligned, immortal
-// like slots; its header lets signal handlers map an address inside it back to the probe.
+// A jump-optimization detour (arch/x86_64/detour.hpp), 1024 bytes, 1024-aligned, freed only
+// once no thread can return to it (core/detour_cache.hpp); its header lets signal handlers map an address inside it back to the probe.
 struct DetourHeader {
     uint64_t addr;  // the probed address
     uint64_t len;   // bytes replaced by the jmp
@@ -70,7 +70,7 @@ enum OptState : int {
     kOptPending = 1,  // being optimized: a trap at addr goes to the detour, not the slot
     kOptDone = 2,     // the jmp is in place
     kOptRetired = 3,  // taken out (original bytes back), slot maybe never written: a trap
-                      // left pending from before still goes to the (immortal) detour
+                      // left pending from before still goes to the detour (kept while pp is)
 };
 
 struct ProbePoint {

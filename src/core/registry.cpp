@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "arch/x86_64/breakpoint.hpp"
+#include "core/detour_cache.hpp"
 #include "core/jprobe.hpp"
 #include "core/optimizer.hpp"
 #include "core/probe_table.hpp"
@@ -52,6 +53,8 @@ public:
     {
         g_mu.lock();
         held_ = tl_holds_registry = true;
+        // Where this thread's frames outside liveprobe begin, for freeing detours.
+        note_caller_stack(reinterpret_cast<uint64_t>(__builtin_frame_address(0)) + 16);
         rec_ = this_thread();
         if (rec_) {
             rec_->in_handler++;
@@ -604,6 +607,12 @@ bool unregister_probe(struct kprobe *p)
             probe_table().remove(pp->addr);
             g_points.erase(pp->addr);
         }
+        // 3. Its detour waits until no thread can be inside it (core/detour_cache.hpp), unless
+        //    a new point at the address (this one being gone) uses it already.
+        if (pp->detour) {
+            auto other = g_points.find(pp->addr);
+            if (other == g_points.end() || other->second->detour != pp->detour) retire_detour(pp->detour, pp);
+        }
         free_members(now);
     } else {
         set_members(pp, now);
@@ -616,7 +625,7 @@ bool unregister_probe(struct kprobe *p)
     g_free_ids.push_back(ks->id);
     p->__lp_state = nullptr;
     lk.unlock();
-    // 3. Wait until no other thread runs handlers at this point, then free what it read.
+    // 4. Wait until no other thread runs handlers at this point, then free what it read.
     retire(pp, old, ks, last);
     return true;
 }

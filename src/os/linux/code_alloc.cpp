@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <vector>
 
 #include "os/linux/maps.hpp"
 
@@ -24,6 +25,17 @@ struct Arena {
 // Published with release on g_count: readers (signal handlers) see complete entries.
 Arena g_arenas[kMaxArenas];
 std::atomic<size_t> g_count{0};
+
+// Blocks given back by free_code(), reused before arenas grow (caller's serialization).
+std::vector<uint64_t> g_free[2];  // [0] slot blocks, [1] detour blocks
+std::vector<uint64_t> &free_list(size_t size) { return g_free[size == kDetourBlock]; }
+
+bool reaches(uint64_t at, size_t size, uint64_t near)
+{
+    if (near == 0) return true;
+    int64_t d1 = int64_t(at) - int64_t(near), d2 = int64_t(at + size) - int64_t(near);
+    return std::llabs(d1) < kReach - 64 && std::llabs(d2) < kReach - 64;
+}
 
 bool within(uint64_t a, uint64_t lo, uint64_t hi) { return a >= lo && a <= hi; }
 
@@ -78,16 +90,21 @@ uint64_t map_arena_near(uint64_t near)
 uint64_t alloc_code(uint64_t near, size_t size)
 {
     if (size != kSlotBlock && size != kDetourBlock) return 0;
+    std::vector<uint64_t> &fl = free_list(size);
+    for (size_t i = fl.size(); i-- > 0;) {
+        if (!reaches(fl[i], size, near)) continue;
+        uint64_t at = fl[i];
+        fl[i] = fl.back();
+        fl.pop_back();
+        return at;
+    }
     size_t n = g_count.load(std::memory_order_acquire);
     for (size_t i = 0; i < n; ++i) {
         Arena &a = g_arenas[i];
         uint64_t s = a.start.load(std::memory_order_relaxed);
         if (a.block.load(std::memory_order_relaxed) != size || a.used + size > kArenaSize) continue;
         uint64_t at = s + a.used;
-        if (near != 0) {
-            int64_t d1 = int64_t(at) - int64_t(near), d2 = int64_t(at + size) - int64_t(near);
-            if (std::llabs(d1) >= kReach - 64 || std::llabs(d2) >= kReach - 64) continue;
-        }
+        if (!reaches(at, size, near)) continue;
         a.used += size;
         return at;
     }
@@ -100,6 +117,15 @@ uint64_t alloc_code(uint64_t near, size_t size)
     g_count.store(n + 1, std::memory_order_release);
     return s;
 }
+
+void free_code(uint64_t block, size_t size)
+{
+    uint64_t start;
+    if (code_block(block, &start) != size || start != block) return;  // not a block of ours
+    free_list(size).push_back(block);
+}
+
+size_t free_code_blocks(size_t size) { return free_list(size).size(); }
 
 size_t code_block(uint64_t addr, uint64_t *start) noexcept
 {

@@ -16,8 +16,14 @@ constexpr size_t kDetourBlock = 1024;  // jump-optimization detours
 
 // Allocates one block of `size` (kSlotBlock or kDetourBlock) whose every byte is within reach
 // of a rel32 from `near` (0: anywhere). Returns 0 when no such memory can be had.
-// Memory is never freed (see docs/DESIGN-NOTES.md "immortal code"). Caller serializes.
+// Blocks given back with free_code() are handed out again first. Caller serializes.
 uint64_t alloc_code(uint64_t near, size_t size);
+
+// Gives a block back for reuse. The caller has made sure no thread can execute it any more
+// and has filled it with int3 (core/detour_cache.cpp). The arenas themselves stay mapped: a
+// signal handler may still ask code_block() about any address (lock-free). Caller serializes.
+void free_code(uint64_t block, size_t size);
+size_t free_code_blocks(size_t size);  // blocks of `size` given back and not reused yet
 
 // True if addr lies in memory alloc_code handed out. Lock-free, async-signal-safe.
 bool is_liveprobe_code(uint64_t addr) noexcept;

@@ -287,9 +287,18 @@ Status WorldStop::stop()
         resume();  // more threads appeared during the stop than there is room for
         return Fail(-EAGAIN, "{} threads were started while the others were being stopped", live);
     }
-    for (int i = 0; i < shared_->attached; ++i)
-        if (!shared_->gone[i])
-            threads_.push_back({shared_->tid[i], shared_->regs[i].rip, shared_->regs[i].rip});
+    for (int i = 0; i < shared_->attached; ++i) {
+        if (shared_->gone[i]) continue;
+        const user_regs_struct &r = shared_->regs[i];
+        StoppedThread t;
+        t.tid = shared_->tid[i];
+        t.ip = t.new_ip = r.rip;
+        t.sp = r.rsp;
+        const unsigned long long g[16] = {r.r15, r.r14, r.r13, r.r12, r.rbp, r.rbx, r.r11, r.r10,
+                                          r.r9,  r.r8,  r.rax, r.rcx, r.rdx, r.rsi, r.rdi, r.rsp};
+        for (int k = 0; k < 16; ++k) t.gpr[k] = g[k];
+        threads_.push_back(t);
+    }
     return Status::Ok();
 }
 

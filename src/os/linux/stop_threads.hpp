@@ -35,6 +35,8 @@ struct StoppedThread {
     int tid = 0;
     uint64_t ip = 0;      // where the thread stopped
     uint64_t new_ip = 0;  // where it resumes (set by the caller; = ip to leave it)
+    uint64_t sp = 0;      // its stack pointer
+    uint64_t gpr[16] = {};  // its 15 general registers and sp (r15 first, as in pt_regs)
 };
 
 class WorldStop {

@@ -47,6 +47,7 @@ void ProbeTable::grow()
         }
     }
     array_.store(a, std::memory_order_seq_cst);  // the old array stays valid for readers
+    if (old) outgrown_.push_back(old);
 }
 
 void ProbeTable::insert(uint64_t addr, ProbePoint *pp)

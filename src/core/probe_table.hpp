@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstdint>
 #include <unordered_map>
+#include <vector>
 
 namespace liveprobe::core {
 
@@ -44,6 +45,9 @@ private:
 
     std::atomic<Array *> array_{nullptr};
     size_t used_keys_ = 0;  // registry mutex
+    // Arrays replaced by a bigger one: a reader may still be searching one, so they are kept
+    // (reachable, as the deliberate keep-alive they are). Registry mutex.
+    std::vector<Array *> outgrown_;
     std::unordered_map<uint64_t, Site *> sites_;  // registry mutex; never freed
 };
 

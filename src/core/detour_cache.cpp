@@ -37,19 +37,23 @@ uint64_t g_caller_sp = 0;
 // middle of the heap, say): the attempt gives up rather than read the whole heap.
 constexpr uint64_t kMaxScan = 64ull << 20;
 
-// Retired blocks under examination, sorted, and which of them were found reachable.
+// Retired detours under examination, sorted by block, and which of them were found reachable.
 struct Candidates {
-    std::vector<uint64_t> block;
-    std::vector<const ProbePoint *> pp;
+    struct Candidate {
+        uint64_t block;
+        Detours::iterator it;
+        bool operator<(const Candidate &o) const { return block < o.block; }
+    };
+    std::vector<Candidate> retired;
     std::vector<char> keep;
     uint64_t lo = 0, hi = 0;
 
     void mark(uint64_t w)
     {
         if (w < lo || w >= hi) return;
-        uint64_t b = w & ~uint64_t(os::kDetourBlock - 1);
-        auto it = std::lower_bound(block.begin(), block.end(), b);
-        if (it != block.end() && *it == b) keep[it - block.begin()] = 1;
+        const uint64_t b = w & ~uint64_t(os::kDetourBlock - 1);
+        auto it = std::lower_bound(retired.begin(), retired.end(), Candidate{b, {}});
+        if (it != retired.end() && it->block == b) keep[it - retired.begin()] = 1;
     }
 };
 
@@ -72,8 +76,8 @@ __attribute__((noinline, no_sanitize("address", "thread"))) const char *check_re
         if (r->in_handler > r->quiet || r->jump_regs)
             return "a handler was running on some thread (it may have switched stacks)";
         const ProbePoint *busy = r->busy.load(std::memory_order_relaxed);
-        for (size_t i = 0; busy && i < c.pp.size(); ++i)
-            if (c.pp[i] == busy) c.keep[i] = 1;
+        for (size_t i = 0; busy && i < c.retired.size(); ++i)
+            if (c.retired[i].it->second.pp == busy) c.keep[i] = 1;
     }
     return nullptr;
 }
@@ -102,58 +106,21 @@ const char *scan_stack(Candidates &c, const std::vector<os::Mapping> &maps, uint
     return nullptr;
 }
 
-}  // namespace
-
-const CachedDetour *find_detour(const DetourKey &key)
+// Frees every retired detour no thread can return to (see detour_cache.hpp).
+void reclaim_detours()
 {
-    auto it = g_detours.find(key);
-    if (it == g_detours.end()) return nullptr;
-    if (it->second.retired) {
-        it->second.retired = false;
-        it->second.pp = nullptr;
-        --g_retired;
-    }
-    return &it->second.d;
-}
-
-void add_detour(const DetourKey &key, uint64_t block, const arch::DetourLayout &layout)
-{
-    auto [it, fresh] = g_detours.insert_or_assign(key, Entry{CachedDetour{block, layout}});
-    (void)fresh;
-    g_by_block[block] = it;
-}
-
-void retire_detour(uint64_t block, const ProbePoint *pp)
-{
-    auto b = g_by_block.find(block);
-    if (b == g_by_block.end() || b->second->second.retired) return;
-    b->second->second.retired = true;
-    b->second->second.pp = pp;
-    ++g_retired;
-}
-
-void note_caller_stack(uint64_t sp) { g_caller_sp = sp; }
-
-ReclaimResult reclaim_detours()
-{
+    if (g_retired == 0) return;
     // Without a noted entry point, from here: liveprobe's own frames may then keep a detour.
     const uint64_t caller_sp = g_caller_sp ? g_caller_sp : reinterpret_cast<uint64_t>(__builtin_frame_address(0));
-    ReclaimResult res;
-    if (g_retired == 0) return res;
     // Everything the stop needs is allocated before it: a stopped thread may hold the malloc
     // lock.
     Candidates c;
-    std::vector<std::pair<uint64_t, const ProbePoint *>> sorted;
-    for (auto &[key, e] : g_detours)
-        if (e.retired) sorted.emplace_back(e.d.block, e.pp);
-    std::sort(sorted.begin(), sorted.end());
-    for (auto &[b, pp] : sorted) {
-        c.block.push_back(b);
-        c.pp.push_back(pp);
-    }
-    c.keep.assign(c.block.size(), 0);
-    c.lo = c.block.front();
-    c.hi = c.block.back() + os::kDetourBlock;
+    for (auto it = g_detours.begin(); it != g_detours.end(); ++it)
+        if (it->second.retired) c.retired.push_back({it->second.d.block, it});
+    std::sort(c.retired.begin(), c.retired.end());
+    c.keep.assign(c.retired.size(), 0);
+    c.lo = c.retired.front().block;
+    c.hi = c.retired.back().block + os::kDetourBlock;
     std::vector<os::Mapping> maps = os::read_maps();
     std::sort(maps.begin(), maps.end(), [](const auto &a, const auto &b) { return a.start < b.start; });
 
@@ -171,35 +138,53 @@ ReclaimResult reclaim_detours()
         if (!deferred) deferred = scan_stack(c, maps, caller_sp);
         world.resume();
     }
-    g_next_attempt = g_retired + kReclaimEvery;
-    if (deferred) {
-        res.kept = g_retired;
-        res.deferred = deferred;
-        return res;
-    }
-    // No thread can reach these any more: no jmp leads to them (their points' bytes are back),
-    // and no thread holds a way back. int3 over the old code, then reuse.
-    const std::vector<uint8_t> int3(os::kDetourBlock, 0xcc);
-    for (size_t i = 0; i < c.block.size(); ++i) {
-        if (c.keep[i]) {
-            ++res.kept;
-            continue;
+    // `deferred` says why nothing was freed this time; the next attempt decides.
+    if (!deferred) {
+        // No thread can reach these any more: no jmp leads to them (their points' bytes are
+        // back), and no thread holds a way back. int3 over the old code, then reuse. One that
+        // cannot be overwritten stays retired, tried again later.
+        const std::vector<uint8_t> int3(os::kDetourBlock, 0xcc);
+        for (size_t i = 0; i < c.retired.size(); ++i) {
+            const uint64_t block = c.retired[i].block;
+            if (c.keep[i] || !os::poke_text(block, int3.data(), int3.size()).ok()) continue;
+            g_detours.erase(c.retired[i].it);
+            g_by_block.erase(block);
+            --g_retired;
+            os::free_code(block, os::kDetourBlock);
         }
-        auto b = g_by_block.find(c.block[i]);
-        if (b == g_by_block.end()) continue;
-        if (!os::poke_text(c.block[i], int3.data(), int3.size()).ok()) {
-            ++res.kept;  // cannot be overwritten: left retired, tried again later
-            continue;
-        }
-        g_detours.erase(b->second);
-        g_by_block.erase(b);
-        --g_retired;
-        os::free_code(c.block[i], os::kDetourBlock);
-        ++res.freed;
     }
     g_next_attempt = g_retired + kReclaimEvery;
-    return res;
 }
+
+}  // namespace
+
+const CachedDetour *find_detour(const DetourKey &key)
+{
+    auto it = g_detours.find(key);
+    if (it == g_detours.end()) return nullptr;
+    if (it->second.retired) {
+        it->second.retired = false;
+        it->second.pp = nullptr;
+        --g_retired;
+    }
+    return &it->second.d;
+}
+
+void add_detour(const DetourKey &key, uint64_t block, const arch::DetourLayout &layout)
+{
+    g_by_block[block] = g_detours.insert_or_assign(key, Entry{CachedDetour{block, layout}}).first;
+}
+
+void retire_detour(uint64_t block, const ProbePoint *pp)
+{
+    auto b = g_by_block.find(block);
+    if (b == g_by_block.end() || b->second->second.retired) return;
+    b->second->second.retired = true;
+    b->second->second.pp = pp;
+    ++g_retired;
+}
+
+void note_caller_stack(uint64_t sp) { g_caller_sp = sp; }
 
 uint64_t alloc_detour_block(uint64_t near)
 {

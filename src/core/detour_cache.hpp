@@ -2,14 +2,14 @@
 //
 // A detour is built for one (address, replaced bytes, shape) and cached: the same probe
 // registered again gets the same block back, so register/unregister loops build nothing.
-// When its point is freed, the detour is *retired*: a new registration at the same address
-// still takes it back; otherwise retired detours are freed when a new detour needs a block and
-// no freed one is left, so liveprobe's detour memory follows the most probes ever optimized
-// at once, not every address ever probed. Freeing is the hard part: a thread
+// When its point leaves the probe table, the detour is *retired*: a new registration at the
+// same address still takes it back; otherwise retired detours are freed when a new detour
+// needs a block and no freed one is left, so liveprobe's detour memory follows the most probes
+// ever optimized at once, not every address ever probed. Freeing is the hard part: a thread
 // may be anywhere inside a detour, in the dispatcher it called, or in a signal handler that
 // interrupted either, and nothing on the hit path says when it has left (the hit path pays
-// nothing for this). reclaim_detours() stops the other threads and frees a retired detour only
-// when no thread can come back to it (see docs/DESIGN-NOTES.md "Freeing detours"):
+// nothing for this). alloc_detour_block() then stops the other threads and frees a retired
+// detour only when no thread can come back to it (see docs/DESIGN-NOTES.md "Freeing detours"):
 //   - no thread's ip or general register points into it;
 //   - no 8-byte word from a thread's sp to the end of the mapping holding sp points into it
 //     (a return address pushed by the detour's call to the dispatcher; a signal frame whose
@@ -48,14 +48,8 @@ void add_detour(const DetourKey &key, uint64_t block, const arch::DetourLayout &
 // one still busy with it keeps the block). Does nothing if it is retired already.
 void retire_detour(uint64_t block, const ProbePoint *pp);
 
-struct ReclaimResult {
-    size_t freed = 0;
-    size_t kept = 0;                   // retired, still reachable or deferred
-    const char *deferred = nullptr;    // why nothing could be freed this time, or null
-};
-// Frees every retired detour no thread can return to. The calling thread's own frames are
-// scanned from the stack pointer note_caller_stack() was given (where it entered liveprobe).
-ReclaimResult reclaim_detours();
+// Where the calling thread entered liveprobe: its own frames above sp are scanned too when
+// retired detours are freed (the registry notes it each time it takes its mutex).
 void note_caller_stack(uint64_t sp);
 
 // A block for a new detour near `near`: a freed one, else one from retired detours freed now

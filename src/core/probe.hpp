@@ -56,7 +56,8 @@ constexpr size_t kSlotJumpOffset = 16;  // relocated instruction + jmp *next(%ri
 constexpr size_t kSlotTrapOffset = 45;  // relocated instruction + int3 (post handlers)
 
 // A jump-optimization detour (arch/x86_64/detour.hpp), 1024 bytes, 1024-aligned, freed only
-// once no thread can return to it (core/detour_cache.hpp); its header lets signal handlers map an address inside it back to the probe.
+// once no thread can return to it (core/detour_cache.hpp); its header lets signal handlers map
+// an address inside it back to the probe.
 struct DetourHeader {
     uint64_t addr;  // the probed address
     uint64_t len;   // bytes replaced by the jmp

@@ -23,13 +23,9 @@
 #include <utility>
 #include <vector>
 
-namespace {
+#include "support/optimizing.hpp"
 
-bool optimizing()
-{
-    const char *e = getenv("LIVEPROBE_OPTIMIZE");
-    return !(e && std::strcmp(e, "0") == 0);
-}
+namespace {
 
 // 800 distinct tiny functions (lea; ret: optimizable on entry).
 template <int N>

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "support/asm_targets.hpp"
+#include "support/optimizing.hpp"
 
 extern "C" {
 // Probed C functions: real calls, not inlined or turned into loops.
@@ -63,12 +64,6 @@ __attribute__((noipa)) void kr_exit_thread(void)
 }
 
 namespace {
-
-bool optimizing()
-{
-    const char *e = getenv("LIVEPROBE_OPTIMIZE");
-    return !(e && std::strcmp(e, "0") == 0);
-}
 
 struct Counts {
     std::atomic<long> entries{0}, returns{0}, unwinds{0}, bad{0};

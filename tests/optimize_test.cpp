@@ -18,14 +18,9 @@
 #include <vector>
 
 #include "support/asm_targets.hpp"
+#include "support/optimizing.hpp"
 
 namespace {
-
-bool optimizing()
-{
-    const char *e = getenv("LIVEPROBE_OPTIMIZE");
-    return !(e && std::strcmp(e, "0") == 0);
-}
 
 kprobe at(void *addr, kprobe_pre_handler_t pre = nullptr, kprobe_post_handler_t post = nullptr)
 {

@@ -14,17 +14,12 @@
 #include <cstring>
 
 #include "support/asm_targets.hpp"
+#include "support/optimizing.hpp"
 
 namespace {
 
 std::atomic<int> g_runs{0};
 char g_src[4096], g_dst[4096];
-
-bool optimizing()
-{
-    const char *e = getenv("LIVEPROBE_OPTIMIZE");
-    return !(e && std::strcmp(e, "0") == 0);
-}
 
 bool has_xinuse()
 {

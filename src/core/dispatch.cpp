@@ -27,6 +27,15 @@ int guarded_call(ThreadRecord *rec, KprobeState *ks, struct pt_regs *regs, Call 
     return 0;
 }
 
+// A missed hit: counted in nmissed of every enabled kprobe at pp but liveprobe's own.
+void count_missed(ProbePoint *pp) noexcept
+{
+    Members *m = pp->members.load(std::memory_order_acquire);
+    for (uint32_t i = 0; i < m->n; ++i)
+        if (m->items[i]->enabled.load(std::memory_order_relaxed) && !m->items[i]->internal)
+            __atomic_fetch_add(&m->items[i]->kp->nmissed, 1, __ATOMIC_RELAXED);
+}
+
 }  // namespace
 
 void handler_faulted(ThreadRecord *rec, KprobeState *ks, struct pt_regs *regs, int sig) noexcept
@@ -100,12 +109,14 @@ void run_post(ThreadRecord *rec, ProbePoint *pp, struct pt_regs *regs) noexcept
     rec->in_handler--;
 }
 
-void count_missed(ProbePoint *pp) noexcept
+void hit_in_handler(ThreadRecord *rec, ProbePoint *pp, struct pt_regs *regs) noexcept
 {
     Members *m = pp->members.load(std::memory_order_acquire);
-    for (uint32_t i = 0; i < m->n; ++i)
-        if (m->items[i]->enabled.load(std::memory_order_relaxed))
-            __atomic_fetch_add(&m->items[i]->kp->nmissed, 1, __ATOMIC_RELAXED);
+    for (uint32_t i = 0; i < m->n; ++i) {
+        KprobeState *ks = m->items[i];
+        if (ks->internal && ks->enabled.load(std::memory_order_relaxed)) ks->kp->pre_handler(ks->kp, regs);
+    }
+    if (!rec->quiet) count_missed(pp);
 }
 
 bool guarded_copy(GuardedAccess *ga, void *dst, const void *src, size_t n) noexcept

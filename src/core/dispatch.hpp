@@ -142,8 +142,10 @@ PreResult run_pre(ThreadRecord *rec, ProbePoint *pp, struct pt_regs *regs) noexc
 // Runs the post handlers of pp's enabled kprobes. Sets in_handler around them.
 void run_post(ThreadRecord *rec, ProbePoint *pp, struct pt_regs *regs) noexcept;
 
-// A hit while a handler runs on this thread: counted in nmissed of every enabled kprobe at pp.
-void count_missed(ProbePoint *pp) noexcept;
+// A hit while a handler (or the registry: quiet) runs on this thread: liveprobe's internal
+// probes at pp still run their pre handler (they neither recurse nor change regs); the others
+// miss it, counted unless quiet.
+void hit_in_handler(ThreadRecord *rec, ProbePoint *pp, struct pt_regs *regs) noexcept;
 
 // Byte-by-byte copy whose faults are caught: false (and *fault filled) if it faulted.
 struct GuardedAccess {

@@ -200,6 +200,8 @@ uint64_t return_address_of(ThreadRecord *rec, uint64_t slot) noexcept
 
 std::atomic<uint64_t> g_kret_unregistrations{0};
 
+void kret_reap_below(ThreadRecord *rec, uint64_t slot) noexcept { reap_below(rec, slot, false); }
+
 void kret_put(KretState *ks, Inst *in) noexcept
 {
     uint64_t top = ks->free_top.load(std::memory_order_acquire);
@@ -254,23 +256,6 @@ int kret_pre(struct kprobe *kp, struct pt_regs *regs) noexcept
     in->below = static_cast<Inst *>(rec->ret_top);
     rec->ret_top = in;
     *reinterpret_cast<uint64_t *>(slot) = trampoline();
-    return 0;
-}
-
-int kret_unhook_pre(struct kprobe *, struct pt_regs *regs) noexcept
-{
-    ThreadRecord *rec = this_thread();
-    if (!rec) return 0;
-    uint32_t region = os::stack_region(regs->sp);
-    GuardedAccess ga{rec, 0, {}};
-    for (Inst *e = static_cast<Inst *>(rec->ret_top); e; e = e->below) {
-        if (os::stack_region(e->slot) != region) continue;  // a suspended coroutine's call
-        uint64_t v = 0;
-        if (!guarded_copy(&ga, &v, reinterpret_cast<const void *>(e->slot), sizeof v) || v != trampoline())
-            continue;
-        uint64_t real = reinterpret_cast<uint64_t>(e->ri()->ret_addr);
-        guarded_copy(&ga, reinterpret_cast<void *>(e->slot), &real, sizeof real);
-    }
     return 0;
 }
 

@@ -14,6 +14,7 @@
 #include "arch/x86_64/region.hpp"
 #include "core/error.hpp"
 #include "core/registry.hpp"
+#include "core/unwinder_hooks.hpp"
 #include "symbols/symbols.hpp"
 
 namespace liveprobe::core {
@@ -80,28 +81,6 @@ Status make_state(struct kretprobe *rp, KretState **out)
     return Status::Ok();
 }
 
-// The unwinder's entry points, probed once the first kretprobe exists (see kret_unhook_pre).
-// Never unregistered; absent when the process has no libgcc_s (a C program) at that time.
-void probe_the_unwinder()
-{
-    static std::once_flag once;
-    std::call_once(once, [] {
-        static const char *const names[] = {"_Unwind_RaiseException", "_Unwind_ForcedUnwind",
-                                            "_Unwind_Resume_or_Rethrow"};
-        static struct kprobe kps[3];
-        for (size_t i = 0; i < 3; ++i) {
-            uint64_t addr = 0;
-            std::string why;
-            if (symbols::resolve(std::string("libgcc_s.so.1:") + names[i], &addr, &why) != 0) continue;
-            kps[i] = {};
-            kps[i].addr = reinterpret_cast<kprobe_opcode_t *>(addr);
-            kps[i].pre_handler = kret_unhook_pre;
-            kps[i].flags = KPROBE_FLAG_NOVEC;  // kret_hit.cpp has no vector instruction
-            (void)register_probe(&kps[i]);
-        }
-    });
-}
-
 void detach(struct kretprobe *rp)
 {
     rp->kp.pre_handler = nullptr;
@@ -157,7 +136,7 @@ Status register_kretprobes(struct kretprobe **rps, int num)
         std::lock_guard lk(g_mu);
         for (int i = 0; i < num; ++i) g_krets[rps[i]] = states[i];
     }
-    probe_the_unwinder();
+    hook_unwinders();
     return Status::Ok();
 }
 

@@ -74,12 +74,24 @@ void kret_put(KretState *ks, Inst *in) noexcept;
 // Drops one reference (the registration's); frees the pool when it was the last.
 void kret_unref(KretState *ks) noexcept;
 
-// At the entry of the C++ unwinder (_Unwind_RaiseException, ...): puts the real return address
-// back in every return slot of the thread's stack that holds the trampoline's, so the unwinder
-// walks real frames. Those calls return, or are unwound, without the trampoline: they are
-// reaped later and get unwind_handler (a later issue keeps the return handlers of the frames
-// that survive the exception).
-int kret_unhook_pre(struct kprobe *kp, struct pt_regs *regs) noexcept;
+// Reaps the calls of rec's thread whose return slots lie below `slot` on its stack: they left
+// without returning (unwind_handler, instance back).
+void kret_reap_below(ThreadRecord *rec, uint64_t slot) noexcept;
+
+// Unwinders see real return addresses (core/kret_unwind.cpp): the pre handlers of
+// liveprobe's internal probes on the unwinders (core/unwinder_hooks.cpp).
+//   kret_walk_enter / kret_walk_exit: at the entry and at each `ret` of a stack walker
+//     (_Unwind_Backtrace, unw_backtrace): the real return addresses are put back in every
+//     replaced return slot of the thread while it walks, and replaced again when it returns.
+//   kret_throw_enter: at the entry of the C++ unwinder (_Unwind_RaiseException, _Unwind_Resume,
+//     ...): the same, until the exception is caught;
+//   kret_catch_enter: at __cxa_begin_catch: the calls whose frames the exception unwound are
+//     reaped (unwind_handler); the frames that survive get their slots replaced again and
+//     keep their return handlers.
+int kret_walk_enter(struct kprobe *kp, struct pt_regs *regs) noexcept;
+int kret_walk_exit(struct kprobe *kp, struct pt_regs *regs) noexcept;
+int kret_throw_enter(struct kprobe *kp, struct pt_regs *regs) noexcept;
+int kret_catch_enter(struct kprobe *kp, struct pt_regs *regs) noexcept;
 
 // Reaps every call in flight of rec's thread (it is gone); set as g_thread_gone_hook.
 void kret_thread_gone(ThreadRecord *rec) noexcept;

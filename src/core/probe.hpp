@@ -34,6 +34,9 @@ struct KprobeState {
     uint64_t hits_base = 0;  // counter sums when the ids were handed out (ids are recycled)
     uint64_t faults_base = 0;
     std::atomic<bool> enabled{true};
+    // liveprobe's own probe (core/unwinder_hooks.cpp): its pre handler runs even while a
+    // handler runs on the thread, where other probes' hits are missed.
+    bool internal = false;
 };
 
 struct Members {

@@ -485,7 +485,7 @@ void optimize_batch(const std::vector<ProbePoint *> &batch)
 
 // Registers p with the registry mutex held; *out_pp gets its point, *old_members the
 // snapshot to retire once the mutex is released.
-Status register_locked(struct kprobe *p, const os::MapsSnapshot &maps, ProbePoint **out_pp,
+Status register_locked(struct kprobe *p, bool internal, const os::MapsSnapshot &maps, ProbePoint **out_pp,
                        Members **old_members)
 {
     if (g_probes.count(p)) return Fail(-EINVAL, "this struct kprobe is already registered");
@@ -521,6 +521,7 @@ Status register_locked(struct kprobe *p, const os::MapsSnapshot &maps, ProbePoin
     ks->hits_base = sum_counter(id);
     ks->faults_base = sum_counter(id + 1);
     ks->enabled.store(!(p->flags & KPROBE_FLAG_DISABLED));
+    ks->internal = internal;
 
     p->addr = reinterpret_cast<kprobe_opcode_t *>(addr);
     p->flags &= KPROBE_FLAG_DISABLED | KPROBE_FLAG_NOVEC;  // the input flags
@@ -541,7 +542,7 @@ Status register_locked(struct kprobe *p, const os::MapsSnapshot &maps, ProbePoin
 
 }  // namespace
 
-Status register_probes(struct kprobe **kps, int num)
+Status register_probes(struct kprobe **kps, int num, bool internal)
 {
     for (int i = 0; i < num; ++i)
         if (!kps[i]) return Fail(-EINVAL, "kprobe {} of {} is NULL", i, num);
@@ -555,7 +556,7 @@ Status register_probes(struct kprobe **kps, int num)
     for (int i = 0; i < num; ++i) {
         ProbePoint *pp = nullptr;
         Members *old = nullptr;
-        Status s = register_locked(kps[i], maps, &pp, &old);
+        Status s = register_locked(kps[i], internal, maps, &pp, &old);
         if (!s.ok()) {
             lk.unlock();
             for (auto &[rpp, rold] : to_retire) retire(rpp, rold, nullptr, false);

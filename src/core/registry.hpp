@@ -12,7 +12,8 @@ namespace liveprobe::core {
 
 Status register_probe(struct kprobe *p);
 // All or nothing; the probes that can be are optimized in one stop of the other threads.
-Status register_probes(struct kprobe **kps, int num);
+// `internal`: liveprobe's own probes (KprobeState::internal).
+Status register_probes(struct kprobe **kps, int num, bool internal = false);
 // Returns false if p was not registered.
 bool unregister_probe(struct kprobe *p);
 Status set_enabled(struct kprobe *p, bool enabled);

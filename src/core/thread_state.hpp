@@ -67,6 +67,9 @@ struct alignas(64) ThreadRecord {
     static constexpr uint32_t kKretCacheMax = 8;
     KretCache kret_cache[kKretCaches];
     uint64_t kret_seen_unregistrations = 0;
+    // The stack pointer at the entry of the outermost stack walker running on this thread
+    // (_Unwind_Backtrace, unw_backtrace: its return slot), 0 when none (core/kret_unwind.cpp).
+    uint64_t walk_sp = 0;
 
     // jprobes (core/jprobe_hit.cpp): where the dispatcher saved the probed thread's vector
     // registers while pre handlers run (xmm i at saved_xmm + i * saved_xmm_stride; null: the

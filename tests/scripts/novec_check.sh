@@ -5,7 +5,7 @@ set -euo pipefail
 objdir="$LIVEPROBE_BINARY_DIR/src/CMakeFiles/liveprobe_objects.dir"
 fail=0
 for obj in arch/x86_64/jump_path.cpp.o core/dispatch.cpp.o core/thread_state.cpp.o core/probe_table.cpp.o \
-           core/kret_hit.cpp.o core/jprobe_hit.cpp.o os/linux/clock.cpp.o; do
+           core/kret_hit.cpp.o core/kret_unwind.cpp.o core/jprobe_hit.cpp.o os/linux/clock.cpp.o; do
     f="$objdir/$obj"
     if [ ! -f "$f" ]; then echo "FAIL: $f not built"; fail=1; continue; fi
     # xsave/xrstor/fxsave themselves are the point of vector_state.hpp: allowed.

@@ -180,7 +180,7 @@ void breakpoint_trap_handler(int sig, siginfo_t *info, ucontext_t *uc)
     regs.ip = at;
     bool post = false;
     if (rec->in_handler) {
-        if (!rec->quiet) count_missed(pp);
+        hit_in_handler(rec, pp, &regs);
     } else {
         unblock_fault_signals(uc);
         // The thread's vector registers are in the signal frame (the handler's are not theirs).

@@ -182,7 +182,7 @@ int jump_pre(uint64_t site, struct pt_regs *regs) noexcept
                                         struct pt_regs *regs) noexcept
 {
     if (rec->in_handler) {
-        if (!rec->quiet) core::count_missed(pp);
+        core::hit_in_handler(rec, pp, regs);
         core::release(rec, prev);
         return kJumpPlain;
     }

@@ -1,0 +1,516 @@
+// Unwinders see through return probes: glibc's backtrace() inside return handlers and below
+// probed frames (the kernel's test_stacktrace_on_kretprobe and
+// test_stacktrace_on_nested_kretprobe transposed), C++ exceptions through probed frames
+// (throw, rethrow, destructors, exception_ptr, another shared library, several threads,
+// noexcept) with exact handler and unwind_handler counts. Both entry paths (ctest's "noopt.").
+#include <liveprobe/kprobes.h>
+
+#include <dlfcn.h>
+#include <execinfo.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <exception>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+// The C++ library the exceptions cross (tests/plugin/lp_cxx_plugin.cpp).
+extern "C" long lp_cxx_throw(int i);
+extern "C" long lp_cxx_catch(long (*fn)(int), int i);
+
+namespace lp_unwind_test {
+
+std::vector<unsigned long> glibc_backtrace()
+{
+    void *buf[128];
+    int n = backtrace(buf, 128);
+    std::vector<unsigned long> out;
+    for (int i = 0; i < n; ++i) out.push_back(reinterpret_cast<unsigned long>(buf[i]));
+    return out;
+}
+
+// ---- Probed functions: real calls (noipa), each recording where it returns to ----
+
+// Return addresses: in st_driver (after its call of st_target), in st_top, in run_st_top.
+// Recorded by a call made before any probe exists (calibrate()): a probed function reading
+// its own return address would read the trampoline's.
+struct Addrs {
+    unsigned long in_driver = 0, in_top = 0, in_test = 0;
+} g_addrs;
+bool g_calibrating = false;
+bool g_trace_in_target = false;
+std::vector<unsigned long> g_target_trace;
+
+extern "C" __attribute__((noipa)) unsigned long st_target()
+{
+    if (g_calibrating) g_addrs.in_driver = reinterpret_cast<unsigned long>(__builtin_return_address(0));
+    if (g_trace_in_target) g_target_trace = glibc_backtrace();
+    return g_addrs.in_driver;
+}
+
+extern "C" __attribute__((noipa)) unsigned long st_driver()
+{
+    if (g_calibrating) g_addrs.in_top = reinterpret_cast<unsigned long>(__builtin_return_address(0));
+    unsigned long r = st_target();
+    asm volatile("" : "+r"(r));
+    return r;
+}
+
+extern "C" __attribute__((noipa)) unsigned long st_top()
+{
+    if (g_calibrating) g_addrs.in_test = reinterpret_cast<unsigned long>(__builtin_return_address(0));
+    unsigned long r = st_driver();
+    asm volatile("" : "+r"(r));
+    return r;
+}
+
+// Every test calls st_top from here: one call site, one return address.
+__attribute__((noipa)) unsigned long run_st_top()
+{
+    unsigned long r = st_top();
+    asm volatile("" : "+r"(r));
+    return r;
+}
+
+void calibrate()
+{
+    g_calibrating = true;
+    run_st_top();
+    g_calibrating = false;
+}
+
+struct Err {
+    int v;
+};
+struct {
+    std::atomic<long> destructors{0}, rethrows{0}, caught{0};
+} g_ex;
+void reset_exception_counts()
+{
+    g_ex.destructors = 0;
+    g_ex.rethrows = 0;
+    g_ex.caught = 0;
+}
+struct Dtor {
+    ~Dtor() { g_ex.destructors++; }
+};
+
+extern "C" __attribute__((noipa)) long ex_inner(int i)
+{
+    Dtor d;
+    if (i >= 0) throw Err{i};
+    asm volatile("" ::: "memory");
+    return 0;
+}
+
+extern "C" __attribute__((noipa)) long ex_mid(int i)
+{
+    Dtor d;
+    try {
+        long r = ex_inner(i);
+        asm volatile("" : "+r"(r));
+        return r + 1;
+    } catch (const Err &) {
+        g_ex.rethrows++;
+        throw;
+    }
+}
+
+extern "C" __attribute__((noipa)) long ex_outer(int i)
+{
+    try {
+        long r = ex_mid(i);
+        asm volatile("" : "+r"(r));
+        return r + 1;
+    } catch (const Err &e) {
+        g_ex.caught++;
+        return e.v;
+    }
+}
+
+extern "C" __attribute__((noipa)) long ex_top(int n)
+{
+    long s = 0;
+    for (int i = 0; i < n; ++i) s += ex_outer(i);
+    asm volatile("" : "+r"(s));
+    return s;
+}
+
+extern "C" __attribute__((noipa)) long ex_noexcept(int i) noexcept
+{
+    long r = ex_inner(i);
+    asm volatile("" : "+r"(r));
+    return r;
+}
+
+__attribute__((noipa)) std::exception_ptr ep_capture(int i)
+{
+    try {
+        throw Err{i};
+    } catch (...) {
+        return std::current_exception();
+    }
+}
+
+__attribute__((noipa)) long ep_rethrow(std::exception_ptr e)
+{
+    asm volatile("" ::: "memory");
+    std::rethrow_exception(e);
+}
+
+__attribute__((noipa)) long ep_catch(std::exception_ptr e)
+{
+    try {
+        long r = ep_rethrow(e);
+        asm volatile("" : "+r"(r));
+        return r;
+    } catch (const Err &x) {
+        return x.v;
+    }
+}
+
+extern "C" __attribute__((noipa)) long ex_catch_from_library(int i)
+{
+    try {
+        long r = lp_cxx_throw(i);
+        asm volatile("" : "+r"(r));
+        return r;
+    } catch (const std::exception &e) {
+        return std::stol(e.what());
+    }
+}
+
+extern "C" __attribute__((noipa)) long ex_throw_for_library(int i)
+{
+    if (i >= 0) throw std::runtime_error(std::to_string(i));
+    asm volatile("" ::: "memory");
+    return -1;
+}
+
+}  // namespace lp_unwind_test
+
+using namespace lp_unwind_test;
+
+namespace {
+
+// True if trace holds `run` as consecutive entries.
+bool has_run(const std::vector<unsigned long> &trace, std::initializer_list<unsigned long> run)
+{
+    std::vector<unsigned long> r(run);
+    for (size_t i = 0; i + r.size() <= trace.size(); ++i)
+        if (std::equal(r.begin(), r.end(), trace.begin() + static_cast<long>(i))) return true;
+    return false;
+}
+
+std::string describe(const std::vector<unsigned long> &trace)
+{
+    char line[256];
+    std::string s;
+    snprintf(line, sizeof line, "want in_driver=%#lx in_top=%#lx in_test=%#lx; backtrace:\n", g_addrs.in_driver,
+             g_addrs.in_top, g_addrs.in_test);
+    s = line;
+    for (unsigned long a : trace) {
+        Dl_info info{};
+        const char *name = dladdr(reinterpret_cast<void *>(a), &info) && info.dli_sname ? info.dli_sname : "?";
+        snprintf(line, sizeof line, "  %#lx %s\n", a, name);
+        s += line;
+    }
+    return s;
+}
+
+// ---- backtrace() inside return handlers ----
+
+struct Seen {
+    unsigned long ip = 0, ret_addr = 0, retval = 0;
+    std::vector<unsigned long> trace;
+    int calls = 0;
+};
+Seen g_inner, g_outer;
+
+void record(Seen &s, kretprobe_instance *ri, pt_regs *regs)
+{
+    s.ip = instruction_pointer(regs);
+    s.ret_addr = reinterpret_cast<unsigned long>(ri->ret_addr);
+    s.retval = regs_return_value(regs);
+    s.trace = glibc_backtrace();
+    s.calls++;
+}
+
+int inner_return(kretprobe_instance *ri, pt_regs *regs)
+{
+    record(g_inner, ri, regs);
+    return 0;
+}
+int outer_return(kretprobe_instance *ri, pt_regs *regs)
+{
+    record(g_outer, ri, regs);
+    return 0;
+}
+
+kretprobe return_probe(void *addr, kretprobe_handler_t h)
+{
+    kretprobe rp{};
+    rp.kp.addr = static_cast<kprobe_opcode_t *>(addr);
+    rp.handler = h;
+    return rp;
+}
+
+TEST(KretprobeUnwind, StacktraceOnKretprobe)
+{
+    calibrate();
+    g_inner = {};
+    kretprobe rp = return_probe(reinterpret_cast<void *>(&st_target), inner_return);
+    ASSERT_EQ(register_kretprobe(&rp), 0) << liveprobe_strerror(-1);
+    run_st_top();
+    unregister_kretprobe(&rp);
+    ASSERT_EQ(g_inner.calls, 1);
+    // The real return address, in regs->ip, in ri->ret_addr, and as the function returns it.
+    EXPECT_EQ(g_inner.ip, g_addrs.in_driver);
+    EXPECT_EQ(g_inner.ret_addr, g_addrs.in_driver);
+    EXPECT_EQ(g_inner.retval, g_addrs.in_driver);
+    // And in a backtrace taken in the handler: then the callers, in order.
+    EXPECT_TRUE(has_run(g_inner.trace, {g_addrs.in_driver, g_addrs.in_top, g_addrs.in_test}))
+        << describe(g_inner.trace);
+}
+
+TEST(KretprobeUnwind, StacktraceOnNestedKretprobes)
+{
+    calibrate();
+    g_inner = {};
+    g_outer = {};
+    kretprobe inner = return_probe(reinterpret_cast<void *>(&st_target), inner_return);
+    kretprobe driver = return_probe(reinterpret_cast<void *>(&st_driver), outer_return);
+    kretprobe top = return_probe(reinterpret_cast<void *>(&st_top), nullptr);
+    top.handler = [](kretprobe_instance *, pt_regs *) { return 0; };
+    kretprobe *rps[] = {&inner, &driver, &top};
+    ASSERT_EQ(register_kretprobes(rps, 3), 0) << liveprobe_strerror(-1);
+    for (int i = 0; i < 3; ++i) run_st_top();
+    unregister_kretprobes(rps, 3);
+    // The inner handler's backtrace passes two frames whose return addresses are replaced
+    // (st_driver's and st_top's): it shows the real ones.
+    ASSERT_EQ(g_inner.calls, 3);
+    EXPECT_EQ(g_inner.ip, g_addrs.in_driver);
+    EXPECT_TRUE(has_run(g_inner.trace, {g_addrs.in_driver, g_addrs.in_top, g_addrs.in_test}))
+        << describe(g_inner.trace);
+    // The outer frames kept their return probes through those walks.
+    ASSERT_EQ(g_outer.calls, 3);
+    EXPECT_EQ(g_outer.ip, g_addrs.in_top);
+    EXPECT_EQ(g_outer.ret_addr, g_addrs.in_top);
+    EXPECT_TRUE(has_run(g_outer.trace, {g_addrs.in_top, g_addrs.in_test})) << describe(g_outer.trace);
+    EXPECT_EQ(inner.nmissed + driver.nmissed + top.nmissed, 0);
+}
+
+TEST(KretprobeUnwind, BacktraceBelowProbedFrames)
+{
+    calibrate();
+    kretprobe driver = return_probe(reinterpret_cast<void *>(&st_driver), outer_return);
+    kretprobe top = return_probe(reinterpret_cast<void *>(&st_top), inner_return);
+    kretprobe *rps[] = {&driver, &top};
+    g_inner = {};
+    g_outer = {};
+    ASSERT_EQ(register_kretprobes(rps, 2), 0) << liveprobe_strerror(-1);
+    g_trace_in_target = true;
+    run_st_top();
+    g_trace_in_target = false;
+    unregister_kretprobes(rps, 2);
+    // Taken in st_target, below two probed frames.
+    EXPECT_TRUE(has_run(g_target_trace, {g_addrs.in_driver, g_addrs.in_top, g_addrs.in_test}))
+        << describe(g_target_trace);
+    EXPECT_EQ(g_outer.calls, 1);
+    EXPECT_EQ(g_inner.calls, 1);
+}
+
+// ---- C++ exceptions ----
+
+struct Probe {
+    kretprobe rp{};  // first: handlers find their Probe from ri->rp
+    std::atomic<long> entries{0}, returns{0}, unwinds{0};
+};
+
+int probe_entry(kretprobe_instance *ri, pt_regs *)
+{
+    reinterpret_cast<Probe *>(ri->rp)->entries++;
+    return 0;
+}
+int probe_return(kretprobe_instance *ri, pt_regs *)
+{
+    reinterpret_cast<Probe *>(ri->rp)->returns++;
+    return 0;
+}
+int probe_unwind(kretprobe_instance *ri, pt_regs *)
+{
+    reinterpret_cast<Probe *>(ri->rp)->unwinds++;
+    return 0;
+}
+
+void arm(Probe &p, void *addr, int maxactive = 0)
+{
+    p.rp.kp.addr = static_cast<kprobe_opcode_t *>(addr);
+    p.rp.entry_handler = probe_entry;
+    p.rp.handler = probe_return;
+    p.rp.unwind_handler = probe_unwind;
+    p.rp.maxactive = maxactive;
+}
+
+// Registers every probe of `ps`, unregistering them when it goes.
+struct Armed {
+    std::vector<kretprobe *> rps;
+    explicit Armed(std::initializer_list<Probe *> ps)
+    {
+        for (Probe *p : ps) rps.push_back(&p->rp);
+        ok = register_kretprobes(rps.data(), static_cast<int>(rps.size())) == 0;
+    }
+    ~Armed()
+    {
+        if (ok) unregister_kretprobes(rps.data(), static_cast<int>(rps.size()));
+    }
+    bool ok = false;
+};
+
+void expect_counts(const Probe &p, long entries, long returns, long unwinds, const char *what)
+{
+    EXPECT_EQ(p.entries.load(), entries) << what;
+    EXPECT_EQ(p.returns.load(), returns) << what;
+    EXPECT_EQ(p.unwinds.load(), unwinds) << what;
+    EXPECT_EQ(p.rp.nmissed, 0) << what;
+}
+
+TEST(KretprobeUnwind, ThrowRethrowAndDestructorsThroughThreeProbedFramesThousandTimes)
+{
+    Probe inner, mid, outer, top;
+    arm(inner, reinterpret_cast<void *>(&ex_inner));
+    arm(mid, reinterpret_cast<void *>(&ex_mid));
+    arm(outer, reinterpret_cast<void *>(&ex_outer));
+    arm(top, reinterpret_cast<void *>(&ex_top));
+    reset_exception_counts();
+    {
+        Armed a{&inner, &mid, &outer, &top};
+        ASSERT_TRUE(a.ok) << liveprobe_strerror(-1);
+        // ex_top calls ex_outer(i) for i < 1000: ex_inner throws i, ex_mid catches and
+        // rethrows, ex_outer catches and returns i.
+        EXPECT_EQ(ex_top(1000), 999L * 1000 / 2);
+    }
+    EXPECT_EQ(g_ex.destructors.load(), 2000);
+    EXPECT_EQ(g_ex.rethrows.load(), 1000);
+    EXPECT_EQ(g_ex.caught.load(), 1000);
+    // The frames the exceptions left get unwind_handler; those that catch, and the one above,
+    // keep their return probes.
+    expect_counts(inner, 1000, 0, 1000, "ex_inner");
+    expect_counts(mid, 1000, 0, 1000, "ex_mid");
+    expect_counts(outer, 1000, 1000, 0, "ex_outer");
+    expect_counts(top, 1, 1, 0, "ex_top");
+}
+
+TEST(KretprobeUnwind, ExceptionWithoutThrowingStillReturns)
+{
+    Probe inner, mid, outer;
+    arm(inner, reinterpret_cast<void *>(&ex_inner));
+    arm(mid, reinterpret_cast<void *>(&ex_mid));
+    arm(outer, reinterpret_cast<void *>(&ex_outer));
+    reset_exception_counts();
+    {
+        Armed a{&inner, &mid, &outer};
+        ASSERT_TRUE(a.ok) << liveprobe_strerror(-1);
+        // -1: nothing thrown (the destructors run on the normal path).
+        for (int i = 0; i < 10; ++i) EXPECT_EQ(ex_outer(-1), 2);
+    }
+    EXPECT_EQ(g_ex.destructors.load(), 20);
+    expect_counts(inner, 10, 10, 0, "ex_inner");
+    expect_counts(mid, 10, 10, 0, "ex_mid");
+    expect_counts(outer, 10, 10, 0, "ex_outer");
+}
+
+TEST(KretprobeUnwind, ExceptionPtrRethrownLater)
+{
+    Probe keep, again, catcher;
+    arm(keep, reinterpret_cast<void *>(&ep_capture));
+    arm(again, reinterpret_cast<void *>(&ep_rethrow));
+    arm(catcher, reinterpret_cast<void *>(&ep_catch));
+    {
+        Armed a{&keep, &again, &catcher};
+        ASSERT_TRUE(a.ok) << liveprobe_strerror(-1);
+        for (int i = 0; i < 100; ++i) {
+            std::exception_ptr e = ep_capture(i);  // thrown and caught inside, kept
+            ASSERT_TRUE(e);
+            EXPECT_EQ(ep_catch(e), i);  // ep_catch -> ep_rethrow rethrows it, ep_catch catches it
+        }
+    }
+    expect_counts(keep, 100, 100, 0, "ep_capture");
+    expect_counts(again, 100, 0, 100, "ep_rethrow");
+    expect_counts(catcher, 100, 100, 0, "ep_catch");
+}
+
+TEST(KretprobeUnwind, ExceptionsCrossASharedLibrary)
+{
+    Probe lib_thrower, lib_catcher, exe_catcher, exe_thrower;
+    arm(lib_thrower, reinterpret_cast<void *>(&lp_cxx_throw));
+    arm(lib_catcher, reinterpret_cast<void *>(&lp_cxx_catch));
+    arm(exe_catcher, reinterpret_cast<void *>(&ex_catch_from_library));
+    arm(exe_thrower, reinterpret_cast<void *>(&ex_throw_for_library));
+    {
+        Armed a{&lib_thrower, &lib_catcher, &exe_catcher, &exe_thrower};
+        ASSERT_TRUE(a.ok) << liveprobe_strerror(-1);
+        for (int i = 0; i < 100; ++i) {
+            // Thrown in the library, caught in the program.
+            EXPECT_EQ(ex_catch_from_library(i), i);
+            // Thrown in the program, caught in the library.
+            EXPECT_EQ(lp_cxx_catch(&ex_throw_for_library, i), i);
+        }
+    }
+    expect_counts(lib_thrower, 100, 0, 100, "lp_cxx_throw");
+    expect_counts(exe_catcher, 100, 100, 0, "ex_catch_from_library");
+    expect_counts(exe_thrower, 100, 0, 100, "ex_throw_for_library");
+    expect_counts(lib_catcher, 100, 100, 0, "lp_cxx_catch");
+}
+
+TEST(KretprobeUnwind, ExceptionsOnFourThreadsAtOnce)
+{
+    Probe inner, mid, outer, top;
+    // 4 threads x 4 frames in flight at most per probe
+    arm(inner, reinterpret_cast<void *>(&ex_inner), 16);
+    arm(mid, reinterpret_cast<void *>(&ex_mid), 16);
+    arm(outer, reinterpret_cast<void *>(&ex_outer), 16);
+    arm(top, reinterpret_cast<void *>(&ex_top), 16);
+    reset_exception_counts();
+    {
+        Armed a{&inner, &mid, &outer, &top};
+        ASSERT_TRUE(a.ok) << liveprobe_strerror(-1);
+        std::vector<std::thread> ts;
+        std::atomic<int> wrong{0};
+        for (int t = 0; t < 4; ++t)
+            ts.emplace_back([&] {
+                if (ex_top(500) != 499L * 500 / 2) wrong++;
+            });
+        for (auto &t : ts) t.join();
+        EXPECT_EQ(wrong.load(), 0);
+    }
+    EXPECT_EQ(g_ex.caught.load(), 2000);
+    expect_counts(inner, 2000, 0, 2000, "ex_inner");
+    expect_counts(mid, 2000, 0, 2000, "ex_mid");
+    expect_counts(outer, 2000, 2000, 0, "ex_outer");
+    expect_counts(top, 4, 4, 0, "ex_top");
+}
+
+// In the death test's child: a noexcept probed function whose probed callee throws.
+void throw_through_noexcept()
+{
+    Probe guard, inner;
+    arm(guard, reinterpret_cast<void *>(&ex_noexcept));
+    arm(inner, reinterpret_cast<void *>(&ex_inner));
+    Armed a{&guard, &inner};
+    if (!a.ok) _exit(3);
+    ex_noexcept(1);
+    _exit(0);  // not reached: std::terminate
+}
+
+TEST(KretprobeUnwindDeathTest, NoexceptViolationStillTerminates)
+{
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_DEATH(throw_through_noexcept(), "terminate called after throwing an instance of 'lp_unwind_test::Err'");
+}
+
+}  // namespace

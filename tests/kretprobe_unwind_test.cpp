@@ -5,18 +5,18 @@
 // noexcept) with exact handler and unwind_handler counts. Both entry paths (ctest's "noopt.").
 #include <liveprobe/kprobes.h>
 
-#include <dlfcn.h>
 #include <execinfo.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdio>
 #include <exception>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "support/unwind_targets.hpp"
 
 // The C++ library the exceptions cross (tests/plugin/lp_cxx_plugin.cpp).
 extern "C" long lp_cxx_throw(int i);
@@ -31,113 +31,6 @@ std::vector<unsigned long> glibc_backtrace()
     std::vector<unsigned long> out;
     for (int i = 0; i < n; ++i) out.push_back(reinterpret_cast<unsigned long>(buf[i]));
     return out;
-}
-
-// ---- Probed functions: real calls (noipa), each recording where it returns to ----
-
-// Return addresses: in st_driver (after its call of st_target), in st_top, in run_st_top.
-// Recorded by a call made before any probe exists (calibrate()): a probed function reading
-// its own return address would read the trampoline's.
-struct Addrs {
-    unsigned long in_driver = 0, in_top = 0, in_test = 0;
-} g_addrs;
-bool g_calibrating = false;
-bool g_trace_in_target = false;
-std::vector<unsigned long> g_target_trace;
-
-extern "C" __attribute__((noipa)) unsigned long st_target()
-{
-    if (g_calibrating) g_addrs.in_driver = reinterpret_cast<unsigned long>(__builtin_return_address(0));
-    if (g_trace_in_target) g_target_trace = glibc_backtrace();
-    return g_addrs.in_driver;
-}
-
-extern "C" __attribute__((noipa)) unsigned long st_driver()
-{
-    if (g_calibrating) g_addrs.in_top = reinterpret_cast<unsigned long>(__builtin_return_address(0));
-    unsigned long r = st_target();
-    asm volatile("" : "+r"(r));
-    return r;
-}
-
-extern "C" __attribute__((noipa)) unsigned long st_top()
-{
-    if (g_calibrating) g_addrs.in_test = reinterpret_cast<unsigned long>(__builtin_return_address(0));
-    unsigned long r = st_driver();
-    asm volatile("" : "+r"(r));
-    return r;
-}
-
-// Every test calls st_top from here: one call site, one return address.
-__attribute__((noipa)) unsigned long run_st_top()
-{
-    unsigned long r = st_top();
-    asm volatile("" : "+r"(r));
-    return r;
-}
-
-void calibrate()
-{
-    g_calibrating = true;
-    run_st_top();
-    g_calibrating = false;
-}
-
-struct Err {
-    int v;
-};
-struct {
-    std::atomic<long> destructors{0}, rethrows{0}, caught{0};
-} g_ex;
-void reset_exception_counts()
-{
-    g_ex.destructors = 0;
-    g_ex.rethrows = 0;
-    g_ex.caught = 0;
-}
-struct Dtor {
-    ~Dtor() { g_ex.destructors++; }
-};
-
-extern "C" __attribute__((noipa)) long ex_inner(int i)
-{
-    Dtor d;
-    if (i >= 0) throw Err{i};
-    asm volatile("" ::: "memory");
-    return 0;
-}
-
-extern "C" __attribute__((noipa)) long ex_mid(int i)
-{
-    Dtor d;
-    try {
-        long r = ex_inner(i);
-        asm volatile("" : "+r"(r));
-        return r + 1;
-    } catch (const Err &) {
-        g_ex.rethrows++;
-        throw;
-    }
-}
-
-extern "C" __attribute__((noipa)) long ex_outer(int i)
-{
-    try {
-        long r = ex_mid(i);
-        asm volatile("" : "+r"(r));
-        return r + 1;
-    } catch (const Err &e) {
-        g_ex.caught++;
-        return e.v;
-    }
-}
-
-extern "C" __attribute__((noipa)) long ex_top(int n)
-{
-    long s = 0;
-    for (int i = 0; i < n; ++i) s += ex_outer(i);
-    asm volatile("" : "+r"(s));
-    return s;
 }
 
 extern "C" __attribute__((noipa)) long ex_noexcept(int i) noexcept
@@ -196,31 +89,6 @@ extern "C" __attribute__((noipa)) long ex_throw_for_library(int i)
 using namespace lp_unwind_test;
 
 namespace {
-
-// True if trace holds `run` as consecutive entries.
-bool has_run(const std::vector<unsigned long> &trace, std::initializer_list<unsigned long> run)
-{
-    std::vector<unsigned long> r(run);
-    for (size_t i = 0; i + r.size() <= trace.size(); ++i)
-        if (std::equal(r.begin(), r.end(), trace.begin() + static_cast<long>(i))) return true;
-    return false;
-}
-
-std::string describe(const std::vector<unsigned long> &trace)
-{
-    char line[256];
-    std::string s;
-    snprintf(line, sizeof line, "want in_driver=%#lx in_top=%#lx in_test=%#lx; backtrace:\n", g_addrs.in_driver,
-             g_addrs.in_top, g_addrs.in_test);
-    s = line;
-    for (unsigned long a : trace) {
-        Dl_info info{};
-        const char *name = dladdr(reinterpret_cast<void *>(a), &info) && info.dli_sname ? info.dli_sname : "?";
-        snprintf(line, sizeof line, "  %#lx %s\n", a, name);
-        s += line;
-    }
-    return s;
-}
 
 // ---- backtrace() inside return handlers ----
 
@@ -313,9 +181,9 @@ TEST(KretprobeUnwind, BacktraceBelowProbedFrames)
     g_inner = {};
     g_outer = {};
     ASSERT_EQ(register_kretprobes(rps, 2), 0) << liveprobe_strerror(-1);
-    g_trace_in_target = true;
+    g_trace_in_target = glibc_backtrace;
     run_st_top();
-    g_trace_in_target = false;
+    g_trace_in_target = nullptr;
     unregister_kretprobes(rps, 2);
     // Taken in st_target, below two probed frames.
     EXPECT_TRUE(has_run(g_target_trace, {g_addrs.in_driver, g_addrs.in_top, g_addrs.in_test}))

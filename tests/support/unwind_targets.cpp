@@ -1,0 +1,133 @@
+#include "support/unwind_targets.hpp"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstdio>
+
+namespace lp_unwind_test {
+
+Addrs g_addrs;
+Tracer g_trace_in_target = nullptr;
+std::vector<unsigned long> g_target_trace;
+ExCounts g_ex;
+
+namespace {
+bool g_calibrating = false;
+}
+
+extern "C" __attribute__((noipa)) unsigned long st_target()
+{
+    if (g_calibrating) g_addrs.in_driver = reinterpret_cast<unsigned long>(__builtin_return_address(0));
+    if (g_trace_in_target) g_target_trace = g_trace_in_target();
+    return g_addrs.in_driver;
+}
+
+extern "C" __attribute__((noipa)) unsigned long st_driver()
+{
+    if (g_calibrating) g_addrs.in_top = reinterpret_cast<unsigned long>(__builtin_return_address(0));
+    unsigned long r = st_target();
+    asm volatile("" : "+r"(r));
+    return r;
+}
+
+extern "C" __attribute__((noipa)) unsigned long st_top()
+{
+    if (g_calibrating) g_addrs.in_test = reinterpret_cast<unsigned long>(__builtin_return_address(0));
+    unsigned long r = st_driver();
+    asm volatile("" : "+r"(r));
+    return r;
+}
+
+__attribute__((noipa)) unsigned long run_st_top()
+{
+    unsigned long r = st_top();
+    asm volatile("" : "+r"(r));
+    return r;
+}
+
+void calibrate()
+{
+    g_calibrating = true;
+    run_st_top();
+    g_calibrating = false;
+}
+
+bool has_run(const std::vector<unsigned long> &trace, std::initializer_list<unsigned long> run)
+{
+    std::vector<unsigned long> r(run);
+    for (size_t i = 0; i + r.size() <= trace.size(); ++i)
+        if (std::equal(r.begin(), r.end(), trace.begin() + static_cast<long>(i))) return true;
+    return false;
+}
+
+std::string describe(const std::vector<unsigned long> &trace)
+{
+    char line[256];
+    snprintf(line, sizeof line, "want in_driver=%#lx in_top=%#lx in_test=%#lx; trace:\n", g_addrs.in_driver,
+             g_addrs.in_top, g_addrs.in_test);
+    std::string s = line;
+    for (unsigned long a : trace) {
+        Dl_info info{};
+        const char *name = dladdr(reinterpret_cast<void *>(a), &info) && info.dli_sname ? info.dli_sname : "?";
+        snprintf(line, sizeof line, "  %#lx %s\n", a, name);
+        s += line;
+    }
+    return s;
+}
+
+void reset_exception_counts()
+{
+    g_ex.destructors = 0;
+    g_ex.rethrows = 0;
+    g_ex.caught = 0;
+}
+
+namespace {
+struct Dtor {
+    ~Dtor() { g_ex.destructors++; }
+};
+}  // namespace
+
+extern "C" __attribute__((noipa)) long ex_inner(int i)
+{
+    Dtor d;
+    if (i >= 0) throw Err{i};
+    asm volatile("" ::: "memory");
+    return 0;
+}
+
+extern "C" __attribute__((noipa)) long ex_mid(int i)
+{
+    Dtor d;
+    try {
+        long r = ex_inner(i);
+        asm volatile("" : "+r"(r));
+        return r + 1;
+    } catch (const Err &) {
+        g_ex.rethrows++;
+        throw;
+    }
+}
+
+extern "C" __attribute__((noipa)) long ex_outer(int i)
+{
+    try {
+        long r = ex_mid(i);
+        asm volatile("" : "+r"(r));
+        return r + 1;
+    } catch (const Err &e) {
+        g_ex.caught++;
+        return e.v;
+    }
+}
+
+extern "C" __attribute__((noipa)) long ex_top(int n)
+{
+    long s = 0;
+    for (int i = 0; i < n; ++i) s += ex_outer(i);
+    asm volatile("" : "+r"(s));
+    return s;
+}
+
+}  // namespace lp_unwind_test

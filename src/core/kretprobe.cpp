@@ -13,6 +13,7 @@
 
 #include "arch/x86_64/region.hpp"
 #include "core/error.hpp"
+#include "core/kret_debugger.hpp"
 #include "core/registry.hpp"
 #include "core/unwinder_hooks.hpp"
 #include "symbols/symbols.hpp"
@@ -137,6 +138,7 @@ Status register_kretprobes(struct kretprobe **rps, int num)
         for (int i = 0; i < num; ++i) g_krets[rps[i]] = states[i];
     }
     hook_unwinders();
+    describe_trampoline_to_debuggers();
     return Status::Ok();
 }
 

@@ -90,6 +90,8 @@ ThreadRecord *this_thread_claim() noexcept
 
 ThreadRecord *all_threads() noexcept { return g_head.load(std::memory_order_acquire); }
 
+const void *thread_list_head() noexcept { return &g_head; }
+
 namespace {
 
 // The writer's half of the busy protocols: every thread's store to `field` before this point is

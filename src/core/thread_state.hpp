@@ -104,6 +104,8 @@ ThreadRecord *this_thread_if_any() noexcept;
 
 // First record of the global list (then ->next). Records are never removed.
 ThreadRecord *all_threads() noexcept;
+// Where the list's head pointer lives (a ThreadRecord *), for debuggers reading the process.
+const void *thread_list_head() noexcept;
 
 // Waits until no thread other than the caller is dispatching `pp` (its busy == pp).
 void wait_quiescent(const ProbePoint *pp);

@@ -10,18 +10,26 @@
  * probed function's caller: while lp_kretprobe_return runs, the canonical frame address is
  * the stack pointer after the return (rbx + 176), the return address is regs->ip (set to the
  * real return address before any handler runs; 0 before, which ends a walk) and the callee-
- * saved registers are in regs. Entered as a return address (an unwinder meeting a replaced
- * return slot), the row before the first instruction says the return address is unknown: the
- * walk ends there. Unwinders liveprobe knows of never meet it (core/kret_unwind.cpp). */
+ * saved registers are in regs.
+ *
+ * An unwinder meeting the trampoline as a replaced return address looks up the byte before it
+ * (liveprobe_replaced_return). The unwinders liveprobe knows of never meet it (real return
+ * addresses are put back while they walk: core/kret_unwind.cpp); the library's own call frame
+ * information does not cover that byte, so others stop there; debuggers get, through the GDB
+ * JIT interface, call frame information for it that finds the real return address in the
+ * threads' return stacks (core/kret_debugger.cpp). */
     .text
     .globl lp_kretprobe_trampoline
     .hidden lp_kretprobe_trampoline
     .type lp_kretprobe_trampoline, @function
+    .globl liveprobe_replaced_return
+    .hidden liveprobe_replaced_return
+liveprobe_replaced_return:
+    nop             /* unwinders look up the return address - 1: see below */
+lp_kretprobe_trampoline:
     .cfi_startproc simple
     .cfi_def_cfa %rsp, 0
     .cfi_undefined %rip
-    nop             /* unwinders look up the return address - 1 */
-lp_kretprobe_trampoline:
     pushq $0        /* the real return address, filled in below */
     .cfi_adjust_cfa_offset 8
     pushq $0x2b     /* ss */

@@ -1,12 +1,13 @@
-// Unwinders see through return probes: glibc's backtrace() inside return handlers and below
-// probed frames (the kernel's test_stacktrace_on_kretprobe and
-// test_stacktrace_on_nested_kretprobe transposed), C++ exceptions through probed frames
+// Unwinders see through return probes: glibc's backtrace() and libgcc's _Unwind_Backtrace()
+// inside return handlers and below probed frames (the kernel's test_stacktrace_on_kretprobe
+// and test_stacktrace_on_nested_kretprobe transposed), C++ exceptions through probed frames
 // (throw, rethrow, destructors, exception_ptr, another shared library, several threads,
 // noexcept) with exact handler and unwind_handler counts. Both entry paths (ctest's "noopt.").
 #include <liveprobe/kprobes.h>
 
 #include <execinfo.h>
 #include <gtest/gtest.h>
+#include <unwind.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -30,6 +31,19 @@ std::vector<unsigned long> glibc_backtrace()
     int n = backtrace(buf, 128);
     std::vector<unsigned long> out;
     for (int i = 0; i < n; ++i) out.push_back(reinterpret_cast<unsigned long>(buf[i]));
+    return out;
+}
+
+// libgcc's walker, called directly.
+std::vector<unsigned long> gcc_unwind_backtrace()
+{
+    std::vector<unsigned long> out;
+    _Unwind_Backtrace(
+        [](struct _Unwind_Context *ctx, void *arg) {
+            static_cast<std::vector<unsigned long> *>(arg)->push_back(_Unwind_GetIP(ctx));
+            return _URC_NO_REASON;
+        },
+        &out);
     return out;
 }
 
@@ -98,13 +112,14 @@ struct Seen {
     int calls = 0;
 };
 Seen g_inner, g_outer;
+Tracer g_handler_tracer = glibc_backtrace;
 
 void record(Seen &s, kretprobe_instance *ri, pt_regs *regs)
 {
     s.ip = instruction_pointer(regs);
     s.ret_addr = reinterpret_cast<unsigned long>(ri->ret_addr);
     s.retval = regs_return_value(regs);
-    s.trace = glibc_backtrace();
+    s.trace = g_handler_tracer();
     s.calls++;
 }
 
@@ -190,6 +205,30 @@ TEST(KretprobeUnwind, BacktraceBelowProbedFrames)
         << describe(g_target_trace);
     EXPECT_EQ(g_outer.calls, 1);
     EXPECT_EQ(g_inner.calls, 1);
+}
+
+TEST(KretprobeUnwind, UnwindBacktraceCalledDirectly)
+{
+    calibrate();
+    g_inner = {};
+    g_outer = {};
+    kretprobe inner = return_probe(reinterpret_cast<void *>(&st_target), inner_return);
+    kretprobe driver = return_probe(reinterpret_cast<void *>(&st_driver), outer_return);
+    kretprobe *rps[] = {&inner, &driver};
+    ASSERT_EQ(register_kretprobes(rps, 2), 0) << liveprobe_strerror(-1);
+    g_handler_tracer = gcc_unwind_backtrace;
+    g_trace_in_target = gcc_unwind_backtrace;
+    run_st_top();
+    g_trace_in_target = nullptr;
+    g_handler_tracer = glibc_backtrace;
+    unregister_kretprobes(rps, 2);
+    ASSERT_EQ(g_inner.calls, 1);
+    ASSERT_EQ(g_outer.calls, 1);
+    EXPECT_TRUE(has_run(g_inner.trace, {g_addrs.in_driver, g_addrs.in_top, g_addrs.in_test}))
+        << describe(g_inner.trace);
+    EXPECT_TRUE(has_run(g_outer.trace, {g_addrs.in_top, g_addrs.in_test})) << describe(g_outer.trace);
+    EXPECT_TRUE(has_run(g_target_trace, {g_addrs.in_driver, g_addrs.in_top, g_addrs.in_test}))
+        << describe(g_target_trace);
 }
 
 // ---- C++ exceptions ----

@@ -5,6 +5,7 @@
 #include <liveprobe/kprobes.h>
 
 #include <dlfcn.h>
+#include <link.h>
 #include <gtest/gtest.h>
 #include <libunwind.h>
 
@@ -59,11 +60,25 @@ kretprobe return_probe(void *addr, kretprobe_handler_t h)
 
 TEST(KretprobeLibunwind, ProgramThrowsThroughLibunwind)
 {
-    // What the exception tests below rely on: this program's unwinder is libunwind's.
-    Dl_info info{};
-    void *raise = dlsym(RTLD_DEFAULT, "_Unwind_RaiseException");
-    ASSERT_TRUE(raise && dladdr(raise, &info));
-    EXPECT_NE(std::string(info.dli_fname).find("libunwind.so"), std::string::npos) << info.dli_fname;
+    // What the exception tests below rely on: this program's _Unwind_* are libunwind's, which
+    // comes before libgcc_s in the lookup order (a sanitizer's interceptor, when there is one,
+    // comes first and forwards to the next definition in that order).
+    struct Order {
+        int unwind = -1, gcc = -1, n = 0;
+    } order;
+    dl_iterate_phdr(
+        [](struct dl_phdr_info *info, size_t, void *data) {
+            auto *o = static_cast<Order *>(data);
+            std::string name = info->dlpi_name ? info->dlpi_name : "";
+            if (o->unwind < 0 && name.find("/libunwind.so") != std::string::npos) o->unwind = o->n;
+            if (o->gcc < 0 && name.find("/libgcc_s.so") != std::string::npos) o->gcc = o->n;
+            o->n++;
+            return 0;
+        },
+        &order);
+    ASSERT_GE(order.unwind, 0) << "libunwind is not loaded";
+    ASSERT_GE(order.gcc, 0) << "libgcc_s is not loaded";
+    EXPECT_LT(order.unwind, order.gcc);
 }
 
 TEST(KretprobeLibunwind, UnwBacktraceInNestedReturnHandlers)

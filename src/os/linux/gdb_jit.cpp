@@ -3,6 +3,7 @@
 #include <elf.h>
 
 #include <cstring>
+#include <deque>
 #include <mutex>
 
 // The interface's names and layout are fixed by GDB.
@@ -27,6 +28,7 @@ namespace liveprobe::os {
 namespace {
 
 std::mutex g_mu;
+std::deque<std::vector<uint8_t>> g_images;  // never freed: GDB may read them any time
 
 template <typename T>
 void put(std::vector<uint8_t> &out, size_t at, const T &v)
@@ -54,8 +56,8 @@ void gdb_jit_register(const std::string &name, uint64_t addr, uint64_t size, con
     size_t sh_off = (shstr_off + sizeof shstr + 7) & ~size_t(7);
     size_t total = sh_off + kCount * sizeof(Elf64_Shdr);
 
-    auto *image = new std::vector<uint8_t>(total, 0);  // never freed: GDB may read it any time
-    std::vector<uint8_t> &img = *image;
+    std::unique_lock lk(g_mu);
+    std::vector<uint8_t> &img = g_images.emplace_back(total, 0);
     std::memcpy(img.data() + eh_off, eh_frame.data(), eh_frame.size());
     std::memcpy(img.data() + str_off, strtab.data(), strtab.size());
     std::memcpy(img.data() + shstr_off, shstr, sizeof shstr);
@@ -115,7 +117,6 @@ void gdb_jit_register(const std::string &name, uint64_t addr, uint64_t size, con
     std::memcpy(img.data() + sh_off, sh, sizeof sh);
 
     auto *entry = new jit_code_entry{nullptr, nullptr, reinterpret_cast<const char *>(img.data()), total};
-    std::lock_guard lk(g_mu);
     entry->next_entry = __jit_debug_descriptor.first_entry;
     if (entry->next_entry) entry->next_entry->prev_entry = entry;
     __jit_debug_descriptor.first_entry = entry;

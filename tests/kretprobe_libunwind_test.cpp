@@ -28,36 +28,6 @@ std::vector<unsigned long> libunwind_backtrace()
     return out;
 }
 
-struct Seen {
-    unsigned long ip = 0;
-    std::vector<unsigned long> trace;
-    int calls = 0;
-};
-Seen g_inner, g_outer;
-
-int inner_return(kretprobe_instance *, pt_regs *regs)
-{
-    g_inner.ip = instruction_pointer(regs);
-    g_inner.trace = libunwind_backtrace();
-    g_inner.calls++;
-    return 0;
-}
-int outer_return(kretprobe_instance *, pt_regs *regs)
-{
-    g_outer.ip = instruction_pointer(regs);
-    g_outer.trace = libunwind_backtrace();
-    g_outer.calls++;
-    return 0;
-}
-
-kretprobe return_probe(void *addr, kretprobe_handler_t h)
-{
-    kretprobe rp{};
-    rp.kp.addr = static_cast<kprobe_opcode_t *>(addr);
-    rp.handler = h;
-    return rp;
-}
-
 TEST(KretprobeLibunwind, ProgramThrowsThroughLibunwind)
 {
     // What the exception tests below rely on: this program's _Unwind_* are libunwind's, which
@@ -84,11 +54,12 @@ TEST(KretprobeLibunwind, ProgramThrowsThroughLibunwind)
 TEST(KretprobeLibunwind, UnwBacktraceInNestedReturnHandlers)
 {
     calibrate();
+    g_handler_tracer = libunwind_backtrace;
     g_inner = {};
     g_outer = {};
     kretprobe inner = return_probe(reinterpret_cast<void *>(&st_target), inner_return);
     kretprobe driver = return_probe(reinterpret_cast<void *>(&st_driver), outer_return);
-    kretprobe top = return_probe(reinterpret_cast<void *>(&st_top), [](kretprobe_instance *, pt_regs *) { return 0; });
+    kretprobe top = return_probe(reinterpret_cast<void *>(&st_top), ignore_return);
     kretprobe *rps[] = {&inner, &driver, &top};
     ASSERT_EQ(register_kretprobes(rps, 3), 0) << liveprobe_strerror(-1);
     for (int i = 0; i < 3; ++i) run_st_top();
@@ -105,9 +76,10 @@ TEST(KretprobeLibunwind, UnwBacktraceInNestedReturnHandlers)
 TEST(KretprobeLibunwind, UnwBacktraceBelowProbedFrames)
 {
     calibrate();
+    g_handler_tracer = libunwind_backtrace;
     g_outer = {};
     kretprobe driver = return_probe(reinterpret_cast<void *>(&st_driver), outer_return);
-    kretprobe top = return_probe(reinterpret_cast<void *>(&st_top), [](kretprobe_instance *, pt_regs *) { return 0; });
+    kretprobe top = return_probe(reinterpret_cast<void *>(&st_top), ignore_return);
     kretprobe *rps[] = {&driver, &top};
     ASSERT_EQ(register_kretprobes(rps, 2), 0) << liveprobe_strerror(-1);
     g_trace_in_target = libunwind_backtrace;
@@ -119,40 +91,25 @@ TEST(KretprobeLibunwind, UnwBacktraceBelowProbedFrames)
     EXPECT_EQ(g_outer.calls, 1) << "st_driver kept its return probe";
 }
 
-struct Probe {
-    kretprobe rp{};  // first: handlers find their Probe from ri->rp
-    std::atomic<long> returns{0}, unwinds{0};
-};
-
 TEST(KretprobeLibunwind, ExceptionsThroughProbedFramesExactCounts)
 {
-    Probe ps[4];
-    void *fns[4] = {reinterpret_cast<void *>(&ex_inner), reinterpret_cast<void *>(&ex_mid),
-                    reinterpret_cast<void *>(&ex_outer), reinterpret_cast<void *>(&ex_top)};
-    kretprobe *rps[4];
-    for (int i = 0; i < 4; ++i) {
-        ps[i].rp.kp.addr = static_cast<kprobe_opcode_t *>(fns[i]);
-        ps[i].rp.handler = [](kretprobe_instance *ri, pt_regs *) {
-            reinterpret_cast<Probe *>(ri->rp)->returns++;
-            return 0;
-        };
-        ps[i].rp.unwind_handler = [](kretprobe_instance *ri, pt_regs *) {
-            reinterpret_cast<Probe *>(ri->rp)->unwinds++;
-            return 0;
-        };
-        rps[i] = &ps[i].rp;
-    }
+    Probe inner, mid, outer, top;
+    arm(inner, reinterpret_cast<void *>(&ex_inner));
+    arm(mid, reinterpret_cast<void *>(&ex_mid));
+    arm(outer, reinterpret_cast<void *>(&ex_outer));
+    arm(top, reinterpret_cast<void *>(&ex_top));
     reset_exception_counts();
-    ASSERT_EQ(register_kretprobes(rps, 4), 0) << liveprobe_strerror(-1);
-    EXPECT_EQ(ex_top(1000), 999L * 1000 / 2);
-    unregister_kretprobes(rps, 4);
+    {
+        Armed a{&inner, &mid, &outer, &top};
+        ASSERT_TRUE(a.ok) << liveprobe_strerror(-1);
+        EXPECT_EQ(ex_top(1000), 999L * 1000 / 2);
+    }
     EXPECT_EQ(g_ex.destructors.load(), 2000);
     EXPECT_EQ(g_ex.caught.load(), 1000);
-    long want_returns[4] = {0, 0, 1000, 1}, want_unwinds[4] = {1000, 1000, 0, 0};
-    for (int i = 0; i < 4; ++i) {
-        EXPECT_EQ(ps[i].returns.load(), want_returns[i]) << "probe " << i;
-        EXPECT_EQ(ps[i].unwinds.load(), want_unwinds[i]) << "probe " << i;
-    }
+    expect_counts(inner, 1000, 0, 1000, "ex_inner");
+    expect_counts(mid, 1000, 0, 1000, "ex_mid");
+    expect_counts(outer, 1000, 1000, 0, "ex_outer");
+    expect_counts(top, 1, 1, 0, "ex_top");
 }
 
 }  // namespace

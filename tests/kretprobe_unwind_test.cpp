@@ -106,45 +106,10 @@ namespace {
 
 // ---- backtrace() inside return handlers ----
 
-struct Seen {
-    unsigned long ip = 0, ret_addr = 0, retval = 0;
-    std::vector<unsigned long> trace;
-    int calls = 0;
-};
-Seen g_inner, g_outer;
-Tracer g_handler_tracer = glibc_backtrace;
-
-void record(Seen &s, kretprobe_instance *ri, pt_regs *regs)
-{
-    s.ip = instruction_pointer(regs);
-    s.ret_addr = reinterpret_cast<unsigned long>(ri->ret_addr);
-    s.retval = regs_return_value(regs);
-    s.trace = g_handler_tracer();
-    s.calls++;
-}
-
-int inner_return(kretprobe_instance *ri, pt_regs *regs)
-{
-    record(g_inner, ri, regs);
-    return 0;
-}
-int outer_return(kretprobe_instance *ri, pt_regs *regs)
-{
-    record(g_outer, ri, regs);
-    return 0;
-}
-
-kretprobe return_probe(void *addr, kretprobe_handler_t h)
-{
-    kretprobe rp{};
-    rp.kp.addr = static_cast<kprobe_opcode_t *>(addr);
-    rp.handler = h;
-    return rp;
-}
-
 TEST(KretprobeUnwind, StacktraceOnKretprobe)
 {
     calibrate();
+    g_handler_tracer = glibc_backtrace;
     g_inner = {};
     kretprobe rp = return_probe(reinterpret_cast<void *>(&st_target), inner_return);
     ASSERT_EQ(register_kretprobe(&rp), 0) << liveprobe_strerror(-1);
@@ -163,12 +128,12 @@ TEST(KretprobeUnwind, StacktraceOnKretprobe)
 TEST(KretprobeUnwind, StacktraceOnNestedKretprobes)
 {
     calibrate();
+    g_handler_tracer = glibc_backtrace;
     g_inner = {};
     g_outer = {};
     kretprobe inner = return_probe(reinterpret_cast<void *>(&st_target), inner_return);
     kretprobe driver = return_probe(reinterpret_cast<void *>(&st_driver), outer_return);
-    kretprobe top = return_probe(reinterpret_cast<void *>(&st_top), nullptr);
-    top.handler = [](kretprobe_instance *, pt_regs *) { return 0; };
+    kretprobe top = return_probe(reinterpret_cast<void *>(&st_top), ignore_return);
     kretprobe *rps[] = {&inner, &driver, &top};
     ASSERT_EQ(register_kretprobes(rps, 3), 0) << liveprobe_strerror(-1);
     for (int i = 0; i < 3; ++i) run_st_top();
@@ -190,6 +155,7 @@ TEST(KretprobeUnwind, StacktraceOnNestedKretprobes)
 TEST(KretprobeUnwind, BacktraceBelowProbedFrames)
 {
     calibrate();
+    g_handler_tracer = glibc_backtrace;
     kretprobe driver = return_probe(reinterpret_cast<void *>(&st_driver), outer_return);
     kretprobe top = return_probe(reinterpret_cast<void *>(&st_top), inner_return);
     kretprobe *rps[] = {&driver, &top};
@@ -220,7 +186,6 @@ TEST(KretprobeUnwind, UnwindBacktraceCalledDirectly)
     g_trace_in_target = gcc_unwind_backtrace;
     run_st_top();
     g_trace_in_target = nullptr;
-    g_handler_tracer = glibc_backtrace;
     unregister_kretprobes(rps, 2);
     ASSERT_EQ(g_inner.calls, 1);
     ASSERT_EQ(g_outer.calls, 1);
@@ -232,59 +197,6 @@ TEST(KretprobeUnwind, UnwindBacktraceCalledDirectly)
 }
 
 // ---- C++ exceptions ----
-
-struct Probe {
-    kretprobe rp{};  // first: handlers find their Probe from ri->rp
-    std::atomic<long> entries{0}, returns{0}, unwinds{0};
-};
-
-int probe_entry(kretprobe_instance *ri, pt_regs *)
-{
-    reinterpret_cast<Probe *>(ri->rp)->entries++;
-    return 0;
-}
-int probe_return(kretprobe_instance *ri, pt_regs *)
-{
-    reinterpret_cast<Probe *>(ri->rp)->returns++;
-    return 0;
-}
-int probe_unwind(kretprobe_instance *ri, pt_regs *)
-{
-    reinterpret_cast<Probe *>(ri->rp)->unwinds++;
-    return 0;
-}
-
-void arm(Probe &p, void *addr, int maxactive = 0)
-{
-    p.rp.kp.addr = static_cast<kprobe_opcode_t *>(addr);
-    p.rp.entry_handler = probe_entry;
-    p.rp.handler = probe_return;
-    p.rp.unwind_handler = probe_unwind;
-    p.rp.maxactive = maxactive;
-}
-
-// Registers every probe of `ps`, unregistering them when it goes.
-struct Armed {
-    std::vector<kretprobe *> rps;
-    explicit Armed(std::initializer_list<Probe *> ps)
-    {
-        for (Probe *p : ps) rps.push_back(&p->rp);
-        ok = register_kretprobes(rps.data(), static_cast<int>(rps.size())) == 0;
-    }
-    ~Armed()
-    {
-        if (ok) unregister_kretprobes(rps.data(), static_cast<int>(rps.size()));
-    }
-    bool ok = false;
-};
-
-void expect_counts(const Probe &p, long entries, long returns, long unwinds, const char *what)
-{
-    EXPECT_EQ(p.entries.load(), entries) << what;
-    EXPECT_EQ(p.returns.load(), returns) << what;
-    EXPECT_EQ(p.unwinds.load(), unwinds) << what;
-    EXPECT_EQ(p.rp.nmissed, 0) << what;
-}
 
 TEST(KretprobeUnwind, ThrowRethrowAndDestructorsThroughThreeProbedFramesThousandTimes)
 {

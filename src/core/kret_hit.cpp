@@ -12,8 +12,6 @@
 namespace liveprobe::core {
 namespace {
 
-inline uint64_t trampoline() noexcept { return reinterpret_cast<uint64_t>(lp_kretprobe_trampoline); }
-
 ThreadRecord::KretCache *cache_of(ThreadRecord *rec, const KretState *ks) noexcept
 {
     for (auto &c : rec->kret_cache)

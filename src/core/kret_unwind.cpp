@@ -21,12 +21,7 @@
 namespace liveprobe::core {
 namespace {
 
-inline uint64_t trampoline() noexcept { return reinterpret_cast<uint64_t>(lp_kretprobe_trampoline); }
-
-uint64_t real_return(const Inst *e) noexcept
-{
-    return reinterpret_cast<uint64_t>(const_cast<Inst *>(e)->ri()->ret_addr);
-}
+uint64_t real_return(Inst *e) noexcept { return reinterpret_cast<uint64_t>(e->ri()->ret_addr); }
 
 // Every slot of the thread's calls in flight that holds the trampoline gets its real return
 // address back (all stacks: a walk started on a signal stack goes on into the interrupted one).

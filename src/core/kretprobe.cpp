@@ -16,7 +16,6 @@
 #include "core/kret_debugger.hpp"
 #include "core/registry.hpp"
 #include "core/unwinder_hooks.hpp"
-#include "symbols/symbols.hpp"
 
 namespace liveprobe::core {
 namespace {

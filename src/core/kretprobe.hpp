@@ -100,3 +100,8 @@ void kret_thread_gone(ThreadRecord *rec) noexcept;
 
 extern "C" char lp_kretprobe_trampoline[];
 extern "C" uint64_t lp_kretprobe_return(struct pt_regs *regs) noexcept;
+
+namespace liveprobe::core {
+// What a replaced return slot holds.
+inline uint64_t trampoline() noexcept { return reinterpret_cast<uint64_t>(lp_kretprobe_trampoline); }
+}  // namespace liveprobe::core

@@ -1,6 +1,7 @@
 #include "support/unwind_targets.hpp"
 
 #include <dlfcn.h>
+#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -51,6 +52,42 @@ void calibrate()
     g_calibrating = true;
     run_st_top();
     g_calibrating = false;
+}
+
+Seen g_inner, g_outer;
+Tracer g_handler_tracer = nullptr;
+
+namespace {
+void record(Seen &s, kretprobe_instance *ri, pt_regs *regs)
+{
+    s.ip = instruction_pointer(regs);
+    s.ret_addr = reinterpret_cast<unsigned long>(ri->ret_addr);
+    s.retval = regs_return_value(regs);
+    if (g_handler_tracer) s.trace = g_handler_tracer();
+    s.calls++;
+}
+}  // namespace
+
+int inner_return(kretprobe_instance *ri, pt_regs *regs)
+{
+    record(g_inner, ri, regs);
+    return 0;
+}
+
+int outer_return(kretprobe_instance *ri, pt_regs *regs)
+{
+    record(g_outer, ri, regs);
+    return 0;
+}
+
+int ignore_return(kretprobe_instance *, pt_regs *) { return 0; }
+
+kretprobe return_probe(void *addr, kretprobe_handler_t h)
+{
+    kretprobe rp{};
+    rp.kp.addr = static_cast<kprobe_opcode_t *>(addr);
+    rp.handler = h;
+    return rp;
 }
 
 bool has_run(const std::vector<unsigned long> &trace, std::initializer_list<unsigned long> run)
@@ -128,6 +165,52 @@ extern "C" __attribute__((noipa)) long ex_top(int n)
     for (int i = 0; i < n; ++i) s += ex_outer(i);
     asm volatile("" : "+r"(s));
     return s;
+}
+
+namespace {
+int probe_entry(kretprobe_instance *ri, pt_regs *)
+{
+    reinterpret_cast<Probe *>(ri->rp)->entries++;
+    return 0;
+}
+int probe_return(kretprobe_instance *ri, pt_regs *)
+{
+    reinterpret_cast<Probe *>(ri->rp)->returns++;
+    return 0;
+}
+int probe_unwind(kretprobe_instance *ri, pt_regs *)
+{
+    reinterpret_cast<Probe *>(ri->rp)->unwinds++;
+    return 0;
+}
+}  // namespace
+
+void arm(Probe &p, void *addr, int maxactive)
+{
+    p.rp.kp.addr = static_cast<kprobe_opcode_t *>(addr);
+    p.rp.entry_handler = probe_entry;
+    p.rp.handler = probe_return;
+    p.rp.unwind_handler = probe_unwind;
+    p.rp.maxactive = maxactive;
+}
+
+Armed::Armed(std::initializer_list<Probe *> ps)
+{
+    for (Probe *p : ps) rps.push_back(&p->rp);
+    ok = register_kretprobes(rps.data(), static_cast<int>(rps.size())) == 0;
+}
+
+Armed::~Armed()
+{
+    if (ok) unregister_kretprobes(rps.data(), static_cast<int>(rps.size()));
+}
+
+void expect_counts(const Probe &p, long entries, long returns, long unwinds, const char *what)
+{
+    EXPECT_EQ(p.entries.load(), entries) << what;
+    EXPECT_EQ(p.returns.load(), returns) << what;
+    EXPECT_EQ(p.unwinds.load(), unwinds) << what;
+    EXPECT_EQ(p.rp.nmissed, 0) << what;
 }
 
 }  // namespace lp_unwind_test

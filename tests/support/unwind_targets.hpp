@@ -2,6 +2,8 @@
 // glibc's backtrace(), kretprobe_libunwind_test.cpp with libunwind's unw_backtrace()).
 #pragma once
 
+#include <liveprobe/kprobes.h>
+
 #include <atomic>
 #include <initializer_list>
 #include <string>
@@ -30,6 +32,21 @@ extern "C" unsigned long st_driver();
 extern "C" unsigned long st_top();
 unsigned long run_st_top();  // every test calls st_top from here: one return address
 
+// ---- Return handlers that take a trace: what they saw, per handler ----
+
+struct Seen {
+    unsigned long ip = 0, ret_addr = 0, retval = 0;
+    std::vector<unsigned long> trace;
+    int calls = 0;
+};
+extern Seen g_inner, g_outer;
+extern Tracer g_handler_tracer;  // what inner_return/outer_return take their trace with
+int inner_return(kretprobe_instance *ri, pt_regs *regs);  // records into g_inner
+int outer_return(kretprobe_instance *ri, pt_regs *regs);  // records into g_outer
+int ignore_return(kretprobe_instance *ri, pt_regs *regs);
+// A kretprobe on addr with only a return handler.
+kretprobe return_probe(void *addr, kretprobe_handler_t h);
+
 // True if trace holds `run` as consecutive entries.
 bool has_run(const std::vector<unsigned long> &trace, std::initializer_list<unsigned long> run);
 // The trace with symbol names and the addresses looked for, for failure messages.
@@ -52,5 +69,25 @@ extern "C" long ex_inner(int i);
 extern "C" long ex_mid(int i);
 extern "C" long ex_outer(int i);
 extern "C" long ex_top(int n);
+
+// ---- Counting every call's end: a kretprobe and its counts ----
+
+struct Probe {
+    kretprobe rp{};  // first: handlers find their Probe from ri->rp
+    std::atomic<long> entries{0}, returns{0}, unwinds{0};
+};
+// Sets p's probe on addr with counting entry, return and unwind handlers.
+void arm(Probe &p, void *addr, int maxactive = 0);
+
+// Registers every probe of `ps` (ok tells), unregistering them when it goes.
+struct Armed {
+    std::vector<kretprobe *> rps;
+    bool ok = false;
+    explicit Armed(std::initializer_list<Probe *> ps);
+    ~Armed();
+};
+
+// gtest expectations on p's counts (and nmissed 0); `what` names it in failures.
+void expect_counts(const Probe &p, long entries, long returns, long unwinds, const char *what);
 
 }  // namespace lp_unwind_test

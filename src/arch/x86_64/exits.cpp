@@ -18,8 +18,7 @@ uint64_t relative_target(uint64_t at, const ZydisDecodedInstruction &in)
     return at + in.length + static_cast<uint64_t>(in.raw.imm[0].value.s);
 }
 
-}  // namespace
-
+// The target of a direct call or jmp at addr (reading its bytes from memory), 0 if it is not one.
 uint64_t direct_call_target(uint64_t addr)
 {
     ZydisDecoder dec = minimal_decoder();
@@ -30,6 +29,8 @@ uint64_t direct_call_target(uint64_t addr)
         return 0;
     return relative_target(addr, in);
 }
+
+}  // namespace
 
 uint64_t plt_got_slot(uint64_t plt_stub)
 {

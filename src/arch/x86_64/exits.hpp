@@ -21,9 +21,8 @@ using NoReturnTest = std::function<bool(uint64_t target)>;
 const char *function_returns(uint64_t start, const uint8_t *code, size_t len, const NoReturnTest &noreturn,
                              std::vector<uint64_t> *rets);
 
-// The target of a direct call or jmp at addr (reading its bytes from memory), 0 if it is not
-// one. For NoReturnTest implementations: a PLT stub's `jmp *got(%rip)` gives its GOT slot.
-uint64_t direct_call_target(uint64_t addr);
+// The GOT slot a PLT stub (`endbr64; jmp *got(%rip)`, read from memory) jumps through, 0 if
+// plt_stub is not one. For NoReturnTest implementations.
 uint64_t plt_got_slot(uint64_t plt_stub);
 
 }  // namespace liveprobe::arch

@@ -73,6 +73,8 @@ TEST(KretprobeLibunwind, UnwBacktraceInNestedReturnHandlers)
     EXPECT_TRUE(has_run(g_outer.trace, {g_addrs.in_top, g_addrs.in_test})) << describe(g_outer.trace);
 }
 
+TEST(KretprobeLibunwind, UnwBacktraceInPrePostAndEntryHandlers) { expect_handler_traces(libunwind_backtrace); }
+
 TEST(KretprobeLibunwind, UnwBacktraceBelowProbedFrames)
 {
     calibrate();

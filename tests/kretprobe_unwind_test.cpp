@@ -196,6 +196,12 @@ TEST(KretprobeUnwind, UnwindBacktraceCalledDirectly)
         << describe(g_target_trace);
 }
 
+// ---- Traces inside the other handlers: kprobes' pre and post, kretprobes' entry ----
+
+TEST(KretprobeUnwind, StacktraceInPrePostAndEntryHandlers) { expect_handler_traces(glibc_backtrace); }
+
+TEST(KretprobeUnwind, UnwindBacktraceInPrePostAndEntryHandlers) { expect_handler_traces(gcc_unwind_backtrace); }
+
 // ---- C++ exceptions ----
 
 TEST(KretprobeUnwind, ThrowRethrowAndDestructorsThroughThreeProbedFramesThousandTimes)

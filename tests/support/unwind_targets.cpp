@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 
 namespace lp_unwind_test {
 
@@ -27,6 +28,9 @@ extern "C" __attribute__((noipa)) unsigned long st_target()
 extern "C" __attribute__((noipa)) unsigned long st_driver()
 {
     if (g_calibrating) g_addrs.in_top = reinterpret_cast<unsigned long>(__builtin_return_address(0));
+    unsigned long nop;
+    asm volatile("lea 1f(%%rip), %0\n1:\tnopl 0(%%rax,%%rax,1)" : "=r"(nop));
+    if (g_calibrating) g_addrs.driver_nop = nop;
     unsigned long r = st_target();
     asm volatile("" : "+r"(r));
     return r;
@@ -111,6 +115,83 @@ std::string describe(const std::vector<unsigned long> &trace)
         s += line;
     }
     return s;
+}
+
+namespace {
+Tracer g_probe_tracer = nullptr;
+HandlerTraces *g_traces = nullptr;
+}  // namespace
+
+HandlerTraces take_handler_traces(Tracer t)
+{
+    HandlerTraces out;
+    g_probe_tracer = t;
+    g_traces = &out;
+    kprobe entry{}, nop{}, after{};
+    entry.addr = reinterpret_cast<kprobe_opcode_t *>(&st_target);
+    entry.pre_handler = [](kprobe *, pt_regs *) {
+        g_traces->pre_entry = g_probe_tracer();
+        return 0;
+    };
+    entry.post_handler = [](kprobe *, pt_regs *regs, unsigned long) {
+        g_traces->post_ip = instruction_pointer(regs);
+        g_traces->post_entry = g_probe_tracer();
+    };
+    nop.addr = reinterpret_cast<kprobe_opcode_t *>(g_addrs.driver_nop);
+    nop.pre_handler = [](kprobe *, pt_regs *) {
+        g_traces->pre_nop = g_probe_tracer();
+        return 0;
+    };
+    after.addr = reinterpret_cast<kprobe_opcode_t *>(g_addrs.in_driver);
+    after.pre_handler = [](kprobe *, pt_regs *) {
+        g_traces->pre_after = g_probe_tracer();
+        return 0;
+    };
+    kretprobe top{};
+    top.kp.addr = reinterpret_cast<kprobe_opcode_t *>(&st_top);
+    top.entry_handler = [](kretprobe_instance *, pt_regs *) {
+        g_traces->entry_top = g_probe_tracer();
+        return 0;
+    };
+    top.handler = ignore_return;
+    kprobe *kps[] = {&entry, &nop, &after};
+    if (register_kprobes(kps, 3) == 0) {
+        if (register_kretprobe(&top) == 0) {
+            out.registered = true;
+            out.optimized = (entry.flags & KPROBE_FLAG_OPTIMIZED) && (nop.flags & KPROBE_FLAG_OPTIMIZED) &&
+                            (top.kp.flags & KPROBE_FLAG_OPTIMIZED);
+            run_st_top();
+            unregister_kretprobe(&top);
+        }
+        unregister_kprobes(kps, 3);
+    }
+    g_traces = nullptr;
+    return out;
+}
+
+void expect_handler_traces(Tracer t)
+{
+    calibrate();
+    HandlerTraces h = take_handler_traces(t);
+    ASSERT_TRUE(h.registered) << liveprobe_strerror(-1);
+    EXPECT_EQ(h.optimized, optimization_expected());
+    const auto target = reinterpret_cast<unsigned long>(&st_target);
+    const auto top = reinterpret_cast<unsigned long>(&st_top);
+    EXPECT_TRUE(has_run(h.pre_entry, {target, g_addrs.in_driver, g_addrs.in_top, g_addrs.in_test}))
+        << describe(h.pre_entry);
+    EXPECT_GT(h.post_ip, target);
+    EXPECT_TRUE(has_run(h.post_entry, {h.post_ip, g_addrs.in_driver, g_addrs.in_top, g_addrs.in_test}))
+        << describe(h.post_entry);
+    EXPECT_TRUE(has_run(h.pre_nop, {g_addrs.driver_nop, g_addrs.in_top, g_addrs.in_test})) << describe(h.pre_nop);
+    EXPECT_TRUE(has_run(h.pre_after, {g_addrs.in_driver, g_addrs.in_top, g_addrs.in_test}))
+        << describe(h.pre_after);
+    EXPECT_TRUE(has_run(h.entry_top, {top, g_addrs.in_test})) << describe(h.entry_top);
+}
+
+bool optimization_expected()
+{
+    const char *e = getenv("LIVEPROBE_OPTIMIZE");
+    return !(e && std::string(e) == "0");
 }
 
 void reset_exception_counts()

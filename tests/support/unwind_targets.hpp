@@ -18,6 +18,7 @@ namespace lp_unwind_test {
 // own return address would read the trampoline's.
 struct Addrs {
     unsigned long in_driver = 0, in_top = 0, in_test = 0;
+    unsigned long driver_nop = 0;  // a five-byte nop inside st_driver, before its call
 };
 extern Addrs g_addrs;
 void calibrate();
@@ -51,6 +52,28 @@ kretprobe return_probe(void *addr, kretprobe_handler_t h);
 bool has_run(const std::vector<unsigned long> &trace, std::initializer_list<unsigned long> run);
 // The trace with symbol names and the addresses looked for, for failure messages.
 std::string describe(const std::vector<unsigned long> &trace);
+
+// ---- Traces taken in the other handlers: pre and post handlers of kprobes, entry handlers
+// of kretprobes, each with `t`, in one run_st_top() (after calibrate()). ----
+
+struct HandlerTraces {
+    bool registered = false;
+    bool optimized = false;  // every probe but pre_after's took the jump path
+    std::vector<unsigned long> pre_entry;  // kprobe at st_target's entry
+    std::vector<unsigned long> post_entry;  // its post handler
+    unsigned long post_ip = 0;              // regs->ip its post handler saw
+    std::vector<unsigned long> pre_nop;     // kprobe at g_addrs.driver_nop, inside st_driver
+    std::vector<unsigned long> pre_after;   // kprobe at g_addrs.in_driver (pop %rbp: one byte,
+                                            // the breakpoint path whatever the setting)
+    std::vector<unsigned long> entry_top;   // kretprobe on st_top, entry handler
+};
+HandlerTraces take_handler_traces(Tracer t);
+// Whether this run asks for the jump path (ctest's noopt. variants set LIVEPROBE_OPTIMIZE=0).
+bool optimization_expected();
+// gtest expectations: each trace shows the probed function where it was stopped (the exact
+// address: the jump path's detour and the breakpoint path's signal frame both say so), then its
+// callers in order.
+void expect_handler_traces(Tracer t);
 
 // ---- Exceptions: ex_top(n) calls ex_outer(i) for i < n; ex_inner(i) throws Err{i} (i >= 0),
 // ex_mid catches and rethrows, ex_outer catches and returns i. ex_inner and ex_mid hold a

@@ -98,6 +98,9 @@ void post_trap(ThreadRecord *rec, uint64_t at, ucontext_t *uc, siginfo_t *info)
     // continuation, which is the matching place in the detour while the probe is optimized.
     uint64_t next_orig = h->orig + (at - slot - kSlotTrapOffset);
     regs.ip = next_orig;
+    // Unwinders started in a handler read the interrupted ip from the signal frame: the
+    // original address, not the slot (which has no call frame information).
+    set_context_ip(uc, next_orig);
     if (pp && pp->slot == slot && rec->in_handler == 0) {
         unblock_fault_signals(uc);
         run_post(rec, pp, &regs);
@@ -178,6 +181,10 @@ void breakpoint_trap_handler(int sig, siginfo_t *info, ucontext_t *uc)
     struct pt_regs regs;
     arch::regs_from_context(uc, &regs);
     regs.ip = at;
+    // Unwinders started in a handler read the interrupted ip from the signal frame: the probe
+    // address itself, not the byte after the int3 (after a one-byte first instruction such as
+    // push %rbp, that is the next instruction, whose call frame information does not hold yet).
+    set_context_ip(uc, at);
     bool post = false;
     if (rec->in_handler) {
         hit_in_handler(rec, pp, &regs);

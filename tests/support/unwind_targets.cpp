@@ -18,8 +18,18 @@ namespace {
 bool g_calibrating = false;
 }
 
+unsigned long g_target_saw = 0;
+
+bool no_trampoline_frame(const std::vector<unsigned long> &trace, unsigned long trampoline)
+{
+    for (unsigned long a : trace)
+        if (a >= trampoline - 1 && a < trampoline + 512) return false;
+    return true;
+}
+
 extern "C" __attribute__((noipa)) unsigned long st_target()
 {
+    g_target_saw = reinterpret_cast<unsigned long>(__builtin_return_address(0));
     if (g_calibrating) g_addrs.in_driver = reinterpret_cast<unsigned long>(__builtin_return_address(0));
     if (g_trace_in_target) g_target_trace = g_trace_in_target();
     return g_addrs.in_driver;

@@ -20,6 +20,11 @@ struct Addrs {
     unsigned long in_driver = 0, in_top = 0, in_test = 0;
     unsigned long driver_nop = 0;  // a five-byte nop inside st_driver, before its call
 };
+// The return address st_target read at its last call (the trampoline's while it is probed).
+extern unsigned long g_target_saw;
+// True if no address of trace lies in the return trampoline's code (liveprobe_replaced_return
+// and lp_kretprobe_trampoline, well under 512 bytes from the address g_target_saw gave).
+bool no_trampoline_frame(const std::vector<unsigned long> &trace, unsigned long trampoline);
 extern Addrs g_addrs;
 void calibrate();
 

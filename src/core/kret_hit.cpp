@@ -3,9 +3,6 @@
 // before a handler's vector state is saved) and, in sanitizer builds, uninstrumented.
 #include <sys/mman.h>
 
-#include <cstddef>
-
-#include "arch/x86_64/kret_frame.h"
 #include "arch/x86_64/vector_state.hpp"
 #include "core/dispatch.hpp"
 #include "core/kretprobe.hpp"
@@ -14,16 +11,6 @@
 
 namespace liveprobe::core {
 namespace {
-
-// The trampoline's view of ThreadRecord (arch/x86_64/kret_frame.h).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Winvalid-offsetof"
-static_assert(offsetof(ThreadRecord, kret_frames_used) == LP_KRET_FRAMES_USED);
-static_assert(offsetof(ThreadRecord, kret_frames) == LP_KRET_FRAMES);
-static_assert(sizeof(ThreadRecord::KretFrame) == LP_KRET_FRAME_SIZE);
-static_assert(offsetof(ThreadRecord::KretFrame, index) == LP_KRET_FRAME_INDEX);
-static_assert(sizeof(ThreadRecord::KretFrame::regs) == sizeof(struct pt_regs));
-#pragma GCC diagnostic pop
 
 ThreadRecord::KretCache *cache_of(ThreadRecord *rec, const KretState *ks) noexcept
 {
@@ -320,13 +307,8 @@ extern "C" uint64_t lp_kretprobe_return(struct pt_regs *regs) noexcept
         ret = return_address_of(rec, slot);  // reaped too early: it still goes home
         if (ret == 0) lost_return(slot);
         regs->ip = ret;
-        *reinterpret_cast<uint64_t *>(slot) = ret;
         return ret;
     }
-    // The slot is below the stack pointer now (dead stack): on the fast path it is
-    // lp_kretprobe_run's own return-address slot, on the slow path the trampoline's frame.
-    // Unwinders started in a handler read the real return address from it.
-    *reinterpret_cast<uint64_t *>(slot) = ret;
     for (size_t i = 0; i < n; ++i) {
         Inst *e = done[i];
         regs->ip = ret;
@@ -335,10 +317,4 @@ extern "C" uint64_t lp_kretprobe_return(struct pt_regs *regs) noexcept
     }
     flush_dead(rec);
     return regs->ip;
-}
-
-extern "C" void lp_kretprobe_run(struct pt_regs *regs) noexcept
-{
-    lp_kretprobe_return(regs);
-    lp_kretprobe_resume(regs);
 }

@@ -98,15 +98,8 @@ void kret_thread_gone(ThreadRecord *rec) noexcept;
 
 }  // namespace liveprobe::core
 
-// arch/x86_64/kretprobe_trampoline.S and its two entry points into C (core/kret_hit.cpp):
-// lp_kretprobe_run on the fast path (regs in the thread's record, the return slot as its own
-// return-address slot; it ends in lp_kretprobe_resume), lp_kretprobe_return on the slow path
-// (regs on the stack below the slot). Both run the return handlers and give the real return
-// address, written into the return slot before any handler runs.
 extern "C" char lp_kretprobe_trampoline[];
 extern "C" uint64_t lp_kretprobe_return(struct pt_regs *regs) noexcept;
-extern "C" [[noreturn]] void lp_kretprobe_run(struct pt_regs *regs) noexcept;
-extern "C" [[noreturn]] void lp_kretprobe_resume(struct pt_regs *regs) noexcept;
 
 namespace liveprobe::core {
 // What a replaced return slot holds.

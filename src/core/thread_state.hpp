@@ -77,22 +77,6 @@ struct alignas(64) ThreadRecord {
     const uint8_t *saved_xmm = nullptr;
     uint64_t saved_xmm_stride = 0;
     uint64_t jprobe_frame = 0;
-
-    // The return trampoline's register frames (arch/x86_64/kretprobe_trampoline.S): a function
-    // returning through the trampoline has its registers saved in a free one, so that the
-    // dispatcher can run with the return slot as its own return-address slot (unwinders started
-    // in a return handler then meet the real caller right above it). Bit i of kret_frames_used:
-    // frame i is taken (the bits from kKretFrames up are always set). Owner only: a signal
-    // handler nested in the trampoline gives back what it takes before the trampoline goes on.
-    // index is frame i's own i, never changed. The offsets are fixed for the assembly
-    // (arch/x86_64/kret_frame.h, checked in core/kret_hit.cpp).
-    struct KretFrame {
-        uint64_t regs[21];  // a struct pt_regs
-        uint64_t index;
-    };
-    static constexpr uint32_t kKretFrames = 4;
-    uint32_t kret_frames_used = ~((1u << kKretFrames) - 1);
-    KretFrame kret_frames[kKretFrames] = {{{}, 0}, {{}, 1}, {{}, 2}, {{}, 3}};
 };
 
 // Called with a record whose thread is gone (its exit, or a new owner finding calls left by

@@ -20,10 +20,10 @@ bool g_calibrating = false;
 
 unsigned long g_target_saw = 0;
 
-bool no_trampoline_frame(const std::vector<unsigned long> &trace, unsigned long trampoline)
+bool no_replaced_return(const std::vector<unsigned long> &trace, unsigned long replaced)
 {
     for (unsigned long a : trace)
-        if (a >= trampoline - 1 && a < trampoline + 512) return false;
+        if (a == replaced || a == replaced - 1) return false;
     return true;
 }
 

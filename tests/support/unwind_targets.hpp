@@ -22,9 +22,9 @@ struct Addrs {
 };
 // The return address st_target read at its last call (the trampoline's while it is probed).
 extern unsigned long g_target_saw;
-// True if no address of trace lies in the return trampoline's code (liveprobe_replaced_return
-// and lp_kretprobe_trampoline, well under 512 bytes from the address g_target_saw gave).
-bool no_trampoline_frame(const std::vector<unsigned long> &trace, unsigned long trampoline);
+// True if trace holds neither `replaced` (a replaced slot's content) nor the byte before it
+// (what an unwinder looks up for a return address).
+bool no_replaced_return(const std::vector<unsigned long> &trace, unsigned long replaced);
 extern Addrs g_addrs;
 void calibrate();
 

@@ -6,8 +6,6 @@
 
 #include <liveprobe/kprobes.h>
 
-extern "C" void lp_detour_call();  // detour_call.S
-
 namespace liveprobe::arch {
 namespace {
 
@@ -103,21 +101,19 @@ void emit_save(Writer &w, int32_t rz, uint64_t ip)
     w.bytes({0x48, 0xc7, 0x84, 0x24, 160, 0, 0, 0, 0x2b, 0, 0, 0});     // movq $0x2b,160(%rsp)
 }
 
-// Step 2: call fn(arg, regs) through lp_detour_call (detour_call.S: aligns the stack, and its
-// call frame information lets unwinders started in a handler walk on into the probed
-// function); rbx keeps regs across the call (it was saved in pt_regs). Leaves rsp = regs and
-// the result in eax.
+// Step 2: call fn(arg, regs), fn being lp_detour_call_pre or _post (detour_call.S: it aligns
+// the stack, calls the dispatcher, and its call frame information lets unwinders started in a
+// handler walk on into the probed function); rbx keeps regs across the call (it was saved in
+// pt_regs). Leaves rsp = regs and the result in eax.
 void emit_call(Writer &w, uint64_t fn, uint64_t arg)
 {
     w.bytes({0x48, 0x89, 0xe3});  // mov %rsp,%rbx
-    w.bytes({0x48, 0x89, 0xde});  // mov %rbx,%rsi
+    w.bytes({0x48, 0x89, 0xe6});  // mov %rsp,%rsi
     w.bytes({0x48, 0xbf});        // movabs $arg,%rdi
     w.u64(arg);
     w.bytes({0x48, 0xb8});  // movabs $fn,%rax
     w.u64(fn);
-    w.bytes({0x49, 0xbb});  // movabs $lp_detour_call,%r11
-    w.u64(reinterpret_cast<uint64_t>(&lp_detour_call));
-    w.bytes({0x41, 0xff, 0xd3});  // call *%r11
+    w.bytes({0xff, 0xd0});  // call *%rax
 }
 
 // Restores every register from the pt_regs at rsp, the stack pointer last.

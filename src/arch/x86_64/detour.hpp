@@ -5,10 +5,11 @@
 //      it): mid-function shape only, step over the 128-byte red zone; build a struct pt_regs
 //      on the stack (flags saved first, before any instruction that changes them; ip = the
 //      probe address; sp = the stack pointer at the probe address).
-//   2. Call pre_fn(site, regs) through lp_detour_call (detour_call.S), which aligns the stack
-//      and whose call frame information makes the frame above the dispatcher the probed
-//      function at regs->ip, for unwinders started in a handler (site: the probe address's
-//      immortal slot holding its probe point); pre_fn returns what to do next:
+//   2. Call pre_fn(site, regs) (site: the probe address's immortal slot holding its probe
+//      point). pre_fn is lp_detour_call_pre (detour_call.S), which aligns the stack, calls the
+//      dispatcher and, by its call frame information, makes the frame above the dispatcher the
+//      probed function at regs->ip for unwinders started in a handler. It returns what to do
+//      next:
 //        0: restore every register from regs (sp and flags included) and run the relocated
 //           region ("plain path"), which ends by jumping back after the region;
 //        1: the same, but only the first relocated instruction, then build pt_regs again

@@ -1,10 +1,11 @@
-/* lp_detour_call: how a jump-optimization detour (detour.cpp, step 2) calls the dispatcher,
- * so that unwinders started in a handler walk on into the probed function.
+/* lp_detour_call_pre, lp_detour_call_post: how a jump-optimization detour (detour.cpp, step 2)
+ * calls the dispatcher (lp_jump_pre, lp_jump_post: jump_path.cpp), so that unwinders started
+ * in a handler walk on into the probed function.
  *
  * The detour has built a struct pt_regs on its stack, holds its address in rbx (callee-saved,
  * so still there while the dispatcher and the handlers run) and calls here with
- * rdi = site, rsi = regs, rax = the dispatcher's entry point. This aligns the stack, calls
- * rax, and returns to the detour with rsp = regs (its return address sits just below regs).
+ * rdi = site, rsi = regs. This aligns the stack, calls the dispatcher, and returns to the
+ * detour with rsp = regs (its return address sits just below regs).
  *
  * Its call frame information describes no frame of its own: the frame it returns to is the
  * probed function at regs->ip, with every register as regs holds it (the stack pointer
@@ -13,11 +14,14 @@
  * Detour code has no call frame information of its own: a walk that starts inside the
  * detour's own instructions (a signal arriving there) ends there, as before. */
     .text
-    .globl lp_detour_call
-    .hidden lp_detour_call
-    .type lp_detour_call, @function
+/* One for each entry point of the dispatcher: a direct call is cheaper than through a
+ * register. */
+.macro DETOUR_CALL name, target
+    .globl \name
+    .hidden \name
+    .type \name, @function
     .p2align 4
-lp_detour_call:
+\name:
     .cfi_startproc simple
     .cfi_signal_frame
     .cfi_escape 0x0f, 4, 0x73, 0x98, 0x1, 0x6   /* CFA = regs->sp: DW_OP_breg3 152, deref */
@@ -38,10 +42,14 @@ lp_detour_call:
     .cfi_escape 0x10, 15, 2, 0x73, 0x0          /* r15 at regs + 0 */
     .cfi_escape 0x10, 16, 3, 0x73, 0x80, 0x1    /* rip at regs + 128 */
     andq $-16, %rsp
-    call *%rax
+    call \target
     leaq -8(%rbx), %rsp
     ret
     .cfi_endproc
-    .size lp_detour_call, .-lp_detour_call
+    .size \name, .-\name
+.endm
+
+    DETOUR_CALL lp_detour_call_pre, lp_jump_pre
+    DETOUR_CALL lp_detour_call_post, lp_jump_post
 
     .section .note.GNU-stack,"",@progbits

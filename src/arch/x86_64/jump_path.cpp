@@ -132,8 +132,12 @@ extern "C" int lp_jump_pre(uint64_t site, struct pt_regs *regs) noexcept
 
 // A synchronous fault in the fast path's handler (breakpoint.cpp's fault handler, after the
 // innermost GuardFrame, if any, declined): the handler is abandoned, and the thread goes on
-// as if lp_jump_pre had returned kJumpPlain to its detour. The detour's call left its return
-// address just below the 16-aligned pt_regs, and the detour needs only rbx = regs after it.
+// as if lp_jump_pre had returned kJumpPlain to its detour. The detour's call of
+// lp_detour_call_pre left its return address at regs - 8, and lp_detour_call_pre's call of
+// lp_jump_pre its own at (regs - 8 rounded down to 16) - 8: (regs rounded down to 16) - 8 is
+// the first when regs is 16-aligned and the second otherwise, and a stack pointer there is
+// aligned for a function's entry either way. Returning to either goes on in the detour with
+// rsp = regs; the detour needs only rbx = regs after it.
 extern "C" int lp_jump_fault(ThreadRecord *rec, struct pt_regs *regs, int sig) noexcept
 {
     core::KprobeState *ks = rec->jump_ks;
@@ -226,8 +230,8 @@ int jump_post(uint64_t site, struct pt_regs *regs) noexcept
 
 }  // namespace
 
-uint64_t detour_entry_fn() { return reinterpret_cast<uint64_t>(&lp_jump_pre); }
-uint64_t detour_post_fn() { return reinterpret_cast<uint64_t>(&lp_jump_post); }
+uint64_t detour_entry_fn() { return reinterpret_cast<uint64_t>(&lp_detour_call_pre); }
+uint64_t detour_post_fn() { return reinterpret_cast<uint64_t>(&lp_detour_call_post); }
 
 bool detour_resume_trap(uint64_t at, ucontext_t *uc) noexcept
 {

@@ -19,6 +19,10 @@ enum JumpAction : int {
 // `site` is the probe address's ProbeTable::Site.
 extern "C" int lp_jump_pre(uint64_t site, struct pt_regs *regs) noexcept;
 extern "C" int lp_jump_post(uint64_t site, struct pt_regs *regs) noexcept;
+// What detours call (detour_call.S): lp_jump_pre and lp_jump_post behind call frame
+// information that leads unwinders from a handler into the probed function.
+extern "C" void lp_detour_call_pre();
+extern "C" void lp_detour_call_post();
 
 // A synchronous fault (sig) of the handler lp_jump_pre's fast path is running on this thread:
 // points the context at the recovery (the fault is counted and the probe's fault_handler

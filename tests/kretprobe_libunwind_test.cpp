@@ -51,67 +51,12 @@ TEST(KretprobeLibunwind, ProgramThrowsThroughLibunwind)
     EXPECT_LT(order.unwind, order.gcc);
 }
 
-TEST(KretprobeLibunwind, UnwBacktraceInNestedReturnHandlers)
-{
-    calibrate();
-    g_handler_tracer = libunwind_backtrace;
-    g_inner = {};
-    g_outer = {};
-    kretprobe inner = return_probe(reinterpret_cast<void *>(&st_target), inner_return);
-    kretprobe driver = return_probe(reinterpret_cast<void *>(&st_driver), outer_return);
-    kretprobe top = return_probe(reinterpret_cast<void *>(&st_top), ignore_return);
-    kretprobe *rps[] = {&inner, &driver, &top};
-    ASSERT_EQ(register_kretprobes(rps, 3), 0) << liveprobe_strerror(-1);
-    for (int i = 0; i < 3; ++i) run_st_top();
-    unregister_kretprobes(rps, 3);
-    ASSERT_EQ(g_inner.calls, 3);
-    EXPECT_EQ(g_inner.ip, g_addrs.in_driver);
-    EXPECT_TRUE(has_run(g_inner.trace, {g_addrs.in_driver, g_addrs.in_top, g_addrs.in_test}))
-        << describe(g_inner.trace);
-    ASSERT_EQ(g_outer.calls, 3);
-    EXPECT_EQ(g_outer.ip, g_addrs.in_top);
-    EXPECT_TRUE(has_run(g_outer.trace, {g_addrs.in_top, g_addrs.in_test})) << describe(g_outer.trace);
-}
+TEST(KretprobeLibunwind, UnwBacktraceInNestedReturnHandlers) { expect_nested_return_traces(libunwind_backtrace); }
 
 TEST(KretprobeLibunwind, UnwBacktraceInPrePostAndEntryHandlers) { expect_handler_traces(libunwind_backtrace); }
 
-TEST(KretprobeLibunwind, UnwBacktraceBelowProbedFrames)
-{
-    calibrate();
-    g_handler_tracer = libunwind_backtrace;
-    g_outer = {};
-    kretprobe driver = return_probe(reinterpret_cast<void *>(&st_driver), outer_return);
-    kretprobe top = return_probe(reinterpret_cast<void *>(&st_top), ignore_return);
-    kretprobe *rps[] = {&driver, &top};
-    ASSERT_EQ(register_kretprobes(rps, 2), 0) << liveprobe_strerror(-1);
-    g_trace_in_target = libunwind_backtrace;
-    run_st_top();
-    g_trace_in_target = nullptr;
-    unregister_kretprobes(rps, 2);
-    EXPECT_TRUE(has_run(g_target_trace, {g_addrs.in_driver, g_addrs.in_top, g_addrs.in_test}))
-        << describe(g_target_trace);
-    EXPECT_EQ(g_outer.calls, 1) << "st_driver kept its return probe";
-}
+TEST(KretprobeLibunwind, UnwBacktraceBelowProbedFrames) { expect_trace_below_probed_frames(libunwind_backtrace); }
 
-TEST(KretprobeLibunwind, ExceptionsThroughProbedFramesExactCounts)
-{
-    Probe inner, mid, outer, top;
-    arm(inner, reinterpret_cast<void *>(&ex_inner));
-    arm(mid, reinterpret_cast<void *>(&ex_mid));
-    arm(outer, reinterpret_cast<void *>(&ex_outer));
-    arm(top, reinterpret_cast<void *>(&ex_top));
-    reset_exception_counts();
-    {
-        Armed a{&inner, &mid, &outer, &top};
-        ASSERT_TRUE(a.ok) << liveprobe_strerror(-1);
-        EXPECT_EQ(ex_top(1000), 999L * 1000 / 2);
-    }
-    EXPECT_EQ(g_ex.destructors.load(), 2000);
-    EXPECT_EQ(g_ex.caught.load(), 1000);
-    expect_counts(inner, 1000, 0, 1000, "ex_inner");
-    expect_counts(mid, 1000, 0, 1000, "ex_mid");
-    expect_counts(outer, 1000, 1000, 0, "ex_outer");
-    expect_counts(top, 1, 1, 0, "ex_top");
-}
+TEST(KretprobeLibunwind, ExceptionsThroughProbedFramesExactCounts) { expect_exceptions_through_three_probed_frames(); }
 
 }  // namespace

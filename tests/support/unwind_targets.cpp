@@ -198,6 +198,56 @@ void expect_handler_traces(Tracer t)
     EXPECT_TRUE(has_run(h.entry_top, {top, g_addrs.in_test})) << describe(h.entry_top);
 }
 
+void expect_nested_return_traces(Tracer t)
+{
+    calibrate();
+    g_handler_tracer = t;
+    g_inner = {};
+    g_outer = {};
+    kretprobe inner = return_probe(reinterpret_cast<void *>(&st_target), inner_return);
+    kretprobe driver = return_probe(reinterpret_cast<void *>(&st_driver), outer_return);
+    kretprobe top = return_probe(reinterpret_cast<void *>(&st_top), ignore_return);
+    kretprobe *rps[] = {&inner, &driver, &top};
+    ASSERT_EQ(register_kretprobes(rps, 3), 0) << liveprobe_strerror(-1);
+    for (int i = 0; i < 3; ++i) run_st_top();
+    unregister_kretprobes(rps, 3);
+    // The inner handler's backtrace passes two frames whose return addresses are replaced
+    // (st_driver's and st_top's): it shows the real ones.
+    ASSERT_EQ(g_inner.calls, 3);
+    EXPECT_EQ(g_inner.ip, g_addrs.in_driver);
+    EXPECT_TRUE(has_run(g_inner.trace, {g_addrs.in_driver, g_addrs.in_top, g_addrs.in_test}))
+        << describe(g_inner.trace);
+    // The outer frames kept their return probes through those walks.
+    ASSERT_EQ(g_outer.calls, 3);
+    EXPECT_EQ(g_outer.ip, g_addrs.in_top);
+    EXPECT_EQ(g_outer.ret_addr, g_addrs.in_top);
+    EXPECT_TRUE(has_run(g_outer.trace, {g_addrs.in_top, g_addrs.in_test})) << describe(g_outer.trace);
+    EXPECT_EQ(inner.nmissed + driver.nmissed + top.nmissed, 0);
+    EXPECT_TRUE(no_replaced_return(g_inner.trace, g_target_saw)) << describe(g_inner.trace);
+    EXPECT_TRUE(no_replaced_return(g_outer.trace, g_target_saw)) << describe(g_outer.trace);
+}
+
+void expect_trace_below_probed_frames(Tracer t)
+{
+    calibrate();
+    g_handler_tracer = t;
+    kretprobe driver = return_probe(reinterpret_cast<void *>(&st_driver), outer_return);
+    kretprobe top = return_probe(reinterpret_cast<void *>(&st_top), inner_return);
+    kretprobe *rps[] = {&driver, &top};
+    g_inner = {};
+    g_outer = {};
+    ASSERT_EQ(register_kretprobes(rps, 2), 0) << liveprobe_strerror(-1);
+    g_trace_in_target = t;
+    run_st_top();
+    g_trace_in_target = nullptr;
+    unregister_kretprobes(rps, 2);
+    // Taken in st_target, below two probed frames.
+    EXPECT_TRUE(has_run(g_target_trace, {g_addrs.in_driver, g_addrs.in_top, g_addrs.in_test}))
+        << describe(g_target_trace);
+    EXPECT_EQ(g_outer.calls, 1);
+    EXPECT_EQ(g_inner.calls, 1);
+}
+
 bool optimization_expected()
 {
     const char *e = getenv("LIVEPROBE_OPTIMIZE");
@@ -302,6 +352,32 @@ void expect_counts(const Probe &p, long entries, long returns, long unwinds, con
     EXPECT_EQ(p.returns.load(), returns) << what;
     EXPECT_EQ(p.unwinds.load(), unwinds) << what;
     EXPECT_EQ(p.rp.nmissed, 0) << what;
+}
+
+void expect_exceptions_through_three_probed_frames()
+{
+    Probe inner, mid, outer, top;
+    arm(inner, reinterpret_cast<void *>(&ex_inner));
+    arm(mid, reinterpret_cast<void *>(&ex_mid));
+    arm(outer, reinterpret_cast<void *>(&ex_outer));
+    arm(top, reinterpret_cast<void *>(&ex_top));
+    reset_exception_counts();
+    {
+        Armed a{&inner, &mid, &outer, &top};
+        ASSERT_TRUE(a.ok) << liveprobe_strerror(-1);
+        // ex_top calls ex_outer(i) for i < 1000: ex_inner throws i, ex_mid catches and
+        // rethrows, ex_outer catches and returns i.
+        EXPECT_EQ(ex_top(1000), 999L * 1000 / 2);
+    }
+    EXPECT_EQ(g_ex.destructors.load(), 2000);
+    EXPECT_EQ(g_ex.rethrows.load(), 1000);
+    EXPECT_EQ(g_ex.caught.load(), 1000);
+    // The frames the exceptions left get unwind_handler; those that catch, and the one above,
+    // keep their return probes.
+    expect_counts(inner, 1000, 0, 1000, "ex_inner");
+    expect_counts(mid, 1000, 0, 1000, "ex_mid");
+    expect_counts(outer, 1000, 1000, 0, "ex_outer");
+    expect_counts(top, 1, 1, 0, "ex_top");
 }
 
 }  // namespace lp_unwind_test

@@ -80,6 +80,14 @@ bool optimization_expected();
 // callers in order.
 void expect_handler_traces(Tracer t);
 
+// The kernel's test_stacktrace_on_nested_kretprobe with tracer t: return probes on st_target,
+// st_driver and st_top; the inner and outer return handlers' traces show the real return
+// addresses in order and never the trampoline's, and the outer frames keep their probes.
+void expect_nested_return_traces(Tracer t);
+// A trace taken with t in st_target, below two probed frames, shows the real return addresses
+// in order; both frames keep their return probes.
+void expect_trace_below_probed_frames(Tracer t);
+
 // ---- Exceptions: ex_top(n) calls ex_outer(i) for i < n; ex_inner(i) throws Err{i} (i >= 0),
 // ex_mid catches and rethrows, ex_outer catches and returns i. ex_inner and ex_mid hold a
 // Dtor each. With i < 0 nothing is thrown and ex_outer returns 2. ----
@@ -117,5 +125,9 @@ struct Armed {
 
 // gtest expectations on p's counts (and nmissed 0); `what` names it in failures.
 void expect_counts(const Probe &p, long entries, long returns, long unwinds, const char *what);
+
+// Throw/catch, rethrow and destructors through ex_inner, ex_mid and ex_outer (all probed, and
+// ex_top) 1,000 times: the program's counts and every probe's exact counts.
+void expect_exceptions_through_three_probed_frames();
 
 }  // namespace lp_unwind_test

@@ -16,7 +16,7 @@
  * lp_kretprobe_dispatch (the same code and call frame information, no jump): a backtrace taken
  * in a return handler shows liveprobe's dispatcher (lp_kretprobe_return called from
  * lp_kretprobe_dispatch) right above the real return address, as one taken in a pre handler
- * shows lp_detour_call or the breakpoint path's signal frame; the trampoline's own address,
+ * shows lp_detour_call_pre or the breakpoint path's signal frame; the trampoline's own address,
  * the one in replaced return slots, appears in no trace.
  *
  * An unwinder meeting the trampoline as a replaced return address looks up the byte before it

@@ -114,6 +114,10 @@ typedef int (*kprobe_fault_handler_t)(struct kprobe *, struct pt_regs *, int tra
 #define KPROBE_FLAG_DISABLED 2  /* input and output: registered, but not armed */
 #define KPROBE_FLAG_OPTIMIZED 4 /* output: hits take the jump path */
 #define KPROBE_FLAG_NOVEC 0x100 /* input: its handlers never touch vector registers */
+/* input (liveprobe): its handlers read or write the probed thread's floating-point registers
+ * through liveprobe_get_fpregs, so they are saved around every hit, whatever the handlers'
+ * code looks like. */
+#define KPROBE_FLAG_FPREGS 0x200
 
 struct kprobe {
     /* Set addr, or symbol_name (+ offset); not both. register_kprobe fills in addr. */
@@ -255,6 +259,19 @@ struct liveprobe_info {
 LIVEPROBE_API int liveprobe_kprobe_info(const struct kprobe *p, struct liveprobe_info *out);
 /* Handler faults of a registered probe, summed over threads (0 if p is not registered). */
 LIVEPROBE_API unsigned long liveprobe_kprobe_faults(const struct kprobe *p);
+/* Where the probed thread's floating-point registers are while one of its handlers runs:
+ * xmm i (16 bytes, low lane first) at xmm + i * xmm_stride; st(i) (80-bit extended, in
+ * 16 bytes) at st + i * 16, st NULL when the x87 stack is empty. Writes take effect when the
+ * handler returns, as writes to regs do. Valid until the handler returns. */
+struct liveprobe_fpregs {
+    unsigned char *xmm;
+    unsigned long xmm_stride;
+    unsigned char *st;
+};
+/* 0, or -ENODATA outside a handler, or when the registers were not saved because the probe's
+ * handlers were proven free of vector instructions (their live values are then the thread's);
+ * KPROBE_FLAG_FPREGS makes sure they are saved. The C++ API's typed probes use it. */
+LIVEPROBE_API int liveprobe_get_fpregs(struct liveprobe_fpregs *out);
 /* Jump optimization, default on; LIVEPROBE_OPTIMIZE=0 in the environment turns it off at start.
  * Applies to every registered probe at once, as the kernel's debug.kprobes-optimization does:
  * 0 puts them all back on the breakpoint path, 1 optimizes every one that can be. */

@@ -6,6 +6,7 @@
 
 #include "core/error.hpp"
 #include "core/registry.hpp"
+#include "core/thread_state.hpp"
 #include "symbols/symbols.hpp"
 
 using namespace liveprobe;
@@ -69,6 +70,16 @@ unsigned long liveprobe_kprobe_faults(const struct kprobe *p)
     core::ProbeCounters c;
     if (!p || !core::probe_counters(p, &c)) return 0;
     return c.faults;
+}
+
+int liveprobe_get_fpregs(struct liveprobe_fpregs *out)
+{
+    core::ThreadRecord *rec = core::tl_rec;
+    if (!out || !rec || !rec->saved_xmm || !rec->in_handler) return -ENODATA;
+    out->xmm = rec->saved_xmm;
+    out->xmm_stride = rec->saved_xmm_stride;
+    out->st = rec->saved_st;
+    return 0;
 }
 
 void liveprobe_set_optimization(int enabled) { core::set_optimization(enabled != 0); }

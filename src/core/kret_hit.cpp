@@ -102,6 +102,18 @@ void release_memory(KretState *ks) noexcept
 
 enum class Which { kReturn, kUnwind };
 
+// Handlers run with the vector state saved see it through liveprobe_get_fpregs. When an outer
+// level exposed the thread's registers already, those stay: on the breakpoint path the entry
+// handler runs inside the pre handlers of a signal handler, whose live registers are not the
+// thread's (the kernel resets them); on the jump path the outer save is restored last.
+FpregsExposed expose_fpregs(ThreadRecord *rec, void *area) noexcept
+{
+    if (!area || rec->saved_xmm) return FpregsExposed(rec, rec->saved_xmm, rec->saved_xmm_stride, rec->saved_st);
+    uint64_t stride = 0;
+    uint8_t *xmm = arch::saved_xmm0(area, &stride);
+    return FpregsExposed(rec, xmm, stride, arch::saved_st0(area));
+}
+
 // Runs rp's return or unwind handler for `in` under a fault guard, with the vector state saved
 // around it when it may touch it, unless rp is being unregistered (the busy protocol of
 // dispatch.hpp, on kret_busy: rp is read only once live is seen true with kret_busy set).
@@ -117,7 +129,10 @@ enum class Which { kReturn, kUnwind };
         if (h) {
             rec->in_handler++;
             struct kretprobe_instance *ri = in->ri();
-            arch::maybe_with_vectors_saved(vec, [&](void *) { run_guarded(rec, [&] { h(ri, regs); }); });
+            arch::maybe_with_vectors_saved(vec, [&](void *area) {
+                auto x = expose_fpregs(rec, area);
+                run_guarded(rec, [&] { h(ri, regs); });
+            });
             rec->in_handler--;
         }
     }
@@ -130,8 +145,10 @@ bool call_entry_handler(ThreadRecord *rec, KretState *ks, struct kretprobe *rp, 
                         struct pt_regs *regs) noexcept
 {
     int r = 0;
-    bool ok = arch::maybe_with_vectors_saved(
-        ks->entry_vec, [&](void *) { return run_guarded(rec, [&] { r = rp->entry_handler(ri, regs); }); });
+    bool ok = arch::maybe_with_vectors_saved(ks->entry_vec, [&](void *area) {
+        auto x = expose_fpregs(rec, area);
+        return run_guarded(rec, [&] { r = rp->entry_handler(ri, regs); });
+    });
     return ok && r == 0;
 }
 

@@ -74,9 +74,12 @@ Status make_state(struct kretprobe *rp, KretState **out)
         in->next_free = i + 1 < ks->count ? i + 2 : 0;
     }
     ks->free_top.store(1);  // instance 0 first, tag 0
-    ks->entry_vec = !proven_vector_free(rp->entry_handler);
-    ks->return_vec = !proven_vector_free(rp->handler);
-    ks->unwind_vec = !proven_vector_free(rp->unwind_handler);
+    // KPROBE_FLAG_FPREGS: the handlers read the thread's floating-point registers, which must
+    // then be saved (liveprobe_get_fpregs), proof or not.
+    bool fp = rp->kp.flags & KPROBE_FLAG_FPREGS;
+    ks->entry_vec = fp || !proven_vector_free(rp->entry_handler);
+    ks->return_vec = fp || !proven_vector_free(rp->handler);
+    ks->unwind_vec = fp || !proven_vector_free(rp->unwind_handler);
     *out = ks;
     return Status::Ok();
 }
@@ -120,8 +123,8 @@ Status register_kretprobes(struct kretprobe **rps, int num)
         kp.pre_handler = kret_pre;
         kp.__lp_reserved[0] = reinterpret_cast<unsigned long>(ks);
         // kret_pre itself is free of vector instructions and saves the state around the
-        // user's handlers that may touch it.
-        kp.flags |= KPROBE_FLAG_NOVEC;
+        // user's handlers that may touch it (KPROBE_FLAG_FPREGS is in ks now).
+        kp.flags = (kp.flags | KPROBE_FLAG_NOVEC) & ~KPROBE_FLAG_FPREGS;
         rps[i]->nmissed = 0;
         kps.push_back(&kp);
     }

@@ -255,7 +255,8 @@ void refresh_vector_need(ProbePoint *pp)
     Members *m = pp->members.load();
     for (uint32_t i = 0; m && i < m->n && !vec; ++i) {
         struct kprobe *kp = m->items[i]->kp;
-        if (kp->flags & KPROBE_FLAG_NOVEC) continue;
+        if (kp->flags & KPROBE_FLAG_FPREGS) vec = true;
+        if (kp->flags & (KPROBE_FLAG_NOVEC | KPROBE_FLAG_FPREGS)) continue;
         for (void *h : {reinterpret_cast<void *>(kp->pre_handler), reinterpret_cast<void *>(kp->post_handler),
                         reinterpret_cast<void *>(kp->fault_handler)}) {
             if (h && !vector_free_memo(reinterpret_cast<uint64_t>(h))) vec = true;

@@ -524,7 +524,7 @@ Status register_locked(struct kprobe *p, bool internal, const os::MapsSnapshot &
     ks->internal = internal;
 
     p->addr = reinterpret_cast<kprobe_opcode_t *>(addr);
-    p->flags &= KPROBE_FLAG_DISABLED | KPROBE_FLAG_NOVEC;  // the input flags
+    p->flags &= KPROBE_FLAG_DISABLED | KPROBE_FLAG_NOVEC | KPROBE_FLAG_FPREGS;  // the input flags
     p->nmissed = 0;
     p->__lp_state = ks;
 

@@ -71,11 +71,15 @@ struct alignas(64) ThreadRecord {
     // (_Unwind_Backtrace, unw_backtrace: its return slot), 0 when none (core/kret_unwind.cpp).
     uint64_t walk_sp = 0;
 
-    // jprobes (core/jprobe_hit.cpp): where the dispatcher saved the probed thread's vector
-    // registers while pre handlers run (xmm i at saved_xmm + i * saved_xmm_stride; null: the
-    // live registers are the thread's), and the innermost lp_jprobe_call frame.
-    const uint8_t *saved_xmm = nullptr;
+    // Where the probed thread's floating-point registers are while its handlers run with them
+    // saved (the jump path's save area, or the signal frame on the breakpoint path): xmm i at
+    // saved_xmm + i * saved_xmm_stride, st(i) at saved_st + i * 16 (null: the x87 stack is
+    // empty). saved_xmm null: the live registers are the thread's (vector-free handlers).
+    // Read by jprobes (core/jprobe_hit.cpp) and liveprobe_get_fpregs; writes take effect.
+    uint8_t *saved_xmm = nullptr;
     uint64_t saved_xmm_stride = 0;
+    uint8_t *saved_st = nullptr;
+    // The innermost lp_jprobe_call frame.
     uint64_t jprobe_frame = 0;
 };
 
@@ -86,6 +90,33 @@ extern void (*g_thread_gone_hook)(ThreadRecord *) noexcept;
 // The calling thread's record (plain pointer: initial-exec TLS with no constructor, safe in
 // signal handlers; the library is built with -ftls-model=initial-exec).
 extern constinit thread_local ThreadRecord *tl_rec;
+
+// Publishes where the thread's floating-point registers were saved for the handlers run in
+// its scope, and restores the outer values after (handlers nest: a probe hit in a handler).
+class FpregsExposed {
+public:
+    FpregsExposed(ThreadRecord *rec, uint8_t *xmm, uint64_t stride, uint8_t *st) noexcept
+        : rec_(rec), xmm_(rec->saved_xmm), stride_(rec->saved_xmm_stride), st_(rec->saved_st)
+    {
+        rec->saved_xmm = xmm;
+        rec->saved_xmm_stride = stride;
+        rec->saved_st = st;
+    }
+    ~FpregsExposed()
+    {
+        rec_->saved_xmm = xmm_;
+        rec_->saved_xmm_stride = stride_;
+        rec_->saved_st = st_;
+    }
+    FpregsExposed(const FpregsExposed &) = delete;
+    FpregsExposed &operator=(const FpregsExposed &) = delete;
+
+private:
+    ThreadRecord *rec_;
+    uint8_t *xmm_;
+    uint64_t stride_;
+    uint8_t *st_;
+};
 
 // Claims a record for the calling thread (first hit). Async-signal-safe.
 ThreadRecord *this_thread_claim() noexcept;

@@ -69,6 +69,15 @@ namespace {
 uint64_t context_ip(const ucontext_t *uc) { return uc->uc_mcontext.gregs[REG_RIP]; }
 void set_context_ip(ucontext_t *uc, uint64_t ip) { uc->uc_mcontext.gregs[REG_RIP] = ip; }
 
+// The thread's floating-point registers are in the signal frame (the handler's are not theirs);
+// the kernel restores them from there.
+FpregsExposed expose_fpregs(ThreadRecord *rec, ucontext_t *uc) noexcept
+{
+    auto *fp = uc->uc_mcontext.fpregs;
+    if (!fp) return FpregsExposed(rec, nullptr, 0, nullptr);
+    return FpregsExposed(rec, reinterpret_cast<uint8_t *>(fp->_xmm), 16, reinterpret_cast<uint8_t *>(fp->_st));
+}
+
 // Handlers may fault; the kernel would kill a thread that faults with the fault signal
 // blocked. The context's mask is restored when the signal handler returns.
 void unblock_fault_signals(const ucontext_t *uc) noexcept
@@ -103,6 +112,7 @@ void post_trap(ThreadRecord *rec, uint64_t at, ucontext_t *uc, siginfo_t *info)
     set_context_ip(uc, next_orig);
     if (pp && pp->slot == slot && rec->in_handler == 0) {
         unblock_fault_signals(uc);
+        FpregsExposed x = expose_fpregs(rec, uc);
         run_post(rec, pp, &regs);
     }
     if (regs.ip == next_orig) regs.ip = h->next;
@@ -191,13 +201,11 @@ void breakpoint_trap_handler(int sig, siginfo_t *info, ucontext_t *uc)
     } else {
         unblock_fault_signals(uc);
         // The thread's vector registers are in the signal frame (the handler's are not theirs).
-        const uint8_t *prev_xmm = rec->saved_xmm;
-        uint64_t prev_stride = rec->saved_xmm_stride;
-        rec->saved_xmm = uc->uc_mcontext.fpregs ? reinterpret_cast<const uint8_t *>(uc->uc_mcontext.fpregs->_xmm) : nullptr;
-        rec->saved_xmm_stride = 16;
-        PreResult r = run_pre(rec, pp, &regs);
-        rec->saved_xmm = prev_xmm;
-        rec->saved_xmm_stride = prev_stride;
+        PreResult r;
+        {
+            FpregsExposed x = expose_fpregs(rec, uc);
+            r = run_pre(rec, pp, &regs);
+        }
         if (r == PreResult::kSkip) {
             arch::regs_to_context(&regs, uc);
             rec->busy.store(prev, std::memory_order_release);
@@ -220,7 +228,10 @@ void breakpoint_trap_handler(int sig, siginfo_t *info, ucontext_t *uc)
             os::forward_signal(ga.sig ? ga.sig : SIGSEGV, &ga.info, uc);
             return;
         }
-        if (post) run_post(rec, pp, &regs);
+        if (post) {
+            FpregsExposed x = expose_fpregs(rec, uc);
+            run_post(rec, pp, &regs);
+        }
     } else {
         regs.ip = pp->slot + (post ? kSlotTrapOffset : kSlotJumpOffset);
     }

@@ -23,23 +23,14 @@ constexpr bool kSaveAroundAll = true;
 constexpr bool kSaveAroundAll = false;
 #endif
 
-// While handlers run with the vector state saved, jprobes take the thread's vector arguments
-// from the save area (ThreadRecord::saved_xmm).
-struct XmmExposed {
-    ThreadRecord *rec;
-    const uint8_t *prev;
-    uint64_t prev_stride;
-    XmmExposed(ThreadRecord *r, const void *area) noexcept
-        : rec(r), prev(r->saved_xmm), prev_stride(r->saved_xmm_stride)
-    {
-        r->saved_xmm = saved_xmm0(area, &r->saved_xmm_stride);
-    }
-    ~XmmExposed()
-    {
-        rec->saved_xmm = prev;
-        rec->saved_xmm_stride = prev_stride;
-    }
-};
+// While handlers run with the vector state saved, jprobes and liveprobe_get_fpregs take the
+// thread's floating-point registers from the save area (ThreadRecord::saved_xmm).
+inline core::FpregsExposed expose(ThreadRecord *rec, void *area) noexcept
+{
+    uint64_t stride = 0;
+    uint8_t *xmm = saved_xmm0(area, &stride);
+    return core::FpregsExposed(rec, xmm, stride, saved_st0(area));
+}
 
 inline bool must_save_vectors(ProbePoint *pp) noexcept
 {
@@ -50,14 +41,17 @@ inline bool must_save_vectors(ProbePoint *pp) noexcept
 [[gnu::noinline]] PreResult run_pre_saving_vectors(ThreadRecord *rec, ProbePoint *pp, struct pt_regs *regs) noexcept
 {
     return with_vectors_saved([&](void *area) {
-        XmmExposed x(rec, area);
+        auto x = expose(rec, area);
         return core::run_pre(rec, pp, regs);
     });
 }
 
 [[gnu::noinline]] void run_post_saving_vectors(ThreadRecord *rec, ProbePoint *pp, struct pt_regs *regs) noexcept
 {
-    with_vectors_saved([&](void *) { core::run_post(rec, pp, regs); });
+    with_vectors_saved([&](void *area) {
+        auto x = expose(rec, area);
+        core::run_post(rec, pp, regs);
+    });
 }
 
 inline PreResult pre_handlers(ThreadRecord *rec, ProbePoint *pp, struct pt_regs *regs) noexcept
@@ -88,7 +82,7 @@ int saved_around(Fn fn, uint64_t site, struct pt_regs *regs) noexcept
     return with_vectors_saved([&](void *area) {
         ThreadRecord *rec = core::this_thread();
         if (!rec) return fn(site, regs);
-        XmmExposed x(rec, area);
+        auto x = expose(rec, area);
         return fn(site, regs);
     });
 }

@@ -31,15 +31,24 @@ size_t vector_area_size() noexcept;
 const char *vector_save_name() noexcept;
 
 // Where xmm0 lies in a save area, and the distance between xmm i and i + 1.
-inline const uint8_t *saved_xmm0(const void *area, uint64_t *stride) noexcept
+inline uint8_t *saved_xmm0(void *area, uint64_t *stride) noexcept
 {
-    const auto *a = static_cast<const uint8_t *>(area);
+    auto *a = static_cast<uint8_t *>(area);
     if (g_vector_save == VectorSave::kExplicit) {
         *stride = 64;
         return a + 128;  // vector_save.S's layout
     }
     *stride = 16;
     return a + 160;  // the FXSAVE legacy region (XSAVE's too)
+}
+
+// Where st(0) lies in a save area (st(i) 16 bytes further each), or null when the x87 stack
+// was empty and not saved (vector_save.S saves it only then; its flag is at byte 16).
+inline uint8_t *saved_st0(void *area) noexcept
+{
+    auto *a = static_cast<uint8_t *>(area);
+    if (g_vector_save == VectorSave::kExplicit) return a[16] ? a + 2176 + 32 : nullptr;
+    return a + 32;  // the FXSAVE legacy region (XSAVE's too)
 }
 
 inline void vector_save(void *area) noexcept

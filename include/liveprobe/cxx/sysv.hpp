@@ -237,6 +237,25 @@ inline T load(const unsigned char *at) noexcept
     return v;
 }
 
+// A 16-byte value held in two registers (low eightbyte first), which pt_regs does not keep
+// next to each other.
+template <typename T>
+inline T load_pair(unsigned long lo, unsigned long hi) noexcept
+{
+    unsigned char b[16];
+    std::memcpy(b, &lo, 8);
+    std::memcpy(b + 8, &hi, 8);
+    return load<T>(b);
+}
+template <typename T>
+inline void store_pair(const T &v, unsigned long &lo, unsigned long &hi) noexcept
+{
+    unsigned char b[16];
+    std::memcpy(b, static_cast<const void *>(&v), 16);
+    std::memcpy(&lo, b, 8);
+    std::memcpy(&hi, b + 8, 8);
+}
+
 template <typename T, bool = std::is_enum_v<T>>
 struct Underlying {
     using type = T;

@@ -89,6 +89,8 @@ public:
             return static_cast<T &>(*std::launder(reinterpret_cast<T *>(at)));
         else if constexpr (p.where == sysv::Place::xmm)
             return at ? sysv::load<T>(at) : T{};
+        else if constexpr (p.where == sysv::Place::gpr2)
+            return sysv::load_pair<T>(sysv::gpr(*regs_, p.index), sysv::gpr(*regs_, p.index + 1));
         else
             return sysv::load<T>(at);
     }
@@ -102,6 +104,8 @@ public:
         constexpr sysv::Class c = sysv::classify<T>();
         if constexpr (c == sysv::Class::indirect || c == sysv::Class::memory) {
             arg<I>() = v;
+        } else if constexpr (Layout::place[I].where == sysv::Place::gpr2) {
+            sysv::store_pair(v, sysv::gpr(*regs_, Layout::place[I].index), sysv::gpr(*regs_, Layout::place[I].index + 1));
         } else {
             unsigned char *at = where<Layout::place[I]>();
             if (at) sysv::store(at, v);
@@ -158,10 +162,7 @@ public:
         if constexpr (Layout::ret == sysv::Class::integer) {
             sysv::store(reinterpret_cast<unsigned char *>(&r.ax), value);
         } else if constexpr (Layout::ret == sysv::Class::integer2) {
-            unsigned char b[16];
-            std::memcpy(b, &value, 16);
-            std::memcpy(&r.ax, b, 8);
-            std::memcpy(&r.dx, b + 8, 8);
+            sysv::store_pair(value, r.ax, r.dx);
         } else if constexpr (Layout::ret == sysv::Class::sse) {
             struct liveprobe_fpregs fp {};
             if (liveprobe_get_fpregs(&fp) == 0) std::memcpy(fp.xmm, &value, sizeof(R));
@@ -217,10 +218,7 @@ public:
         if constexpr (c == sysv::Class::integer) {
             return sysv::load<R>(reinterpret_cast<const unsigned char *>(&regs_->ax));
         } else if constexpr (c == sysv::Class::integer2) {
-            unsigned char b[16];
-            std::memcpy(b, &regs_->ax, 8);
-            std::memcpy(b + 8, &regs_->dx, 8);
-            return sysv::load<R>(b);
+            return sysv::load_pair<R>(regs_->ax, regs_->dx);
         } else if constexpr (c == sysv::Class::sse) {
             return fp_.xmm ? sysv::load<R>(fp_.xmm) : R{};
         } else if constexpr (c == sysv::Class::x87) {
@@ -241,10 +239,7 @@ public:
         if constexpr (c == sysv::Class::integer) {
             sysv::store(reinterpret_cast<unsigned char *>(&regs_->ax), v);
         } else if constexpr (c == sysv::Class::integer2) {
-            unsigned char b[16];
-            std::memcpy(b, &v, 16);
-            std::memcpy(&regs_->ax, b, 8);
-            std::memcpy(&regs_->dx, b + 8, 8);
+            sysv::store_pair(v, regs_->ax, regs_->dx);
         } else if constexpr (c == sysv::Class::sse) {
             if (fp_.xmm) std::memcpy(fp_.xmm, &v, sizeof(R));
         } else if constexpr (c == sysv::Class::x87) {

@@ -45,7 +45,8 @@ fi
 check "libliveprobe.so.0 (soname link) installed" test -e "$libdir/libliveprobe.so.0"
 check "include/liveprobe/kprobes.h installed" test -f "$prefix/include/liveprobe/kprobes.h"
 check "include/liveprobe/compat/ installed" test -d "$prefix/include/liveprobe/compat"
-check "no private header installed" bash -c "! find '$prefix/include' -name '*.hpp' | grep -v '/liveprobe/liveprobe.hpp$' | grep -q ."
+check "include/liveprobe/liveprobe.hpp (C++ API) installed" test -f "$prefix/include/liveprobe/liveprobe.hpp"
+check "no private header installed" bash -c "! find '$prefix/include' -name '*.hpp' | grep -vE '/liveprobe/(liveprobe|cxx/[a-z_]+)\.hpp$' | grep -q ."
 check "liveprobeConfig.cmake installed" test -f "$libdir/cmake/liveprobe/liveprobeConfig.cmake"
 
 # 3. pkg-config.
@@ -88,6 +89,18 @@ printf '#include <liveprobe/kprobes.h>\nint main() { kprobe kp{}; return static_
 # shellcheck disable=SC2086
 check "kprobes.h: c++ -std=c++17 -Wall -Wextra -Werror" \
     "$cxx" -std=c++17 -Wall -Wextra -Werror "$work/header.cpp" $flags -o "$work/header_cxx"
+
+# 5b. README.md's C++ example, built with pkg-config as a C++20 program, then run: it times two
+# calls and exits 0 when both were timed.
+cxx_example=$src/examples/typed_probe.cpp
+# shellcheck disable=SC2086
+check "c++ -std=c++20 -Wall -Wextra -Werror typed_probe.cpp \$(pkg-config --cflags --libs liveprobe)" \
+    "$cxx" -std=c++20 -Wall -Wextra -Werror "$cxx_example" $flags -o "$work/typed_probe"
+check "typed_probe (pkg-config build) runs, both calls timed" "${run[@]}" "$work/typed_probe"
+# shellcheck disable=SC2086
+check "c++ -std=c++20 -O2 typed_probe.cpp \$(pkg-config --cflags --libs liveprobe)" \
+    "$cxx" -std=c++20 -O2 "$cxx_example" $flags -o "$work/typed_probe_O2"
+check "typed_probe -O2 (pkg-config build) runs, both calls timed" "${run[@]}" "$work/typed_probe_O2"
 
 # 6. A CMake project: find_package(liveprobe REQUIRED) + liveprobe::liveprobe.
 mkdir -p "$work/cmake-project"

@@ -13,11 +13,14 @@
 #include <string>
 
 // The probed function. noipa: a real function (no inlining, no cloning, no identical-code
-// folding, callers assume nothing of it); the empty asm keeps its body.
+// folding, callers assume nothing of it); the empty asm keeps its body. The body
+// (lea (%rdi,%rsi),%eax; imul %esi,%eax; ret) has 6 bytes before the ret, room for the jump
+// path's jmp (a + b alone is 4 bytes with the ret: breakpoint path only). Called with b = 1 it
+// returns a + 1.
 extern "C" __attribute__((noipa)) int cxx_bench_target(int a, int b)
 {
     asm volatile("" : "+r"(a));
-    return a + b;
+    return (a + b) * b;
 }
 
 namespace {
@@ -154,7 +157,9 @@ void BM_CxxReturnTyped(benchmark::State &state)
                  .with_slot<Stamp>()
                  .on_entry([](auto &, Stamp &s) { s.t0 = g_tick++; })
                  .on_return([](auto &x, Stamp &s) {
-                     g_total += static_cast<std::uint64_t>(x.value()) - s.t0;
+                     // value() is for calls that returned: this handler (it takes the Exit)
+                     // also gets the unwound ones, with no registers.
+                     if (x.returned()) g_total += static_cast<std::uint64_t>(x.value()) - s.t0;
                  })
                  .attach();
     if (!p) {

@@ -663,6 +663,8 @@ TEST(CxxSlot, UnwoundCallsGetTheUnwoundOutcomeAndTheirSlotDestroyed)
                      } else {
                          ++unwound;
                          EXPECT_EQ(exit.regs(), nullptr);
+                         EXPECT_EQ(exit.value(), 0) << "an unwound call has no value: R{}";
+                         exit.set_value(7);  // no effect, no fault
                      }
                  })
                  .attach();
@@ -674,6 +676,7 @@ TEST(CxxSlot, UnwoundCallsGetTheUnwoundOutcomeAndTheirSlotDestroyed)
     EXPECT_EQ(calls_may_throw(5), 51);
     EXPECT_EQ(returned, 2);
     EXPECT_EQ(unwound, 1);
+    EXPECT_EQ(p->counters().faults, 0u);
     EXPECT_EQ(Tracked::made, 3);
     EXPECT_EQ(Tracked::alive, 0);
 }

@@ -21,12 +21,15 @@
 #include <cstdlib>
 
 // The functions, identical; noipa: no inlining, cloning or identical-code folding, so each is
-// its own code at its own address. aligned: the same alignment for all five.
+// its own code at its own address; aligned: the same alignment for all five. The body
+// (lea (%rdi,%rsi),%eax; imul %esi,%eax; ret) is 6 bytes before the ret, room for the jump
+// path's 5-byte jmp (a + b alone, lea + ret, is 4 bytes: breakpoint path only). Called with
+// b = 1 it returns a + 1.
 #define LP_CXX_TARGET(name)                                                              \
     extern "C" __attribute__((noipa, aligned(64))) int name(int a, int b)                \
     {                                                                                    \
         asm volatile("" : "+r"(a));                                                      \
-        return a + b;                                                                    \
+        return (a + b) * b;                                                              \
     }
 LP_CXX_TARGET(cc_f0)
 LP_CXX_TARGET(cc_f1)
@@ -82,6 +85,12 @@ bool optimized(const kprobe *kp)
     liveprobe_info info{};
     return liveprobe_kprobe_info(kp, &info) == 0 && info.optimized;
 }
+const char *why_not(const kprobe *kp)
+{
+    liveprobe_info info{};
+    if (liveprobe_kprobe_info(kp, &info) != 0) return "not registered";
+    return info.why_not_optimized ? info.why_not_optimized : "";
+}
 unsigned long hits(const kprobe *kp)
 {
     liveprobe_info info{};
@@ -120,7 +129,9 @@ int main(int argc, char **argv)
                             .with_slot<Stamp>()
                             .on_entry([](auto &, Stamp &s) { s.t0 = g_tick++; })
                             .on_return([](auto &x, Stamp &s) {
-                                g_total += static_cast<std::uint64_t>(x.value()) - s.t0;
+                                // value() is for calls that returned: this handler (it takes the Exit)
+                                // also gets the unwound ones, with no registers.
+                                if (x.returned()) g_total += static_cast<std::uint64_t>(x.value()) - s.t0;
                             })
                             .attach();
     if (!typed_return) fail("typed return probe", typed_return.error().message().c_str());
@@ -178,8 +189,8 @@ int main(int argc, char **argv)
                 "TSC cycles per call (TSC %.3f GHz)\n", rounds, nv, n, ghz);
     std::printf("%-40s %10s %10s %12s\n", "", "cycles", "ns", "added cyc");
     for (Variant &x : v)
-        std::printf("%-40s %10.1f %10.2f %12.1f%s\n", x.name, x.best, x.best / ghz, x.best - v[0].best,
-                    x.kp && !optimized(x.kp) ? "  (NOT optimized)" : "");
+        std::printf("%-40s %10.1f %10.2f %12.1f%s%s\n", x.name, x.best, x.best / ghz, x.best - v[0].best,
+                    x.kp && !optimized(x.kp) ? "  NOT optimized: " : "", x.kp ? why_not(x.kp) : "");
     const double entry_ratio = v[2].best / v[1].best, return_ratio = v[4].best / v[3].best;
     const double entry_added = (v[2].best - v[0].best) / (v[1].best - v[0].best);
     const double return_added = (v[4].best - v[0].best) / (v[3].best - v[0].best);

@@ -12,8 +12,9 @@
 //   Batch         registers many probes as one transaction.
 //
 // Every handler is stored by value in the probe's block and called directly: no allocation
-// and no std::function on a hit. Cost per hit is the C API's (bench/: CxxTyped* against their
-// C counterparts). See README.md, "C++ API", for a complete example.
+// and no std::function on a hit. Cost per hit is the C API's (bench/: liveprobe-cxx-cycles and
+// BM_Cxx* measure typed probes against their C counterparts). See README.md, "The C++ API", for
+// a complete example.
 #pragma once
 
 #include <liveprobe/kprobes.h>

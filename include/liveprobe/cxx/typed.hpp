@@ -8,7 +8,9 @@
 //   auto r = liveprobe::probe(&parse)
 //                .with_slot<Timing>()
 //                .on_entry([](auto &call, Timing &t) { t.t0 = now(); })
-//                .on_return([&](auto &exit, Timing &t) { record(exit.value(), now() - t.t0); })
+//                .on_return([&](auto &exit, Timing &t) {
+//                    if (exit.returned()) record(exit.value(), now() - t.t0);  // else: unwound
+//                })
 //                .attach();
 //
 // A probe with only on_entry is a kprobe at the function's entry; its handler gets an
@@ -208,13 +210,16 @@ public:
     Outcome outcome() const noexcept { return regs_ ? Outcome::returned : Outcome::unwound; }
     bool returned() const noexcept { return regs_ != nullptr; }
 
-    // The return value (outcome() must be returned). A class returned through memory comes
-    // back as a reference to the caller's object.
+    // The return value. A class returned through memory comes back as a reference to the
+    // caller's object, and then outcome() must be returned; other types read R{} for an
+    // unwound call.
     template <typename V = R>
         requires(!std::is_void_v<V>)
     decltype(auto) value() const noexcept
     {
         constexpr sysv::Class c = Layout::ret;
+        if constexpr (c != sysv::Class::memory && c != sysv::Class::indirect)
+            if (!regs_) return R{};
         if constexpr (c == sysv::Class::integer) {
             return sysv::load<R>(reinterpret_cast<const unsigned char *>(&regs_->ax));
         } else if constexpr (c == sysv::Class::integer2) {
@@ -230,12 +235,13 @@ public:
         }
     }
 
-    // Replaces the return value the caller gets (outcome() must be returned).
+    // Replaces the return value the caller gets (no effect on an unwound call).
     template <typename V = R>
         requires(!std::is_void_v<V>)
     void set_value(const V &v) noexcept
     {
         constexpr sysv::Class c = Layout::ret;
+        if (!regs_) return;
         if constexpr (c == sysv::Class::integer) {
             sysv::store(reinterpret_cast<unsigned char *>(&regs_->ax), v);
         } else if constexpr (c == sysv::Class::integer2) {

@@ -774,6 +774,24 @@ TEST(CxxState, FaultsAreCountedAndTheProgramGoesOn)
     EXPECT_EQ(p->counters().faults, 1u);
 }
 
+TEST(CxxState, FaultsInReturnProbeHandlersAreCounted)
+{
+    auto p = lp::probe(&mul)
+                 .on_entry([](int a, int) {
+                     if (a == 3) *bad_address() = 1;  // the entry handler faults: call not followed
+                 })
+                 .on_return([](int v) {
+                     if (v == 8) *bad_address() = 1;  // the return handler faults
+                 })
+                 .attach();
+    ASSERT_TRUE(p) << p.error().message();
+    EXPECT_EQ(mul(2, 4), 8);
+    EXPECT_EQ(mul(3, 4), 12);
+    EXPECT_EQ(mul(5, 1), 5);
+    EXPECT_EQ(p->counters().faults, 2u);
+    EXPECT_EQ(p->counters().hits, 3u);
+}
+
 // ---- untyped probes with lambdas ----------------------------------------------------------
 
 TEST(CxxUntyped, PrePostAndKretprobeWithData)

@@ -257,7 +257,8 @@ struct liveprobe_info {
 
 /* Fills *out for a registered probe: 0, or -EINVAL if p is not registered. */
 LIVEPROBE_API int liveprobe_kprobe_info(const struct kprobe *p, struct liveprobe_info *out);
-/* Handler faults of a registered probe, summed over threads (0 if p is not registered). */
+/* Handler faults of a registered probe, summed over threads (0 if p is not registered). For a
+ * kretprobe, pass &rp->kp: the faults of its entry, return and unwind handlers. */
 LIVEPROBE_API unsigned long liveprobe_kprobe_faults(const struct kprobe *p);
 /* Where the probed thread's floating-point registers are while one of its handlers runs:
  * xmm i (16 bytes, low lane first) at xmm + i * xmm_stride; st(i) (80-bit extended, in

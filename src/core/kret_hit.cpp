@@ -131,7 +131,7 @@ FpregsExposed expose_fpregs(ThreadRecord *rec, void *area) noexcept
             struct kretprobe_instance *ri = in->ri();
             arch::maybe_with_vectors_saved(vec, [&](void *area) {
                 auto x = expose_fpregs(rec, area);
-                run_guarded(rec, [&] { h(ri, regs); });
+                if (!run_guarded(rec, [&] { h(ri, regs); }) && ks->fault_id) count(rec, ks->fault_id);
             });
             rec->in_handler--;
         }
@@ -149,6 +149,7 @@ bool call_entry_handler(ThreadRecord *rec, KretState *ks, struct kretprobe *rp, 
         auto x = expose_fpregs(rec, area);
         return run_guarded(rec, [&] { r = rp->entry_handler(ri, regs); });
     });
+    if (!ok && ks->fault_id) count(rec, ks->fault_id);
     return ok && r == 0;
 }
 

@@ -135,6 +135,8 @@ Status register_kretprobes(struct kretprobe **rps, int num)
         }
         return s;
     }
+    for (int i = 0; i < num; ++i)
+        states[i]->fault_id = static_cast<const KprobeState *>(rps[i]->kp.__lp_state)->fault_id;
     {
         std::lock_guard lk(g_mu);
         for (int i = 0; i < num; ++i) g_krets[rps[i]] = states[i];

@@ -58,6 +58,9 @@ struct alignas(64) KretState {
     bool entry_vec = true;              // the handler may touch vector state: save around it
     bool return_vec = true;
     bool unwind_vec = true;
+    // The per-thread counter that counts faults of rp's handlers: its kprobe's (fault_id of its
+    // KprobeState, so liveprobe_kprobe_faults(&rp->kp) sums them); 0 until registered.
+    uint32_t fault_id = 0;
 
     Inst *at(uint32_t i) noexcept { return reinterpret_cast<Inst *>(pool + size_t(i) * stride); }
 };

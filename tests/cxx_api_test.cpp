@@ -10,10 +10,12 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdarg>
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -108,6 +110,49 @@ struct Widget {
     return x * 10;
 }
 [[gnu::noipa]] int calls_may_throw(int x) { return may_throw(x) + 1; }
+
+// Small classes (16 bytes or less), passed in registers by their eightbytes.
+struct Point {  // INTEGER
+    int x, y;
+};
+struct Vec2 {  // SSE
+    float x, y;
+};
+struct Mixed {  // SSE, INTEGER
+    double d;
+    long l;
+};
+struct IntDouble {  // INTEGER, SSE
+    int i;
+    double d;
+};
+template <>
+struct liveprobe::sysv::Eightbytes<Point> : liveprobe::sysv::Classes<liveprobe::sysv::Class::integer> {};
+template <>
+struct liveprobe::sysv::Eightbytes<Vec2> : liveprobe::sysv::Classes<liveprobe::sysv::Class::sse> {};
+template <>
+struct liveprobe::sysv::Eightbytes<Mixed>
+    : liveprobe::sysv::Classes<liveprobe::sysv::Class::sse, liveprobe::sysv::Class::integer> {};
+template <>
+struct liveprobe::sysv::Eightbytes<IntDouble>
+    : liveprobe::sysv::Classes<liveprobe::sysv::Class::integer, liveprobe::sysv::Class::sse> {};
+
+// p: rdi; v: xmm0; m: xmm1 + rsi; sv: rdx + rcx; pr: r8 + xmm2; tail: r9.
+[[gnu::noipa]] double small_args(Point p, Vec2 v, Mixed m, std::string_view sv, std::pair<int, double> pr, int tail)
+{
+    return p.x + p.y + v.x + v.y + m.d + static_cast<double>(m.l) + static_cast<double>(sv.size()) + pr.first +
+           pr.second + tail;
+}
+// a..e: five registers; sv needs two: the stack; p takes the last register (r9).
+[[gnu::noipa]] long small_spill(long a, long b, long c, long d, long e, std::string_view sv, Point p)
+{
+    return a + b + c + d + e + static_cast<long>(sv.size()) * 1000 + p.x * 100 + p.y;
+}
+[[gnu::noipa]] Vec2 make_vec(float x) { return Vec2{x, x * 2}; }
+[[gnu::noipa]] Mixed make_mixed(long l) { return Mixed{l * 0.5, l}; }
+[[gnu::noipa]] IntDouble make_id(int i) { return IntDouble{i, i * 0.25}; }
+[[gnu::noipa]] std::pair<long, long> make_pair(long a) { return {a, -a}; }
+[[gnu::noipa]] std::chrono::milliseconds ms_twice(std::chrono::milliseconds d) { return d * 2; }
 
 // Recursion through a pointer the compiler cannot see through: real calls at any -O.
 int recurse(int n);
@@ -389,6 +434,112 @@ TEST(CxxTypedArgs, ClassesInMemoryAndByInvisibleReference)
     ASSERT_TRUE(s) << s.error().message();
     EXPECT_EQ(str_arg("hello", 4), 7u * 100 + 4);
     EXPECT_EQ(seen, "hello");
+}
+
+TEST(CxxTypedArgs, SmallClassesInRegistersByTheirEightbytes)
+{
+    Point p{};
+    Vec2 v{};
+    Mixed m{};
+    std::string seen_sv;
+    std::pair<int, double> pr{};
+    int tail = 0;
+    auto probe = lp::probe(&small_args)
+                     .on_entry([&](auto &call) {
+                         std::tie(p, v, m, std::ignore, pr, tail) = call.values();
+                         seen_sv = std::string(call.template arg<3>());
+                         call.template set_arg<0>(Point{100, 200});
+                         call.template set_arg<2>(Mixed{0.5, 1000});
+                         call.template set_arg<4>(std::pair<int, double>{-1, -0.25});
+                     })
+                     .attach();
+    ASSERT_TRUE(probe) << probe.error().message();
+    double r = small_args({1, 2}, {0.5f, 1.5f}, {2.25, 3}, "abcd", {5, 6.5}, 7);
+    EXPECT_EQ(p.x, 1);
+    EXPECT_EQ(p.y, 2);
+    EXPECT_EQ(v.x, 0.5f);
+    EXPECT_EQ(v.y, 1.5f);
+    EXPECT_EQ(m.d, 2.25);
+    EXPECT_EQ(m.l, 3);
+    EXPECT_EQ(seen_sv, "abcd");
+    EXPECT_EQ(pr.first, 5);
+    EXPECT_EQ(pr.second, 6.5);
+    EXPECT_EQ(tail, 7);
+    EXPECT_DOUBLE_EQ(r, 300 + 2.0 + 0.5 + 1000 + 4 - 1 - 0.25 + 7);
+}
+
+TEST(CxxTypedArgs, SmallClassGoesWholeOnTheStackWhenItsRegistersAreNotFree)
+{
+    std::string seen_sv;
+    Point p{};
+    auto probe = lp::probe(&small_spill)
+                     .on_entry([&](long, long, long, long, long, std::string_view sv, Point pt) {
+                         seen_sv = std::string(sv);
+                         p = pt;
+                     })
+                     .attach();
+    ASSERT_TRUE(probe) << probe.error().message();
+    EXPECT_EQ(small_spill(1, 2, 3, 4, 5, "xyz", {6, 7}), 15 + 3000 + 607);
+    EXPECT_EQ(seen_sv, "xyz");
+    EXPECT_EQ(p.x, 6);
+    EXPECT_EQ(p.y, 7);
+}
+
+TEST(CxxTypedReturn, SmallClassesInRaxRdxXmm0Xmm1)
+{
+    Vec2 v{};
+    auto pv = lp::probe(&make_vec).on_return([&](auto &x) {
+        v = x.value();
+        x.set_value(Vec2{-1, -2});
+    }).attach();
+    ASSERT_TRUE(pv) << pv.error().message();
+    Vec2 rv = make_vec(3);
+    EXPECT_EQ(v.x, 3);
+    EXPECT_EQ(v.y, 6);
+    EXPECT_EQ(rv.x, -1);
+    EXPECT_EQ(rv.y, -2);
+
+    Mixed m{};
+    auto pm = lp::probe(&make_mixed).on_return([&](auto &x) {
+        m = x.value();
+        x.set_value(Mixed{9.5, 9});
+    }).attach();
+    ASSERT_TRUE(pm) << pm.error().message();
+    Mixed rm = make_mixed(4);
+    EXPECT_EQ(m.d, 2.0);
+    EXPECT_EQ(m.l, 4);
+    EXPECT_EQ(rm.d, 9.5);
+    EXPECT_EQ(rm.l, 9);
+
+    IntDouble id{};
+    auto pi = lp::probe(&make_id).on_return([&](IntDouble r) { id = r; }).attach();
+    ASSERT_TRUE(pi) << pi.error().message();
+    make_id(8);
+    EXPECT_EQ(id.i, 8);
+    EXPECT_EQ(id.d, 2.0);
+
+    std::pair<long, long> pr{};
+    auto pp = lp::probe(&make_pair).on_return([&](auto &x) {
+        pr = x.value();
+        x.set_value(std::pair<long, long>{1, 2});
+    }).attach();
+    ASSERT_TRUE(pp) << pp.error().message();
+    EXPECT_EQ(make_pair(5), (std::pair<long, long>{1, 2}));
+    EXPECT_EQ(pr, (std::pair<long, long>{5, -5}));
+
+    // Skipped with a small class: the registers of its eightbytes are set.
+    auto ps = lp::probe(&make_id).on_entry([](auto &call) { call.skip(IntDouble{-3, -0.5}); }).attach();
+    ASSERT_TRUE(ps) << ps.error().message();
+    pi->reset();
+    IntDouble s = make_id(1);
+    EXPECT_EQ(s.i, -3);
+    EXPECT_EQ(s.d, -0.5);
+
+    std::chrono::milliseconds seen{};
+    auto pd = lp::probe(&ms_twice).on_entry([&](std::chrono::milliseconds d) { seen = d; }).attach();
+    ASSERT_TRUE(pd) << pd.error().message();
+    EXPECT_EQ(ms_twice(std::chrono::milliseconds(21)).count(), 42);
+    EXPECT_EQ(seen.count(), 21);
 }
 
 TEST(CxxTypedArgs, Int128InRegisterPairsAndOnTheStack)

@@ -93,6 +93,8 @@ public:
             return at ? sysv::load<T>(at) : T{};
         else if constexpr (p.where == sysv::Place::gpr2)
             return sysv::load_pair<T>(sysv::gpr(*regs_, p.index), sysv::gpr(*regs_, p.index + 1));
+        else if constexpr (p.where == sysv::Place::split)
+            return sysv::load_split<T>(*regs_, fpregs(), p, false);
         else
             return sysv::load<T>(at);
     }
@@ -106,6 +108,8 @@ public:
         constexpr sysv::Class c = sysv::classify<T>();
         if constexpr (c == sysv::Class::indirect || c == sysv::Class::memory) {
             arg<I>() = v;
+        } else if constexpr (Layout::place[I].where == sysv::Place::split) {
+            sysv::store_split(*regs_, fpregs(), Layout::place[I], false, v);
         } else if constexpr (Layout::place[I].where == sysv::Place::gpr2) {
             sysv::store_pair(v, sysv::gpr(*regs_, Layout::place[I].index), sysv::gpr(*regs_, Layout::place[I].index + 1));
         } else {
@@ -127,11 +131,23 @@ public:
     void *return_address() const noexcept { return *reinterpret_cast<void **>(regs_->sp); }
 
 protected:
+    const struct liveprobe_fpregs &fpregs() const noexcept
+    {
+        if constexpr (Layout::args_use_fp) {
+            return fp_;
+        } else {
+            static constexpr struct liveprobe_fpregs none {};
+            return none;
+        }
+    }
+
     template <sysv::Place p>
     unsigned char *where() const noexcept
     {
         if constexpr (p.where == sysv::Place::gpr || p.where == sysv::Place::gpr2)
             return reinterpret_cast<unsigned char *>(&sysv::gpr(*regs_, p.index));
+        else if constexpr (p.where == sysv::Place::split)
+            return nullptr;
         else if constexpr (p.where == sysv::Place::stack)
             return reinterpret_cast<unsigned char *>(regs_->sp + 8 + p.index);
         else if constexpr (Layout::args_use_fp)
@@ -168,6 +184,10 @@ public:
         } else if constexpr (Layout::ret == sysv::Class::sse) {
             struct liveprobe_fpregs fp {};
             if (liveprobe_get_fpregs(&fp) == 0) std::memcpy(fp.xmm, &value, sizeof(R));
+        } else if constexpr (Layout::ret == sysv::Class::small) {
+            struct liveprobe_fpregs fp {};
+            if (Layout::ret_uses_fp && liveprobe_get_fpregs(&fp) != 0) fp = {};
+            sysv::store_split(r, fp, Layout::ret_place(), true, value);
         } else {
             new (reinterpret_cast<void *>(r.di)) R(value);  // the caller's hidden return slot
             r.ax = r.di;
@@ -230,6 +250,8 @@ public:
             long double v = 0;
             if (fp_.st) std::memcpy(&v, fp_.st, 10);
             return v;
+        } else if constexpr (c == sysv::Class::small) {
+            return sysv::load_split<R>(*regs_, fpregs(), Layout::ret_place(), true);
         } else {
             return static_cast<R &>(*std::launder(reinterpret_cast<R *>(regs_->ax)));
         }
@@ -250,6 +272,8 @@ public:
             if (fp_.xmm) std::memcpy(fp_.xmm, &v, sizeof(R));
         } else if constexpr (c == sysv::Class::x87) {
             if (fp_.st) std::memcpy(fp_.st, &v, 10);
+        } else if constexpr (c == sysv::Class::small) {
+            sysv::store_split(*regs_, fpregs(), Layout::ret_place(), true, v);
         } else {
             value() = v;
         }
@@ -263,6 +287,16 @@ public:
     pid_t tid() const noexcept { return ri_->tid; }
 
 private:
+    const struct liveprobe_fpregs &fpregs() const noexcept
+    {
+        if constexpr (Layout::ret_uses_fp) {
+            return fp_;
+        } else {
+            static constexpr struct liveprobe_fpregs none {};
+            return none;
+        }
+    }
+
     struct kretprobe_instance *ri_;
     struct pt_regs *regs_;
     [[no_unique_address]] std::conditional_t<Layout::ret_uses_fp, struct liveprobe_fpregs, detail::NoFp> fp_{};

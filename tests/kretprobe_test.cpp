@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
@@ -30,6 +31,17 @@ __attribute__((noipa)) long kr_add(long a, long b)
 {
     asm volatile("" ::: "memory");
     return a + b;
+}
+
+__attribute__((noipa)) double kr_scale(double x)
+{
+    asm volatile("" ::: "memory");
+    return x * 2.5;
+}
+__attribute__((noipa)) long double kr_third(long double x)
+{
+    asm volatile("" ::: "memory");
+    return x / 3;
 }
 
 __attribute__((noipa)) long kr_rec(long n)
@@ -154,6 +166,33 @@ TEST(Kretprobe, ReturnValueDataAndRealReturnAddress)
     unregister_kretprobe(&rp);
     EXPECT_EQ(kr_add(1, 2), 3);
     EXPECT_EQ(g.returns.load(), 1) << "no handler after unregister";
+}
+
+// A return value in xmm0 or st(0) reaches the caller intact through the return path, whether
+// the handler is proven vector-free (no save) or not (it formats a double), and in sanitizer
+// builds, whose instrumented code on that path uses vector registers.
+static int empty_return(struct kretprobe_instance *, struct pt_regs *) { return 0; }
+static int formatting_return(struct kretprobe_instance *, struct pt_regs *)
+{
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%f %Lf", 1.0 / 3, 2.0L / 3);
+    return buf[0] == '0' ? 0 : 1;
+}
+
+TEST(Kretprobe, FloatingPointReturnValuesSurvive)
+{
+    for (kretprobe_handler_t h : {empty_return, formatting_return}) {
+        kretprobe a = make(reinterpret_cast<void *>(&kr_scale), 0, 0);
+        kretprobe b = make(reinterpret_cast<void *>(&kr_third), 0, 0);
+        a.handler = h;
+        b.handler = h;
+        ASSERT_EQ(register_kretprobe(&a), 0) << liveprobe_strerror(-1);
+        ASSERT_EQ(register_kretprobe(&b), 0) << liveprobe_strerror(-1);
+        EXPECT_EQ(kr_scale(1.5), 3.75);
+        EXPECT_EQ(kr_third(9.0L), 3.0L);
+        unregister_kretprobe(&a);
+        unregister_kretprobe(&b);
+    }
 }
 
 TEST(Kretprobe, InstructionPointerIsTheRealReturnAddress)

@@ -293,7 +293,9 @@ const bool g_hooked = (g_thread_gone_hook = kret_thread_gone, true);
 
 using namespace liveprobe::core;
 
-extern "C" uint64_t lp_kretprobe_return(struct pt_regs *regs) noexcept
+namespace {
+
+uint64_t kretprobe_return(struct pt_regs *regs) noexcept
 {
     ThreadRecord *rec = this_thread();
     uint64_t slot = regs->sp - 8;
@@ -335,4 +337,25 @@ extern "C" uint64_t lp_kretprobe_return(struct pt_regs *regs) noexcept
     }
     flush_dead(rec);
     return regs->ip;
+}
+
+}  // namespace
+
+// Called by the return trampoline with the registers after the return (the return value in
+// rax/rdx, xmm0/xmm1 or st(0)).
+extern "C" uint64_t lp_kretprobe_return(struct pt_regs *regs) noexcept
+{
+#ifdef LIVEPROBE_SANITIZED
+    // Sanitizer builds: what this calls before a handler's own save is instrumented, and the
+    // runtimes use vector registers anywhere: the return value would be gone by then. Save
+    // around everything; the handlers see (and may change) the saved registers.
+    return liveprobe::arch::with_vectors_saved([&](void *area) {
+        ThreadRecord *rec = this_thread();
+        if (!rec) return kretprobe_return(regs);
+        auto x = expose_fpregs(rec, area);
+        return kretprobe_return(regs);
+    });
+#else
+    return kretprobe_return(regs);
+#endif
 }

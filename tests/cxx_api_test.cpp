@@ -896,6 +896,23 @@ TEST(CxxState, CountersStateEnableDisable)
     EXPECT_EQ(p->counters().missed, 0u);
 }
 
+TEST(CxxState, ReturnProbeEnableDisable)
+{
+    int exits = 0;
+    auto p = lp::probe(&sub).on_return([&](int) { ++exits; }).attach();
+    ASSERT_TRUE(p) << p.error().message();
+    EXPECT_TRUE(p->state().enabled);
+    ASSERT_NE(p->c_kretprobe(), nullptr);
+    sub(2, 1);
+    ASSERT_TRUE(p->disable());
+    EXPECT_FALSE(p->state().enabled);
+    sub(2, 1);
+    ASSERT_TRUE(p->enable());
+    sub(2, 1);
+    EXPECT_EQ(exits, 2);
+    EXPECT_EQ(p->counters().hits, 2u);
+}
+
 TEST(CxxState, RegisteredDisabled)
 {
     int hits = 0;

@@ -661,6 +661,23 @@ Status set_enabled(struct kprobe *p, bool enabled)
     return Status::Ok();
 }
 
+std::vector<ProbeSummary> list_probes()
+{
+    std::vector<ProbeSummary> all;
+    {
+        RegistryLock lk;
+        for (auto &[kp, ks] : g_probes)
+            if (!ks->internal) all.push_back(ProbeSummary{ks->pp->addr, kp, {}});
+    }
+    // The caller may free an unregistered struct at once: kp is only a key from here on, and
+    // probe_counters reads it under the registry's lock, once it is found registered.
+    std::vector<ProbeSummary> out;
+    for (ProbeSummary &s : all)
+        if (probe_counters(s.kp, &s.counters)) out.push_back(s);
+    std::sort(out.begin(), out.end(), [](const ProbeSummary &a, const ProbeSummary &b) { return a.addr < b.addr; });
+    return out;
+}
+
 bool probe_counters(const struct kprobe *p, ProbeCounters *out)
 {
     RegistryLock lk;

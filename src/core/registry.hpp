@@ -5,6 +5,8 @@
 
 #include <liveprobe/kprobes.h>
 
+#include <vector>
+
 #include "core/error.hpp"
 #include "core/probe.hpp"
 
@@ -33,6 +35,15 @@ struct ProbeCounters {
 };
 // False if p is not registered.
 bool probe_counters(const struct kprobe *p, ProbeCounters *out);
+
+// One registered kprobe (not liveprobe's own), for the agent's status.
+struct ProbeSummary {
+    uint64_t addr = 0;
+    const struct kprobe *kp = nullptr;
+    ProbeCounters counters;
+};
+// Every registered kprobe, by address.
+std::vector<ProbeSummary> list_probes();
 
 void set_optimization(bool enabled);
 bool optimization_enabled();

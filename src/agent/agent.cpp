@@ -1,0 +1,274 @@
+#include "agent/agent.hpp"
+
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "agent/channel.hpp"
+#include "agent/log_ring.hpp"
+#include "core/error.hpp"
+#include "core/registry.hpp"
+#include "symbols/symbols.hpp"
+
+#ifndef LIVEPROBE_VERSION
+#define LIVEPROBE_VERSION "0.0.0"
+#endif
+
+namespace liveprobe::agent {
+namespace {
+
+// Guards the agent's start and its state below.
+std::mutex g_mu;
+bool g_running = false;
+pid_t g_pid = 0;         // the process the running agent serves (a fork child starts its own)
+int g_listen_fd = -1;
+// Plain storage: the constructor that may start the agent can run before this file's dynamic
+// initializers.
+char g_socket[sizeof(sockaddr_un::sun_path)];
+std::atomic<const char *> g_reason{"api"};
+uint64_t g_started_ns = 0;
+
+uint64_t monotonic_ns()
+{
+    struct timespec ts {};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// ---- requests -------------------------------------------------------------------------------
+
+struct Out {
+    std::string text;
+    void line(const std::string &l) { text += l.empty() ? ".\n" : ". " + l + "\n"; }
+    void ok() { text += "ok\n"; }
+    void error(int err, const std::string &why) { text += fmt::format("error {} {}\n", err, why); }
+};
+
+std::string describe(const core::ProbeSummary &s)
+{
+    std::string where = symbols::describe(s.addr);
+    return fmt::format("probe {:#x} {} hits={} missed={} faults={} {}", s.addr, where, s.counters.hits,
+                       s.counters.nmissed, s.counters.faults,
+                       s.counters.optimized ? std::string("optimized")
+                                            : fmt::format("breakpoint ({})", s.counters.why_not ? s.counters.why_not : "?"));
+}
+
+void serve(const Request &rq, Out &out)
+{
+    if (rq.verb == "hello") {
+        out.line(fmt::format("liveprobe {} pid {} protocol {}", LIVEPROBE_VERSION, getpid(), kProtocolVersion));
+        out.ok();
+    } else if (rq.verb == "status") {
+        LogRing &log = log_ring();
+        auto probes = core::list_probes();
+        out.line(fmt::format("agent: liveprobe {}, protocol {}", LIVEPROBE_VERSION, kProtocolVersion));
+        out.line(fmt::format("pid: {}", getpid()));
+        out.line(fmt::format("started: {} ({:.1f} s ago)", g_reason.load(),
+                             static_cast<double>(monotonic_ns() - g_started_ns) / 1e9));
+        out.line(fmt::format("socket: {}", g_socket));
+        out.line(fmt::format("probes: {}", probes.size()));
+        for (const auto &p : probes) out.line("  " + describe(p));
+        out.line("modules: 0");
+        out.line(fmt::format("log: {} lines written, {} records overwritten (ring of {} KiB)", log.lines_written(),
+                             log.records_overwritten(), LogRing::kRecords * LogRing::kRecordBytes / 1024));
+        out.ok();
+    } else {
+        out.error(EINVAL, fmt::format("unknown request '{}' (this agent serves: hello, status)", rq.verb));
+    }
+}
+
+// One connection: one request line, one reply.
+void handle(int fd)
+{
+    struct ucred cred {};
+    socklen_t len = sizeof cred;
+    Out out;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+        out.error(EACCES, "cannot read the peer's credentials");
+    } else if (cred.uid != getuid() && cred.uid != 0) {
+        out.error(EACCES, fmt::format("user {} may not control process {} of user {}", cred.uid, getpid(), getuid()));
+    } else {
+        std::string line;
+        char c;
+        struct pollfd p = {fd, POLLIN, 0};
+        while (line.size() < 4096) {
+            if (poll(&p, 1, 2000) <= 0) break;
+            ssize_t n = recv(fd, &c, 1, 0);
+            if (n <= 0 || c == '\n') break;
+            line += c;
+        }
+        Request rq;
+        std::string why;
+        if (!parse_request(line, &rq, &why))
+            out.error(EPROTO, why);
+        else if (rq.version != kProtocolVersion)
+            out.error(EPROTONOSUPPORT, fmt::format("protocol version {} is not served (this agent speaks {})", rq.version,
+                                                   kProtocolVersion));
+        else
+            serve(rq, out);
+    }
+    for (size_t off = 0; off < out.text.size();) {
+        ssize_t n = send(fd, out.text.data() + off, out.text.size() - off, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        off += static_cast<size_t>(n);
+    }
+}
+
+void *agent_thread(void *arg)
+{
+    int lfd = static_cast<int>(reinterpret_cast<intptr_t>(arg));
+    for (;;) {
+        int fd = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED) continue;
+            if (errno == EBADF || errno == EINVAL) return nullptr;  // closed: the agent stopped
+            usleep(10000);
+            continue;
+        }
+        handle(fd);
+        close(fd);
+    }
+}
+
+// Called with g_mu held.
+int start_locked(std::string *why)
+{
+    pid_t pid = getpid();
+    if (g_running && g_pid == pid) return 0;
+    if (g_running) {  // a fork child: the parent's thread is not here, its socket is the parent's
+        if (g_listen_fd >= 0) close(g_listen_fd);
+        g_listen_fd = -1;
+        g_running = false;
+    }
+    if (int r = ensure_runtime_dir(why); r < 0) return r;
+    std::string path = socket_path(getuid(), pid);
+    struct sockaddr_un sa {};
+    sa.sun_family = AF_UNIX;
+    if (path.size() >= sizeof sa.sun_path) {
+        *why = fmt::format("socket path too long: {}", path);
+        return -ENAMETOOLONG;
+    }
+    std::memcpy(sa.sun_path, path.c_str(), path.size() + 1);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        int e = errno;
+        *why = fmt::format("socket: {}", std::strerror(e));
+        return -e;
+    }
+    unlink(path.c_str());  // a stale socket of an earlier process with this pid
+    // Created 0600 from the start (umask), then checked.
+    mode_t old = umask(0177);
+    int b = bind(fd, reinterpret_cast<struct sockaddr *>(&sa), sizeof sa);
+    umask(old);
+    if (b != 0 || listen(fd, 16) != 0) {
+        int e = errno;
+        close(fd);
+        *why = fmt::format("cannot listen on {}: {}", path, std::strerror(e));
+        return -e;
+    }
+    // The thread takes none of the program's signals.
+    sigset_t all, prev;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &prev);
+    pthread_t t;
+    int r = pthread_create(&t, nullptr, agent_thread, reinterpret_cast<void *>(static_cast<intptr_t>(fd)));
+    pthread_sigmask(SIG_SETMASK, &prev, nullptr);
+    if (r != 0) {
+        close(fd);
+        unlink(path.c_str());
+        *why = fmt::format("cannot start the agent's thread: {}", std::strerror(r));
+        return -r;
+    }
+    pthread_setname_np(t, "liveprobe");
+    pthread_detach(t);
+    g_listen_fd = fd;
+    std::memcpy(g_socket, path.c_str(), path.size() + 1);
+    g_pid = pid;
+    g_running = true;
+    g_started_ns = monotonic_ns();
+    return 0;
+}
+
+void remove_socket_at_exit()
+{
+    std::lock_guard lk(g_mu);
+    if (g_running && g_pid == getpid()) {
+        unlink(g_socket);
+        shutdown(g_listen_fd, SHUT_RDWR);  // the thread's accept fails: it stops serving
+    }
+}
+
+bool wanted_by_environment()
+{
+    const char *e = std::getenv("LIVEPROBE_AGENT");
+    return e && *e && std::strcmp(e, "0") != 0;
+}
+
+// After fork(): the child has no agent thread and must not answer on the parent's socket. Under
+// `liveprobe run` (LIVEPROBE_AGENT set), children inherit the agent: a child that goes on
+// without exec starts its own (one that execs gets it again from LD_PRELOAD); otherwise a
+// child's agent is started by attaching to it.
+void after_fork_in_child()
+{
+    bool had = g_running;
+    g_running = false;
+    if (g_listen_fd >= 0) close(g_listen_fd);
+    g_listen_fd = -1;
+    if (had && wanted_by_environment()) {
+        std::string why;
+        start_locked(&why);
+    }
+}
+
+[[gnu::constructor]] void start_from_environment()
+{
+    pthread_atfork([] { g_mu.lock(); }, [] { g_mu.unlock(); },
+                   [] {
+                       after_fork_in_child();
+                       g_mu.unlock();
+                   });
+    std::atexit(remove_socket_at_exit);
+    if (!wanted_by_environment()) return;
+    set_start_reason("preload");
+    std::lock_guard lk(g_mu);
+    std::string why;
+    if (start_locked(&why) < 0) {
+        const char *msg = "liveprobe: the agent did not start: ";
+        (void)!write(2, msg, std::strlen(msg));
+        (void)!write(2, why.data(), why.size());
+        (void)!write(2, "\n", 1);
+    }
+}
+
+}  // namespace
+
+void set_start_reason(const char *why) noexcept { g_reason.store(why); }
+
+}  // namespace liveprobe::agent
+
+using namespace liveprobe;
+
+extern "C" int liveprobe_agent_start(void)
+{
+    std::lock_guard lk(agent::g_mu);
+    std::string why;
+    int r = agent::start_locked(&why);
+    if (r < 0) return record(Fail(r, "{}", why));
+    return 0;
+}
+
+extern "C" const char *liveprobe_version(void) { return LIVEPROBE_VERSION; }

@@ -1,0 +1,26 @@
+// The agent: what serves the `liveprobe` tool from inside a process. It is the library itself
+// (API.md section 2): started at load when the environment says so (`liveprobe run` sets
+// LIVEPROBE_AGENT=1 with LD_PRELOAD), or by liveprobe_agent_start() (the injector calls it
+// after loading the library into a running process).
+//
+// It adds one thread, named "liveprobe", with every signal blocked (it takes none of the
+// program's signals), serving the control socket (agent/channel.hpp); it installs no signal
+// handler and changes no signal mask of the program's threads. After fork() the child runs its
+// own agent, on its own socket.
+#pragma once
+
+#include <liveprobe/kprobes.h>
+
+extern "C" {
+// Starts the agent (idempotent): 0, or a negative errno (liveprobe_strerror says why).
+LIVEPROBE_API int liveprobe_agent_start(void);
+// The library's version, "MAJOR.MINOR.PATCH".
+LIVEPROBE_API const char *liveprobe_version(void);
+}
+
+namespace liveprobe::agent {
+
+// How the agent came to run, for `status`: "preload", "attach" or "api".
+void set_start_reason(const char *why) noexcept;
+
+}  // namespace liveprobe::agent

@@ -1,0 +1,177 @@
+#include "agent/channel.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+#include <fmt/format.h>
+
+namespace liveprobe::agent {
+
+std::string runtime_dir(uid_t uid)
+{
+    if (const char *d = std::getenv("LIVEPROBE_RUNTIME_DIR"); d && *d) return d;
+    return fmt::format("/tmp/liveprobe-{}", uid);
+}
+
+std::string socket_path(uid_t uid, pid_t pid) { return fmt::format("{}/{}.sock", runtime_dir(uid), pid); }
+
+int ensure_runtime_dir(std::string *why)
+{
+    uid_t uid = getuid();
+    std::string dir = runtime_dir(uid);
+    if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+        int e = errno;
+        *why = fmt::format("cannot create {}: {}", dir, std::strerror(e));
+        return -e;
+    }
+    struct stat st {};
+    if (lstat(dir.c_str(), &st) != 0) {
+        int e = errno;
+        *why = fmt::format("cannot stat {}: {}", dir, std::strerror(e));
+        return -e;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        *why = fmt::format("{} is not a directory", dir);
+        return -ENOTDIR;
+    }
+    if (st.st_uid != uid) {
+        *why = fmt::format("{} belongs to user {}, not {}: refusing to put a control socket there", dir, st.st_uid, uid);
+        return -EPERM;
+    }
+    if (st.st_mode & 077) {
+        *why = fmt::format("{} can be entered by others (mode {:o}): refusing to put a control socket there", dir,
+                           st.st_mode & 07777);
+        return -EPERM;
+    }
+    return 0;
+}
+
+bool parse_request(const std::string &line, Request *out, std::string *why)
+{
+    std::istringstream in(line);
+    std::string head;
+    if (!(in >> head) || head.rfind(kProtocolPrefix, 0) != 0) {
+        *why = fmt::format("not a liveprobe request (it starts with '{}')", head);
+        return false;
+    }
+    char *end = nullptr;
+    std::string v = head.substr(std::strlen(kProtocolPrefix));
+    long version = std::strtol(v.c_str(), &end, 10);
+    if (v.empty() || *end || version <= 0) {
+        *why = fmt::format("bad protocol version '{}'", v);
+        return false;
+    }
+    out->version = static_cast<int>(version);
+    if (!(in >> out->verb)) {
+        *why = "no verb";
+        return false;
+    }
+    out->args.clear();
+    for (std::string a; in >> a;) out->args.push_back(a);
+    return true;
+}
+
+namespace {
+
+// Waits for fd to be ready for `events` until `deadline_ms` has passed: false on timeout.
+bool wait_fd(int fd, short events, int timeout_ms)
+{
+    struct pollfd p = {fd, events, 0};
+    for (;;) {
+        int r = poll(&p, 1, timeout_ms);
+        if (r > 0) return true;
+        if (r == 0) return false;
+        if (errno != EINTR) return false;
+    }
+}
+
+}  // namespace
+
+int request(uid_t uid, pid_t pid, const std::string &verb, const std::vector<std::string> &args, Reply *out,
+            std::string *why, int timeout_ms)
+{
+    std::string path = socket_path(uid, pid);
+    struct sockaddr_un sa {};
+    sa.sun_family = AF_UNIX;
+    if (path.size() >= sizeof sa.sun_path) {
+        *why = fmt::format("socket path too long: {}", path);
+        return -ENAMETOOLONG;
+    }
+    std::memcpy(sa.sun_path, path.c_str(), path.size() + 1);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        int e = errno;
+        *why = fmt::format("socket: {}", std::strerror(e));
+        return -e;
+    }
+    struct Closer {
+        int fd;
+        ~Closer() { close(fd); }
+    } closer{fd};
+    if (connect(fd, reinterpret_cast<struct sockaddr *>(&sa), sizeof sa) != 0) {
+        int e = errno;
+        *why = e == ENOENT ? fmt::format("no liveprobe agent in process {} ({} does not exist)", pid, path)
+                           : fmt::format("cannot connect to {}: {}", path, std::strerror(e));
+        return -e;
+    }
+    std::string line = fmt::format("{}{} {}", kProtocolPrefix, kProtocolVersion, verb);
+    for (const std::string &a : args) line += " " + a;
+    line += "\n";
+    for (size_t off = 0; off < line.size();) {
+        ssize_t n = send(fd, line.data() + off, line.size() - off, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            int e = errno;
+            *why = fmt::format("cannot send to the agent of {}: {}", pid, std::strerror(e));
+            return -e;
+        }
+        off += static_cast<size_t>(n);
+    }
+    std::string buf;
+    char chunk[4096];
+    for (;;) {
+        if (!wait_fd(fd, POLLIN, timeout_ms)) {
+            *why = fmt::format("the agent of process {} did not answer within {} ms", pid, timeout_ms);
+            return -ETIMEDOUT;
+        }
+        ssize_t n = recv(fd, chunk, sizeof chunk, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            int e = errno;
+            *why = fmt::format("cannot read the agent's reply: {}", std::strerror(e));
+            return -e;
+        }
+        if (n == 0) break;
+        buf.append(chunk, static_cast<size_t>(n));
+    }
+    *out = Reply{};
+    std::istringstream in(buf);
+    for (std::string l; std::getline(in, l);) {
+        if (l.rfind(". ", 0) == 0) {
+            out->lines.push_back(l.substr(2));
+        } else if (l == ".") {
+            out->lines.emplace_back();
+        } else if (l == "ok") {
+            out->ok = true;
+            return 0;
+        } else if (l.rfind("error ", 0) == 0) {
+            std::istringstream e(l.substr(6));
+            e >> out->err;
+            std::getline(e >> std::ws, out->reason);
+            return 0;
+        }
+    }
+    *why = fmt::format("the agent of process {} closed the connection without a complete reply", pid);
+    return -EPROTO;
+}
+
+}  // namespace liveprobe::agent

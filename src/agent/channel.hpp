@@ -1,0 +1,56 @@
+// The agent's control channel: where its socket is, and the request protocol (used by the
+// agent inside a process and by the `liveprobe` tool).
+//
+// Where: a directory only its owner may enter, `$LIVEPROBE_RUNTIME_DIR` or
+// `/tmp/liveprobe-UID` (UID: the process's real user), mode 0700; the socket `PID.sock` in it,
+// mode 0600. The agent refuses a directory it does not own or that others can enter (someone
+// else made it first), and checks each peer's credentials: the same user, or root.
+//
+// Protocol, version 1: the client sends one line, "liveprobe/1 VERB [ARG ...]"; the agent
+// answers with data lines, each starting with ". ", then one last line, "ok" or
+// "error ERRNO REASON". One request per connection. A request of another version is answered
+// "error EPROTONOSUPPORT ..." naming the versions the agent speaks.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace liveprobe::agent {
+
+inline constexpr int kProtocolVersion = 1;
+inline constexpr const char *kProtocolPrefix = "liveprobe/";
+
+// The runtime directory of user `uid` (not created).
+std::string runtime_dir(uid_t uid);
+// The socket path of process `pid` of user `uid`.
+std::string socket_path(uid_t uid, pid_t pid);
+
+// Creates (or checks) the runtime directory of the calling process's real user: 0 or -errno,
+// with *why saying what is wrong.
+int ensure_runtime_dir(std::string *why);
+
+// A parsed request line.
+struct Request {
+    int version = 0;
+    std::string verb;
+    std::vector<std::string> args;
+};
+// False (with *why) when the line is not a request.
+bool parse_request(const std::string &line, Request *out, std::string *why);
+
+// A reply as the client sees it.
+struct Reply {
+    bool ok = false;
+    int err = 0;                      // positive errno when !ok
+    std::string reason;               // when !ok
+    std::vector<std::string> lines;   // the data lines, without ". "
+};
+
+// Connects to the agent of `pid` (user `uid`), sends "liveprobe/1 VERB ARGS", reads the reply.
+// -errno (ENOENT: no agent socket; ECONNREFUSED: a stale socket; ETIMEDOUT) with *why, or 0.
+int request(uid_t uid, pid_t pid, const std::string &verb, const std::vector<std::string> &args, Reply *out,
+            std::string *why, int timeout_ms = 5000);
+
+}  // namespace liveprobe::agent

@@ -1,0 +1,82 @@
+#include "agent/log_ring.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace liveprobe::agent {
+
+void LogRing::write(const char *text, size_t len) noexcept
+{
+    len = std::min(len, kPayload * kRecords);
+    uint64_t n = len == 0 ? 1 : (len + kPayload - 1) / kPayload;
+    uint64_t seq = next_.fetch_add(n, std::memory_order_relaxed);
+    for (uint64_t i = 0; i < n; ++i) {
+        Record &r = records_[(seq + i) % kRecords];
+        uint64_t s = seq + i;
+        // Odd: being written. A reader that sees it, or sees it change, drops the record.
+        r.word.store(2 * s + 1, std::memory_order_relaxed);
+        std::atomic_thread_fence(std::memory_order_release);
+        size_t off = i * kPayload;
+        size_t chunk = std::min(kPayload, len - std::min(len, off));
+        r.len = static_cast<uint32_t>(chunk);
+        r.flags = (i == 0 ? kFirst : 0) | (i + 1 == n ? kLast : 0);
+        std::memcpy(r.payload, text + off, chunk);
+        r.word.store(2 * s + 2, std::memory_order_release);
+    }
+    lines_.fetch_add(1, std::memory_order_relaxed);
+}
+
+bool LogRing::copy(uint64_t seq, Record *out) const noexcept
+{
+    const Record &r = records_[seq % kRecords];
+    uint64_t before = r.word.load(std::memory_order_acquire);
+    if (before != 2 * seq + 2) return false;
+    out->len = r.len;
+    out->flags = r.flags;
+    std::memcpy(out->payload, r.payload, std::min<size_t>(r.len, kPayload));
+    std::atomic_thread_fence(std::memory_order_acquire);
+    return r.word.load(std::memory_order_relaxed) == before && out->len <= kPayload;
+}
+
+std::vector<LogRing::Line> LogRing::read(uint64_t from, uint64_t *next) const
+{
+    std::vector<Line> out;
+    uint64_t end = next_.load(std::memory_order_acquire);
+    uint64_t start = std::max(from, end > kRecords ? end - kRecords : 0);
+    Record rec;
+    Line cur;
+    bool open = false;
+    for (uint64_t s = start; s < end; ++s) {
+        if (!copy(s, &rec)) {
+            if (records_[s % kRecords].word.load(std::memory_order_acquire) == 2 * s + 1) {
+                // Being written now: it, and the line it belongs to, are for the next read.
+                *next = open ? cur.seq : s;
+                return out;
+            }
+            open = false;  // overwritten meanwhile: its line is lost
+            continue;
+        }
+        if (rec.flags & kFirst) {
+            cur = Line{s, {}};
+            open = true;
+        }
+        if (!open) continue;  // the tail of a line whose head was overwritten
+        cur.text.append(rec.payload, rec.len);
+        if (rec.flags & kLast) {
+            out.push_back(std::move(cur));
+            open = false;
+        }
+    }
+    // A line still being written stays for the next read.
+    *next = open ? cur.seq : end;
+    return out;
+}
+
+namespace {
+// Constant-initialized (in .bss, no constructor, no destructor to race with writers at exit).
+constinit LogRing g_ring;
+}  // namespace
+
+LogRing &log_ring() noexcept { return g_ring; }
+
+}  // namespace liveprobe::agent

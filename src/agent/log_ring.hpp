@@ -1,0 +1,71 @@
+// The process's log: what printk writes (probe modules), read by `liveprobe dmesg`.
+//
+// A ring of fixed-size records (kRecords x kRecordBytes = 1 MiB) that, like the kernel's log
+// buffer, overwrites its oldest lines when full, never blocks a writer, and counts what it
+// overwrote. A line longer than one record takes several consecutive ones.
+//
+// Concurrency: any number of writers (handlers on any thread, signal handlers included: no
+// lock, no allocation, no libc call) and readers. A writer reserves consecutive sequence
+// numbers with one fetch_add on `next_`; record seq lives at slot seq % kRecords, guarded by
+// its own sequence word (odd while being written, 2 * seq + 2 once complete). A reader copies
+// a record and keeps it only if the word says `complete, seq` before and after the copy: a
+// record overwritten meanwhile is counted as overwritten, never returned torn.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace liveprobe::agent {
+
+class LogRing {
+public:
+    static constexpr size_t kRecordBytes = 256;  // one record, header included
+    static constexpr size_t kRecords = 4096;     // 1 MiB
+    static constexpr size_t kPayload = kRecordBytes - 16;
+
+    // Appends one line (without its newline; longer than kPayload * kRecords is cut).
+    // Async-signal-safe.
+    void write(const char *text, size_t len) noexcept;
+
+    struct Line {
+        uint64_t seq;  // of its first record
+        std::string text;
+    };
+    // The lines with a first record >= `from`, oldest first, and where to continue. A line that
+    // was overwritten before it could be read is left out.
+    std::vector<Line> read(uint64_t from, uint64_t *next) const;
+
+    uint64_t lines_written() const noexcept { return lines_.load(std::memory_order_relaxed); }
+    // Records overwritten since the start (lines' records; a line of k records counts k).
+    uint64_t records_overwritten() const noexcept
+    {
+        uint64_t n = next_.load(std::memory_order_relaxed);
+        return n > kRecords ? n - kRecords : 0;
+    }
+    uint64_t next_seq() const noexcept { return next_.load(std::memory_order_acquire); }
+
+private:
+    struct alignas(64) Record {
+        std::atomic<uint64_t> word{0};  // 2 * seq + 1 while written, 2 * seq + 2 when complete
+        uint32_t len = 0;               // payload bytes in this record
+        uint32_t flags = 0;             // kFirst, kLast
+        char payload[kPayload] = {};
+    };
+    static_assert(sizeof(Record) == kRecordBytes);
+    static constexpr uint32_t kFirst = 1, kLast = 2;
+
+    // Copies record seq if it is complete and still seq's: false otherwise.
+    bool copy(uint64_t seq, Record *out) const noexcept;
+
+    std::atomic<uint64_t> next_{0};
+    std::atomic<uint64_t> lines_{0};
+    Record records_[kRecords];
+};
+
+// The process's ring (lives as long as the library).
+LogRing &log_ring() noexcept;
+
+}  // namespace liveprobe::agent

@@ -271,4 +271,10 @@ extern "C" int liveprobe_agent_start(void)
     return 0;
 }
 
+extern "C" int liveprobe_agent_start_attached(void)
+{
+    agent::set_start_reason("attach");
+    return liveprobe_agent_start();
+}
+
 extern "C" const char *liveprobe_version(void) { return LIVEPROBE_VERSION; }

@@ -14,6 +14,8 @@
 extern "C" {
 // Starts the agent (idempotent): 0, or a negative errno (liveprobe_strerror says why).
 LIVEPROBE_API int liveprobe_agent_start(void);
+// The same, called by `liveprobe attach` in a process it loaded the library into.
+LIVEPROBE_API int liveprobe_agent_start_attached(void);
 // The library's version, "MAJOR.MINOR.PATCH".
 LIVEPROBE_API const char *liveprobe_version(void);
 }

@@ -7,18 +7,23 @@
 
 namespace liveprobe::os {
 
-std::vector<Mapping> read_maps()
+std::vector<Mapping> read_maps(int pid)
 {
     std::vector<Mapping> out;
-    FILE *f = std::fopen("/proc/self/maps", "re");
+    char file[64];
+    if (pid > 0)
+        std::snprintf(file, sizeof file, "/proc/%d/maps", pid);
+    else
+        std::snprintf(file, sizeof file, "/proc/self/maps");
+    FILE *f = std::fopen(file, "re");
     if (!f) return out;
     char line[4096 + 256];
     while (std::fgets(line, sizeof line, f)) {
         Mapping m;
         char perms[8] = {};
         int path_off = 0;
-        if (std::sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %*s %*s %*s %n", &m.start, &m.end,
-                        perms, &path_off) < 3)
+        if (std::sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %*s %*s %n", &m.start, &m.end, perms,
+                        &m.offset, &path_off) < 4)
             continue;
         m.r = perms[0] == 'r';
         m.w = perms[1] == 'w';

@@ -1,4 +1,4 @@
-// The process's memory map, read from /proc/self/maps.
+// A process's memory map, read from /proc/PID/maps (this process's by default).
 #pragma once
 
 #include <cstdint>
@@ -12,10 +12,12 @@ struct Mapping {
     uint64_t start = 0;
     uint64_t end = 0;
     bool r = false, w = false, x = false;
+    uint64_t offset = 0;  // of the mapping in its file
     std::string path;  // file path, "[vdso]", "[stack]", ... or empty for anonymous memory
 };
 
-std::vector<Mapping> read_maps();
+// The map of this process, or of process `pid` (> 0).
+std::vector<Mapping> read_maps(int pid = 0);
 std::optional<Mapping> mapping_at(uint64_t addr);
 
 // One reading of the map, for a batch of look-ups (registering 10,000 probes must not read

@@ -1,0 +1,301 @@
+#include "injector.hpp"
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <libunwind-ptrace.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "agent/channel.hpp"
+#include "agent_library.hpp"
+#include "process.hpp"
+#include "ptrace_thread.hpp"
+#include "symbols/elf_object.hpp"
+
+namespace liveprobe::tool {
+namespace {
+
+using Range = std::pair<uint64_t, uint64_t>;
+
+// The functions of libc that hold a lock dlopen (or what it runs) may need.
+const char *const kLockingFunctions[] = {
+    "malloc", "free", "calloc", "realloc", "reallocarray", "memalign", "aligned_alloc", "posix_memalign",
+    "valloc", "pvalloc", "malloc_trim", "malloc_info", "malloc_stats", "mallinfo", "mallinfo2", "dlopen",
+    "dlclose", "dlsym", "dlvsym", "dladdr", "dladdr1", "dlinfo", "dlmopen", "dl_iterate_phdr", "pthread_create",
+    "pthread_join", "fork", "_Fork", "exit", "_exit", "__cxa_atexit", "__cxa_finalize", "__cxa_thread_atexit_impl",
+    "__libc_dlopen_mode", "__libc_dlsym", "__libc_dlclose"};
+
+struct Target {
+    uint64_t dlopen = 0, dlerror = 0;
+    uint64_t sigreturn = 0;  // __restore_rt
+    std::vector<Range> locking;
+};
+
+// `mov $15, %rax; syscall`: glibc's __restore_rt, the return path of every signal handler.
+uint64_t find_sigreturn(pid_t pid, const LoadedObject &libc)
+{
+    static const uint8_t pattern[] = {0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05};
+    for (const os::Mapping &m : os::read_maps(pid)) {
+        if (!m.x || m.path != libc.path) continue;
+        std::vector<uint8_t> text(m.end - m.start);
+        PtraceThread reader(pid, pid);
+        if (!reader.read(m.start, text.data(), text.size())) continue;
+        auto it = std::search(text.begin(), text.end(), std::begin(pattern), std::end(pattern));
+        if (it != text.end()) return m.start + static_cast<uint64_t>(it - text.begin());
+    }
+    return 0;
+}
+
+int inspect(pid_t pid, Target *t, bool *has_library, std::string *why)
+{
+    std::vector<LoadedObject> objs = loaded_objects(pid);
+    *has_library = find_object(objs, "libliveprobe").has_value();
+    auto libc = find_object(objs, "libc");
+    if (!libc) {
+        *why = fmt::format("process {} has no libc.so.6 loaded (statically linked?): the agent cannot be loaded", pid);
+        return -ENOEXEC;
+    }
+    t->dlopen = remote_symbol(pid, *libc, "dlopen", why);
+    if (!t->dlopen) return -ENOENT;
+    t->dlerror = remote_symbol(pid, *libc, "dlerror", why);
+    t->sigreturn = find_sigreturn(pid, *libc);
+    if (!t->sigreturn) {
+        *why = fmt::format("no signal-return trampoline found in {}", libc->path);
+        return -ENOENT;
+    }
+    std::string err;
+    auto elf = symbols::ElfObject::load(path_in(pid, libc->path), false, &err);
+    if (!elf) {
+        *why = fmt::format("cannot read {}: {}", libc->path, err);
+        return -EIO;
+    }
+    for (const char *name : kLockingFunctions) {
+        const std::vector<uint32_t> *idx = elf->by_name(name);
+        if (!idx) continue;
+        for (uint32_t i : *idx) {
+            const symbols::Symbol &s = elf->symbols()[i];
+            if (s.value && s.size) t->locking.emplace_back(s.value + libc->bias, s.value + libc->bias + s.size);
+        }
+    }
+    for (const LoadedObject &o : objs)
+        if (o.path.find("/ld-linux") != std::string::npos || o.path.find("/ld-") != std::string::npos)
+            t->locking.emplace_back(o.start, o.end);  // all of the dynamic loader
+    return 0;
+}
+
+bool in_ranges(const std::vector<Range> &rs, uint64_t a)
+{
+    for (const Range &r : rs)
+        if (a >= r.first && a < r.second) return true;
+    return false;
+}
+
+// Whether the stopped thread is inside code that holds the loader's or malloc's lock: its
+// call chain, unwound through the objects' call frame information (libunwind over ptrace),
+// has no frame there. A chain that cannot be unwound to its end is judged by a conservative
+// scan of the rest of the stack (any word pointing into that code counts).
+bool scan_says_clean(const PtraceThread &t, const Target &target, uint64_t from)
+{
+    uint64_t sp = from & ~uint64_t(7);
+    std::vector<uint64_t> words(512);
+    for (uint64_t off = 0; off < 256 * 1024; off += words.size() * 8) {
+        if (!t.read(sp + off, words.data(), words.size() * 8)) {
+            for (uint64_t a = sp + off;; a += 8) {  // the stack's last page, word by word
+                uint64_t w;
+                if (!t.read(a, &w, 8)) return true;
+                if (in_ranges(target.locking, w)) return false;
+            }
+        }
+        for (uint64_t w : words)
+            if (in_ranges(target.locking, w)) return false;
+    }
+    return true;
+}
+
+bool holds_no_lock(const PtraceThread &t, const Target &target)
+{
+    if (in_ranges(target.locking, t.regs().rip)) return false;
+    unw_addr_space_t as = unw_create_addr_space(&_UPT_accessors, 0);
+    void *upt = as ? _UPT_create(t.tid()) : nullptr;
+    if (!upt) {
+        if (as) unw_destroy_addr_space(as);
+        return scan_says_clean(t, target, t.regs().rsp);
+    }
+    bool clean = true, complete = false;
+    unw_word_t sp = t.regs().rsp;
+    unw_cursor_t c;
+    if (unw_init_remote(&c, as, upt) == 0) {
+        for (int depth = 0; depth < 256; ++depth) {
+            unw_word_t ip = 0;
+            unw_get_reg(&c, UNW_REG_IP, &ip);
+            unw_get_reg(&c, UNW_REG_SP, &sp);
+            if (in_ranges(target.locking, ip)) {
+                clean = false;
+                break;
+            }
+            int r = unw_step(&c);
+            if (r == 0) {
+                complete = true;
+                break;
+            }
+            if (r < 0) break;
+        }
+    }
+    _UPT_destroy(upt);
+    unw_destroy_addr_space(as);
+    if (clean && !complete) clean = scan_says_clean(t, target, sp);
+    return clean;
+}
+
+int check_process(pid_t pid, std::string *why)
+{
+    auto info = process_info(pid, why);
+    if (!info) return -ESRCH;
+    if (info->state == 'Z' || info->state == 'X') {
+        *why = fmt::format("process {} ({}) has exited (state {})", pid, info->comm, info->state);
+        return -ESRCH;
+    }
+    if (info->state == 'T' || info->state == 't') {
+        *why = fmt::format("process {} ({}) is stopped (state {}): continue it first (kill -CONT {})", pid, info->comm,
+                           info->state, pid);
+        return -EAGAIN;
+    }
+    uid_t me = getuid();
+    if (me != 0 && info->uid != me) {
+        *why = fmt::format("process {} ({}) belongs to user {} and you are user {}: liveprobe attaches only to your "
+                           "own processes (or as root)",
+                           pid, info->comm, info->uid, me);
+        return -EPERM;
+    }
+    if (pid == getpid()) {
+        *why = "liveprobe cannot attach to itself";
+        return -EINVAL;
+    }
+    return 0;
+}
+
+bool agent_answers(uid_t uid, pid_t pid)
+{
+    agent::Reply reply;
+    std::string why;
+    return agent::request(uid, pid, "hello", {}, &reply, &why, 2000) == 0 && reply.ok;
+}
+
+}  // namespace
+
+int attach_agent(pid_t pid, AttachReport *out, std::string *why)
+{
+    auto t0 = std::chrono::steady_clock::now();
+    *out = AttachReport{};
+    if (int r = check_process(pid, why); r < 0) return r;
+    uid_t uid = process_info(pid, why)->uid;
+    out->socket = agent::socket_path(uid, pid);
+    auto finish = [&] {
+        out->ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    };
+    if (agent_answers(uid, pid)) {
+        out->already_running = true;
+        finish();
+        return 0;
+    }
+    std::string library = agent_library(why);
+    if (library.empty()) return -ENOENT;
+    Target target;
+    bool has_library = false;
+    if (int r = inspect(pid, &target, &has_library, why); r < 0) return r;
+
+    // A thread that holds no lock dlopen needs; the others keep running.
+    std::unique_ptr<PtraceThread> thread;
+    for (int round = 0; round < 100 && !thread; ++round) {
+        std::vector<pid_t> tids = threads_of(pid);
+        if (tids.empty()) {
+            *why = fmt::format("process {} exited", pid);
+            return -ESRCH;
+        }
+        std::stable_partition(tids.begin(), tids.end(), [pid](pid_t t) { return t == pid; });  // main thread first
+        for (pid_t tid : tids) {
+            auto t = std::make_unique<PtraceThread>(pid, tid);
+            std::string err;
+            int r = t->seize_and_stop(&err);
+            if (r == -ESRCH) continue;  // that thread exited
+            if (r < 0) {
+                *why = err;
+                if (!process_info(pid, &err)) *why = fmt::format("process {} exited during the attach", pid);
+                return r;
+            }
+            if (holds_no_lock(*t, target)) {
+                thread = std::move(t);
+                break;
+            }
+            t->detach();
+        }
+        if (!thread) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (!thread) {
+        *why = fmt::format("every thread of process {} was inside the dynamic loader or malloc for a second: try again",
+                           pid);
+        return -EAGAIN;
+    }
+    out->thread = thread->tid();
+    uint64_t rv = 0;
+    if (!has_library) {
+        std::string err;
+        int r = thread->call(target.dlopen, {0, RTLD_NOW}, 0, library, target.sigreturn, &rv, &err);
+        if (r < 0) {
+            *why = fmt::format("loading {}: {}", library, err);
+            return r;
+        }
+        if (rv == 0) {
+            std::string msg = "dlopen failed";
+            uint64_t m = 0;
+            if (target.dlerror && thread->call(target.dlerror, {}, -1, "", target.sigreturn, &m, &err) == 0 && m)
+                msg = thread->read_string(m);
+            *why = fmt::format("process {} could not load {}: {}", pid, library, msg);
+            return -ENOEXEC;
+        }
+        out->loaded_library = true;
+        test_kill_point("loaded");
+    }
+    auto lib = find_object(loaded_objects(pid), "libliveprobe");
+    uint64_t start = lib ? remote_symbol(pid, *lib, "liveprobe_agent_start_attached", why) : 0;
+    if (!start) {
+        if (!lib) *why = fmt::format("libliveprobe is not in process {} after loading it", pid);
+        return -ENOENT;
+    }
+    std::string err;
+    if (int r = thread->call(start, {}, -1, "", target.sigreturn, &rv, &err); r < 0) {
+        *why = fmt::format("starting the agent: {}", err);
+        return r;
+    }
+    if (static_cast<int>(rv) < 0) {
+        uint64_t strerror_fn = remote_symbol(pid, *lib, "liveprobe_strerror", &err), m = 0;
+        std::string msg = std::strerror(-static_cast<int>(rv));
+        if (strerror_fn && thread->call(strerror_fn, {rv}, -1, "", target.sigreturn, &m, &err) == 0 && m)
+            msg = thread->read_string(m);
+        *why = fmt::format("the agent did not start in process {}: {}", pid, msg);
+        return static_cast<int>(rv);
+    }
+    thread->detach();
+    test_kill_point("detached");
+    for (int i = 0; i < 100; ++i) {
+        if (agent_answers(uid, pid)) {
+            finish();
+            return 0;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    *why = fmt::format("the agent of process {} was started but does not answer on {}", pid, out->socket);
+    return -ETIMEDOUT;
+}
+
+}  // namespace liveprobe::tool

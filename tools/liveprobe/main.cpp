@@ -1,0 +1,44 @@
+// liveprobe: the command-line tool. One file per sub-command (cmd_*.cpp).
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "commands.hpp"
+
+namespace liveprobe::tool {
+void complain(const std::string &message) { std::fprintf(stderr, "liveprobe: %s\n", message.c_str()); }
+}  // namespace liveprobe::tool
+
+int main(int argc, char **argv)
+{
+    using namespace liveprobe::tool;
+    CLI::App app{"liveprobe: dynamic probes for running user-space programs (kprobes for user space)"};
+    app.require_subcommand(1);
+    app.set_version_flag("--version", std::string("liveprobe ") + LIVEPROBE_VERSION);
+    app.footer("Exit status: 0 success, 1 failure (the message says why), 2 bad usage; `run` exits with the "
+               "program's status.\nRun `liveprobe COMMAND --help` for a command's options.");
+    Runner run = add_run(app);
+    Runner attach = add_attach(app);
+    Runner status = add_status(app);
+    Runner list = add_list(app);
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp &e) {
+        return app.exit(e);
+    } catch (const CLI::CallForAllHelp &e) {
+        return app.exit(e);
+    } catch (const CLI::CallForVersion &e) {
+        return app.exit(e);
+    } catch (const CLI::ParseError &e) {
+        app.exit(e);
+        return kExitUsage;
+    }
+    if (app.got_subcommand("run")) return run();
+    if (app.got_subcommand("attach")) return attach();
+    if (app.got_subcommand("status")) return status();
+    if (app.got_subcommand("list")) return list();
+    return kExitUsage;
+}

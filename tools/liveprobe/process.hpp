@@ -1,0 +1,47 @@
+// What the tool knows of a target process, from /proc/PID: whether it exists, whose it is, its
+// threads, its objects, and where a symbol of one of its objects is.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "os/linux/maps.hpp"
+
+namespace liveprobe::tool {
+
+struct ProcessInfo {
+    pid_t pid = 0;
+    uid_t uid = 0;          // real user
+    std::string comm;       // its name (/proc/PID/comm)
+    std::string exe;        // /proc/PID/exe, when readable
+    char state = '?';       // R, S, D, T, Z, ...
+};
+
+// The process, or nullopt with *why ("no process 12345").
+std::optional<ProcessInfo> process_info(pid_t pid, std::string *why);
+
+// Its threads (task ids), sorted.
+std::vector<pid_t> threads_of(pid_t pid);
+
+// One loaded object: its path and load bias (file address + bias = address in the process).
+struct LoadedObject {
+    std::string path;
+    uint64_t bias = 0;
+    uint64_t start = 0, end = 0;  // the lowest and highest addresses of its mappings
+};
+std::vector<LoadedObject> loaded_objects(pid_t pid);
+
+// The object whose base name (without version suffixes) is `name` ("libc", "libc.so.6").
+std::optional<LoadedObject> find_object(const std::vector<LoadedObject> &objs, const std::string &name);
+
+// The address in `pid` of `symbol` (a .dynsym or .symtab function) of `obj`: 0 with *why.
+uint64_t remote_symbol(pid_t pid, const LoadedObject &obj, const std::string &symbol, std::string *why);
+
+// The path through which the tool opens a file the process has mapped (its root may differ).
+std::string path_in(pid_t pid, const std::string &path);
+
+}  // namespace liveprobe::tool

@@ -1,0 +1,390 @@
+#include "ptrace_thread.hpp"
+
+#include <elf.h>
+#include <signal.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+namespace liveprobe::tool {
+
+void test_kill_point(const char *name)
+{
+    const char *at = std::getenv("LIVEPROBE_TEST_KILL_AT");
+    if (at && std::strcmp(at, name) == 0) kill(getpid(), SIGKILL);
+}
+
+namespace {
+
+// The kernel's internal restart codes, as a stopped system call reports them in rax.
+constexpr long kErestartSys = 512, kErestartNoIntr = 513, kErestartNoHand = 514, kErestartRestartBlock = 516;
+
+// System calls that fail with EINTR after a stop even with no signal handler (signal(7), "Linux
+// ... stopped ... and then resumed"): the stop was ours, so they are started again.
+bool eintr_after_stop(long nr)
+{
+    switch (nr) {
+    case SYS_epoll_wait:
+    case SYS_epoll_pwait:
+#ifdef SYS_epoll_pwait2
+    case SYS_epoll_pwait2:
+#endif
+    case SYS_rt_sigtimedwait:
+    case SYS_semop:
+    case SYS_semtimedop:
+    case SYS_io_getevents:
+        return true;
+    default:
+        return false;
+    }
+}
+
+uint64_t blocked_signals(pid_t tid)
+{
+    std::ifstream in(fmt::format("/proc/{}/status", tid));
+    for (std::string line; std::getline(in, line);)
+        if (line.rfind("SigBlk:", 0) == 0) return std::strtoull(line.c_str() + 7, nullptr, 16);
+    return 0;
+}
+
+bool write_mem(pid_t pid, uint64_t addr, const void *data, size_t len)
+{
+    struct iovec local = {const_cast<void *>(data), len};
+    struct iovec remote = {reinterpret_cast<void *>(addr), len};
+    ssize_t n = process_vm_writev(pid, &local, 1, &remote, 1, 0);
+    if (n == static_cast<ssize_t>(len)) return true;
+    // Fall back to word-sized pokes (process_vm_writev needs the pages writable, as a stack is).
+    const auto *p = static_cast<const uint8_t *>(data);
+    for (size_t off = 0; off < len; off += 8) {
+        uint64_t word = 0;
+        size_t n8 = std::min<size_t>(8, len - off);
+        if (n8 < 8) {
+            errno = 0;
+            long old = ptrace(PTRACE_PEEKDATA, pid, addr + off, nullptr);
+            if (errno) return false;
+            std::memcpy(&word, &old, 8);
+        }
+        std::memcpy(&word, p + off, n8);
+        if (ptrace(PTRACE_POKEDATA, pid, addr + off, word) != 0) return false;
+    }
+    return true;
+}
+
+int set_debugreg(pid_t tid, int n, uint64_t value)
+{
+    return static_cast<int>(
+        ptrace(PTRACE_POKEUSER, tid, offsetof(struct user, u_debugreg) + n * sizeof(long), value));
+}
+
+}  // namespace
+
+PtraceThread::~PtraceThread() { detach(); }
+
+int PtraceThread::wait_stop(int *status, int timeout_ms, std::string *why)
+{
+    for (int waited = 0;; ++waited) {
+        pid_t r = waitpid(tid_, status, __WALL | WNOHANG);
+        if (r == tid_) return 0;
+        if (r < 0 && errno != EINTR) {
+            int e = errno;
+            *why = fmt::format("waitpid({}): {}", tid_, std::strerror(e));
+            return -e;
+        }
+        if (waited >= timeout_ms * 10) {
+            *why = fmt::format("thread {} did not stop within {} ms", tid_, timeout_ms);
+            return -ETIMEDOUT;
+        }
+        usleep(100);
+    }
+}
+
+int PtraceThread::seize_and_stop(std::string *why, int timeout_ms)
+{
+    if (ptrace(PTRACE_SEIZE, tid_, nullptr, nullptr) != 0) {
+        int e = errno;
+        *why = e == ESRCH ? fmt::format("thread {} is gone", tid_)
+             : e == EPERM ? fmt::format("not allowed to trace thread {} (another user's process, a process "
+                                        "already traced, or ptrace restricted by kernel.yama.ptrace_scope)",
+                                        tid_)
+                          : fmt::format("PTRACE_SEIZE {}: {}", tid_, std::strerror(e));
+        return -e;
+    }
+    attached_ = true;
+    test_kill_point("seized");
+    if (ptrace(PTRACE_INTERRUPT, tid_, nullptr, nullptr) != 0) {
+        int e = errno;
+        *why = fmt::format("PTRACE_INTERRUPT {}: {}", tid_, std::strerror(e));
+        attached_ = e != ESRCH;
+        return -e;
+    }
+    int st = 0;
+    if (int r = wait_stop(&st, timeout_ms, why); r < 0) return r;
+    if (WIFEXITED(st) || WIFSIGNALED(st)) {
+        attached_ = false;
+        *why = fmt::format("thread {} exited", tid_);
+        return -ESRCH;
+    }
+    if (WIFSTOPPED(st) && (st >> 16) != PTRACE_EVENT_STOP) {
+        // A signal-delivery-stop: the signal was on its way; it goes on when the thread is let go.
+        pending_.push_back(WSTOPSIG(st));
+    }
+    test_kill_point("stopped");
+    return get_state(why);
+}
+
+int PtraceThread::get_state(std::string *why)
+{
+    if (ptrace(PTRACE_GETREGS, tid_, nullptr, &regs_) != 0) {
+        int e = errno;
+        *why = fmt::format("PTRACE_GETREGS {}: {}", tid_, std::strerror(e));
+        return -e;
+    }
+    xstate_.assign(16384, 0);
+    struct iovec iov = {xstate_.data(), xstate_.size()};
+    if (ptrace(PTRACE_GETREGSET, tid_, NT_X86_XSTATE, &iov) != 0) {
+        int e = errno;
+        *why = fmt::format("PTRACE_GETREGSET NT_X86_XSTATE {}: {}", tid_, std::strerror(e));
+        return -e;
+    }
+    xstate_.resize(iov.iov_len);
+    sigmask_ = blocked_signals(tid_);
+    return 0;
+}
+
+bool PtraceThread::read(uint64_t addr, void *out, size_t len) const
+{
+    struct iovec local = {out, len};
+    struct iovec remote = {reinterpret_cast<void *>(addr), len};
+    return process_vm_readv(tid_, &local, 1, &remote, 1, 0) == static_cast<ssize_t>(len);
+}
+
+std::string PtraceThread::read_string(uint64_t addr, size_t max) const
+{
+    std::string out;
+    char buf[256];
+    while (out.size() < max) {
+        if (!read(addr + out.size(), buf, sizeof buf)) {
+            // The string may end near the end of a mapping: byte by byte.
+            char c;
+            if (!read(addr + out.size(), &c, 1) || c == 0) break;
+            out += c;
+            continue;
+        }
+        size_t n = strnlen(buf, sizeof buf);
+        out.append(buf, n);
+        if (n < sizeof buf) break;
+    }
+    return out;
+}
+
+int PtraceThread::call(uint64_t fn, std::vector<uint64_t> args, int data_arg, const std::string &data,
+                       uint64_t sigreturn_trampoline, uint64_t *result, std::string *why, int timeout_ms)
+{
+    if (args.size() > 6) {
+        *why = "at most 6 arguments";
+        return -EINVAL;
+    }
+    // 1. The frame, below the red zone: data, the extended state, a ucontext, the return address.
+    uint64_t sp = regs_.rsp - 128 - 256;
+    sp = (sp - data.size() - 1) & ~uint64_t(15);
+    uint64_t data_at = sp;
+    size_t xs = xstate_.size();
+    sp = (sp - xs - 4 - 64) & ~uint64_t(63);
+    uint64_t fp_at = sp;
+    sp = (sp - sizeof(ucontext_t)) & ~uint64_t(15);
+    uint64_t uc_at = sp;
+    uint64_t ret_slot = uc_at - 8;  // 8 mod 16 at the function's entry, as after a call
+
+    // The state rt_sigreturn restores if the tool is gone before it restores the thread itself:
+    // the thread as stopped, with an interrupted system call set to run again (rt_sigreturn
+    // does not restart system calls, and forgets a restart block).
+    ucontext_t uc;
+    std::memset(&uc, 0, sizeof uc);
+    uc.uc_flags = 0x1 | 0x2 | 0x4;  // UC_FP_XSTATE | UC_SIGCONTEXT_SS | UC_STRICT_RESTORE_SS
+    uc.uc_stack.ss_flags = 3;        // invalid: the thread's alternate stack is left as it is
+    greg_t *g = uc.uc_mcontext.gregs;
+    g[REG_R8] = regs_.r8, g[REG_R9] = regs_.r9, g[REG_R10] = regs_.r10, g[REG_R11] = regs_.r11;
+    g[REG_R12] = regs_.r12, g[REG_R13] = regs_.r13, g[REG_R14] = regs_.r14, g[REG_R15] = regs_.r15;
+    g[REG_RDI] = regs_.rdi, g[REG_RSI] = regs_.rsi, g[REG_RBP] = regs_.rbp, g[REG_RBX] = regs_.rbx;
+    g[REG_RDX] = regs_.rdx, g[REG_RAX] = regs_.rax, g[REG_RCX] = regs_.rcx, g[REG_RSP] = regs_.rsp;
+    g[REG_RIP] = regs_.rip, g[REG_EFL] = regs_.eflags;
+    g[REG_CSGSFS] = static_cast<greg_t>((regs_.cs & 0xffff) | (regs_.gs & 0xffff) << 16 | (regs_.fs & 0xffff) << 32 |
+                                        (regs_.ss & 0xffff) << 48);
+    long nr = static_cast<long>(regs_.orig_rax), rv = static_cast<long>(regs_.rax);
+    if (nr >= 0 && (rv == -kErestartSys || rv == -kErestartNoIntr || rv == -kErestartNoHand ||
+                    rv == -kErestartRestartBlock || (rv == -EINTR && eintr_after_stop(nr) && pending_.empty()))) {
+        g[REG_RAX] = nr;
+        g[REG_RIP] = static_cast<greg_t>(regs_.rip - 2);  // the syscall instruction again
+    }
+    uc.uc_mcontext.fpregs = reinterpret_cast<fpregset_t>(fp_at);
+    std::memcpy(&uc.uc_sigmask, &sigmask_, sizeof sigmask_);
+
+    std::vector<uint8_t> fp(xstate_);
+    // The software-reserved bytes of the FXSAVE image (464..511) describe the XSAVE area to the
+    // kernel; the regset fills them in; magic2 closes the area.
+    uint32_t magic1 = 0;
+    std::memcpy(&magic1, fp.data() + 464, 4);
+    uint32_t xsize = static_cast<uint32_t>(xs);
+    if (magic1 == 0x46505853u) std::memcpy(&xsize, fp.data() + 464 + 16, 4);
+    xsize = std::min<uint32_t>(xsize, static_cast<uint32_t>(xs));
+    fp.resize(xsize + 4);
+    uint32_t magic2 = 0x46505845u;
+    std::memcpy(fp.data() + xsize, &magic2, 4);
+
+    uint64_t ret = sigreturn_trampoline;
+    if (!write_mem(tid_, data_at, data.c_str(), data.size() + 1) || !write_mem(tid_, fp_at, fp.data(), fp.size()) ||
+        !write_mem(tid_, uc_at, &uc, sizeof uc) || !write_mem(tid_, ret_slot, &ret, 8)) {
+        int e = errno ? errno : EFAULT;
+        *why = fmt::format("cannot write to the stack of thread {}: {}", tid_, std::strerror(e));
+        return -e;
+    }
+    if (data_arg >= 0 && static_cast<size_t>(data_arg) < args.size()) args[data_arg] = data_at;
+    test_kill_point("frame-written");
+
+    // 2. The call.
+    user_regs_struct r = regs_;
+    r.rip = fn;
+    r.rsp = ret_slot;
+    unsigned long long *argregs[] = {&r.rdi, &r.rsi, &r.rdx, &r.rcx, &r.r8, &r.r9};
+    for (size_t i = 0; i < args.size(); ++i) *argregs[i] = args[i];
+    r.rax = 0;
+    r.orig_rax = static_cast<uint64_t>(-1);  // not in a system call: nothing to restart
+    r.eflags &= ~uint64_t(0x400 | 0x100);    // DF, TF
+    if (ptrace(PTRACE_SETREGS, tid_, nullptr, &r) != 0) {
+        int e = errno;
+        *why = fmt::format("PTRACE_SETREGS {}: {}", tid_, std::strerror(e));
+        return -e;
+    }
+    changed_ = true;
+    test_kill_point("registers-set");
+    // 3. Stop at the way home while the tool lives (DR0: execute breakpoint, enabled by DR7.L0).
+    if (set_debugreg(tid_, 0, sigreturn_trampoline) != 0 || set_debugreg(tid_, 7, 1) != 0) {
+        int e = errno;
+        *why = fmt::format("cannot set a hardware breakpoint in thread {}: {}", tid_, std::strerror(e));
+        return -e;
+    }
+    if (ptrace(PTRACE_CONT, tid_, nullptr, nullptr) != 0) {
+        int e = errno;
+        *why = fmt::format("PTRACE_CONT {}: {}", tid_, std::strerror(e));
+        return -e;
+    }
+    test_kill_point("calling");
+    for (;;) {
+        int st = 0;
+        int w = wait_stop(&st, timeout_ms, why);
+        if (w == -ETIMEDOUT) {
+            // Still inside the call (perhaps waiting for a lock): it comes home by itself through
+            // the frame. Let it go without restoring anything.
+            set_debugreg(tid_, 7, 0);
+            changed_ = false;
+            *why = fmt::format("the call in thread {} did not return within {} ms; the thread will resume by "
+                               "itself when it does",
+                               tid_, timeout_ms);
+            return -ETIMEDOUT;
+        }
+        if (w < 0) return w;
+        if (WIFEXITED(st) || WIFSIGNALED(st)) {
+            attached_ = changed_ = false;
+            *why = WIFSIGNALED(st) ? fmt::format("the process was killed by signal {} during the call", WTERMSIG(st))
+                                   : "the process exited during the call";
+            return -ESRCH;
+        }
+        int sig = WSTOPSIG(st);
+        if ((st >> 16) == PTRACE_EVENT_STOP) {  // a stop of ours, or a group-stop: go on
+            ptrace(PTRACE_CONT, tid_, nullptr, nullptr);
+            continue;
+        }
+        if (sig == SIGTRAP) {
+            user_regs_struct now {};
+            ptrace(PTRACE_GETREGS, tid_, nullptr, &now);
+            if (now.rip == sigreturn_trampoline && now.rsp == ret_slot + 8) {
+                *result = now.rax;
+                break;
+            }
+            if (now.rip == sigreturn_trampoline) {
+                // A signal handler of the program returning: step over the breakpoint.
+                set_debugreg(tid_, 7, 0);
+                ptrace(PTRACE_SINGLESTEP, tid_, nullptr, nullptr);
+                int st2 = 0;
+                if (wait_stop(&st2, timeout_ms, why) < 0) return -ETIMEDOUT;
+                set_debugreg(tid_, 7, 1);
+                ptrace(PTRACE_CONT, tid_, nullptr, nullptr);
+                continue;
+            }
+        }
+        if (sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE) {
+            user_regs_struct now {};
+            ptrace(PTRACE_GETREGS, tid_, nullptr, &now);
+            set_debugreg(tid_, 7, 0);
+            *why = fmt::format("the call faulted in thread {} (signal {} at {:#x}); its registers are restored", tid_,
+                               sig, now.rip);
+            restore(why);
+            return -EFAULT;
+        }
+        pending_.push_back(sig);  // the program's: delivered when the thread is let go
+        ptrace(PTRACE_CONT, tid_, nullptr, nullptr);
+    }
+    test_kill_point("returned");
+    set_debugreg(tid_, 7, 0);
+    set_debugreg(tid_, 0, 0);
+    std::string err;
+    if (int r2 = restore(&err); r2 < 0) {
+        *why = err;
+        return r2;
+    }
+    return 0;
+}
+
+int PtraceThread::restore(std::string *why)
+{
+    if (!changed_) return 0;
+    if (ptrace(PTRACE_SETREGS, tid_, nullptr, &regs_) != 0) {
+        int e = errno;
+        *why = fmt::format("cannot restore the registers of thread {}: {}", tid_, std::strerror(e));
+        return -e;
+    }
+    struct iovec iov = {xstate_.data(), xstate_.size()};
+    if (ptrace(PTRACE_SETREGSET, tid_, NT_X86_XSTATE, &iov) != 0) {
+        int e = errno;
+        *why = fmt::format("cannot restore the extended state of thread {}: {}", tid_, std::strerror(e));
+        return -e;
+    }
+    changed_ = false;
+    return 0;
+}
+
+void PtraceThread::fix_interrupted_syscall()
+{
+    long nr = static_cast<long>(regs_.orig_rax);
+    if (nr < 0 || static_cast<long>(regs_.rax) != -EINTR || !eintr_after_stop(nr) || !pending_.empty()) return;
+    user_regs_struct r = regs_;
+    r.rax = static_cast<uint64_t>(nr);
+    r.rip -= 2;
+    if (ptrace(PTRACE_SETREGS, tid_, nullptr, &r) == 0) regs_ = r;
+}
+
+void PtraceThread::detach()
+{
+    if (!attached_) return;
+    std::string why;
+    restore(&why);
+    fix_interrupted_syscall();
+    int sig = pending_.empty() ? 0 : pending_.front();
+    ptrace(PTRACE_DETACH, tid_, nullptr, reinterpret_cast<void *>(static_cast<long>(sig)));
+    for (size_t i = 1; i < pending_.size(); ++i) syscall(SYS_tgkill, pid_, tid_, pending_[i]);
+    attached_ = false;
+}
+
+}  // namespace liveprobe::tool

@@ -1,0 +1,79 @@
+// One thread of another process under ptrace: seized, stopped, made to call a function, and
+// put back exactly as it was.
+//
+// Killing the tool at any moment must leave the target unharmed. PTRACE_SEIZE gives the first
+// half (the kernel detaches a dead tracer's threads, none left stopped). For the second, a
+// thread made to call a function always has a way home that needs no tool: the call returns
+// into the C library's signal-return trampoline (__restore_rt) over a signal frame built on
+// its stack from its own registers, signal mask and extended state, so rt_sigreturn restores
+// it. While the tool lives, a hardware breakpoint on that trampoline (cleared by the kernel
+// when a tracer dies) stops the thread there instead, and the tool restores it by ptrace, which
+// also restarts an interrupted system call the way the kernel does.
+#pragma once
+
+#include <sys/types.h>
+#include <sys/user.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace liveprobe::tool {
+
+// Steps of an attach at which a test may have the tool kill itself
+// (LIVEPROBE_TEST_KILL_AT=NAME): it must leave the target unharmed at every one.
+void test_kill_point(const char *name);
+
+class PtraceThread {
+public:
+    PtraceThread(pid_t pid, pid_t tid) : pid_(pid), tid_(tid) {}
+    ~PtraceThread();  // detaches if still attached (restoring the registers if a call ran)
+    PtraceThread(const PtraceThread &) = delete;
+    PtraceThread &operator=(const PtraceThread &) = delete;
+
+    pid_t tid() const { return tid_; }
+
+    // PTRACE_SEIZE + PTRACE_INTERRUPT, then waits until it is stopped: 0, or -errno with *why
+    // (-ESRCH: it exited; -EPERM: not allowed).
+    int seize_and_stop(std::string *why, int timeout_ms = 2000);
+
+    // Its registers as stopped.
+    const user_regs_struct &regs() const { return regs_; }
+
+    // Calls fn(args...) (up to 6 integer arguments) in the thread, with `data` copied onto its
+    // stack first. The thread returns
+    // through `sigreturn_trampoline` (see above). *result: rax. 0, or -errno with *why.
+    // args[data_arg] (if >= 0) is replaced by the address of the copy of `data`.
+    int call(uint64_t fn, std::vector<uint64_t> args, int data_arg, const std::string &data,
+             uint64_t sigreturn_trampoline, uint64_t *result, std::string *why, int timeout_ms = 10000);
+
+    // Reads `len` bytes at `addr` of the process.
+    bool read(uint64_t addr, void *out, size_t len) const;
+    // Reads a NUL-terminated string (at most `max` bytes).
+    std::string read_string(uint64_t addr, size_t max = 4096) const;
+
+    // Undoes what a system call interrupted by the stop would report to the program although
+    // no signal handler ran: the calls that return EINTR after a stop rather than being
+    // restarted by the kernel (epoll_wait, sigtimedwait, semop, ...) are made to start again.
+    void fix_interrupted_syscall();
+
+    // Restores the registers and extended state as stopped (when a call changed them) and lets
+    // the thread go, delivering a signal that arrived meanwhile. Idempotent.
+    void detach();
+
+private:
+    int wait_stop(int *status, int timeout_ms, std::string *why);
+    int get_state(std::string *why);
+    int restore(std::string *why);
+
+    pid_t pid_;
+    pid_t tid_;
+    bool attached_ = false;
+    bool changed_ = false;          // registers set for a call: restore before detaching
+    user_regs_struct regs_{};       // as stopped
+    std::vector<uint8_t> xstate_;   // NT_X86_XSTATE as stopped
+    uint64_t sigmask_ = 0;          // blocked signals as stopped
+    std::vector<int> pending_;      // signals to deliver when letting it go
+};
+
+}  // namespace liveprobe::tool

@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# `liveprobe attach`, `status`, `list` and `run` as a user runs them, against the targets of
+# tests/programs/attach_target.c: each target must behave exactly as it does unattached (its
+# report is checked), whatever it was doing when attached, and whatever happens to the tool.
+set -uo pipefail
+bin=${LIVEPROBE_BINARY_DIR:?LIVEPROBE_BINARY_DIR is not set}
+lp=$bin/tools/liveprobe/liveprobe
+target=$bin/tests/lp_attach_target
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/liveprobe-attach.XXXXXX")
+export LIVEPROBE_RUNTIME_DIR=$tmp/run   # this test's sockets, not the user's
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"; }
+trap cleanup EXIT
+failures=0
+pass() { echo "PASS: $*"; }
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# start NAME MODE ARG: runs the target in the background (stdout to $tmp/NAME.out) and waits
+# until it says "ready"; $pid is its pid.
+start() {
+    local name=$1; shift
+    "$target" "$@" >"$tmp/$name.out" 2>&1 &
+    pid=$!
+    pids+=("$pid")
+    for _ in $(seq 500); do grep -q ready "$tmp/$name.out" 2>/dev/null && return 0; sleep 0.01; done
+    fail "$name: the target did not start"; return 1
+}
+# finish NAME EXPECTED: waits for the target (10 s at most) and checks its exit status 0 and
+# that its report matches the regular expression.
+finish() {
+    local name=$1 want=$2 rc
+    for _ in $(seq 1000); do kill -0 "$pid" 2>/dev/null || break; sleep 0.01; done
+    if kill -0 "$pid" 2>/dev/null; then fail "$name: the target did not finish"; kill -9 "$pid"; return; fi
+    wait "$pid"; rc=$?
+    if [ "$rc" -eq 0 ] && grep -Eq "$want" "$tmp/$name.out"; then pass "$name: $(grep -Ev '^ready$' "$tmp/$name.out" | head -1)"
+    else fail "$name: exit $rc, report:"; sed 's/^/    /' "$tmp/$name.out"; fi
+}
+# attach NAME: attaches to $pid; checks the report and that status answers.
+attach() {
+    local name=$1 out
+    if ! out=$("$lp" attach -p "$pid" 2>&1); then fail "$name: attach failed: $out"; return 1; fi
+    echo "    $out"
+    if ! "$lp" status -p "$pid" >"$tmp/$name.status" 2>&1 || ! grep -q "^agent: liveprobe" "$tmp/$name.status"; then
+        fail "$name: status after attach:"; sed 's/^/    /' "$tmp/$name.status"; return 1
+    fi
+    if ! grep -q liveprobe /proc/"$pid"/task/*/comm; then fail "$name: no thread named liveprobe"; fi
+    return 0
+}
+
+# 1. A 4-thread target busy computing (and its main thread too): every thread's results stay
+# right, whichever thread made the calls.
+start busy busy 2 && attach busy && finish busy "^busy ok"
+# The same with every signal blocked in every thread.
+start blocked blocked 2 && attach blocked && finish blocked "^busy ok"
+
+# 2. Targets blocked in system calls: no EINTR, the data read right, the sleep its full length.
+mkfifo "$tmp/fifo.read"
+start read read "$tmp/fifo.read" && attach read && { echo "payload-1" >"$tmp/fifo.read"; finish read "^read 10 bytes: payload-1"; }
+start nanosleep nanosleep 1500 && attach nanosleep && finish nanosleep "^slept 1[5-9][0-9][0-9] ms rc 0"
+start clock_nanosleep clock_nanosleep 1500 && attach clock_nanosleep && finish clock_nanosleep "^slept 1[5-9][0-9][0-9] ms rc 0"
+start accept accept "$tmp/accept.sock" && attach accept && {
+    python3 -c "import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])" "$tmp/accept.sock"
+    finish accept "^accepted"; }
+mkfifo "$tmp/fifo.epoll"
+start epoll epoll "$tmp/fifo.epoll" && attach epoll && { echo x >"$tmp/fifo.epoll"; finish epoll "^epoll_wait 1"; }
+
+# 3. Attaching twice finds the agent there.
+start twice nanosleep 1500 && attach twice && {
+    out=$("$lp" attach -p "$pid" 2>&1)
+    if echo "$out" | grep -q "already running"; then pass "second attach: $out"; else fail "second attach: $out"; fi
+    finish twice "rc 0"; }
+
+# 4. Killing the tool (SIGKILL) at each step of an attach leaves the target unharmed: it goes on
+# and its results stay right; a later attach works.
+for step in seized stopped frame-written registers-set calling returned loaded detached; do
+    start "kill-$step" busy 2 || continue
+    LIVEPROBE_TEST_KILL_AT=$step "$lp" attach -p "$pid" >/dev/null 2>&1
+    rc=$?
+    state=$(awk '/^State:/ {print $2}' /proc/"$pid"/status 2>/dev/null)
+    if [ "$rc" -ne 137 ]; then fail "kill at $step: the tool was not killed there (exit $rc)"; fi
+    if [ "$state" = T ] || [ "$state" = t ]; then fail "kill at $step: the target is left stopped ($state)"; fi
+    "$lp" attach -p "$pid" >/dev/null 2>&1 || fail "kill at $step: attaching again failed"
+    finish "kill-$step" "^busy ok"
+done
+
+# 5. A target that exits during the attach: a clear failure or a success, never a hang.
+for i in 1 2 3 4 5; do
+    start "exiting-$i" exit $((i * 5)) || continue
+    out=$(timeout 20 "$lp" attach -p "$pid" 2>&1); rc=$?
+    if [ "$rc" -eq 0 ] || { [ "$rc" -eq 1 ] && echo "$out" | grep -Eq "exit|no process|gone"; }; then
+        pass "exiting target ($((i * 5)) ms): exit $rc: $out"
+    else fail "exiting target ($((i * 5)) ms): exit $rc: $out"; fi
+    wait "$pid" 2>/dev/null
+done
+
+# 6. Refusals: another user's process, a nonexistent one.
+if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null; then
+    start mine nanosleep 1500
+    out=$(setpriv --reuid=65534 --regid=65534 --clear-groups "$lp" attach -p "$pid" 2>&1); rc=$?
+    who="the tool as user 65534 against a root process"
+else
+    out=$("$lp" attach -p 1 2>&1); rc=$?
+    who="pid 1 (root's) as user $(id -u)"
+fi
+if [ "$rc" -eq 1 ] && echo "$out" | grep -q "belongs to user"; then pass "refused $who: $out"
+else fail "$who: exit $rc: $out"; fi
+[ "$(id -u)" -eq 0 ] && finish mine "rc 0"
+nopid=4194000; while kill -0 "$nopid" 2>/dev/null; do nopid=$((nopid + 1)); done
+out=$("$lp" attach -p "$nopid" 2>&1); rc=$?
+if [ "$rc" -eq 1 ] && echo "$out" | grep -q "no process $nopid"; then pass "nonexistent pid: $out"; else fail "nonexistent pid: exit $rc: $out"; fi
+out=$("$lp" status -p "$nopid" 2>&1); rc=$?
+if [ "$rc" -eq 1 ] && echo "$out" | grep -q "no process"; then pass "status of a nonexistent pid: $out"; else fail "status, nonexistent pid: exit $rc: $out"; fi
+out=$("$lp" attach 2>&1); rc=$?
+if [ "$rc" -eq 2 ] && echo "$out" | grep -q -- "--pid"; then pass "attach without -p: exit 2"; else fail "attach without -p: exit $rc: $out"; fi
+
+# 7. list: the functions, as OBJECT:NAME.
+start list nanosleep 1000 && {
+    out=$("$lp" list -p "$pid" 'round_of_work*' 2>&1)
+    if echo "$out" | grep -q "^lp_attach_target:round_of_work"; then pass "list: $out"; else fail "list: $out"; fi
+    out=$("$lp" list -p "$pid" 'nanosleep' 2>&1)
+    if echo "$out" | grep -q "^libc.so.6:nanosleep$"; then pass "list libc: $(echo "$out" | head -1)"; else fail "list libc: $out"; fi
+    finish list "rc 0"; }
+
+# 8. run: the agent preloaded, the program's exit status, signals passed on, children inherit.
+out=$("$lp" run -- sh -c 'exit 7' 2>&1); rc=$?
+if [ "$rc" -eq 7 ] && echo "$out" | grep -q "^liveprobe: started PID [0-9]*$"; then pass "run: exit status 7 and '$out'"
+else fail "run: exit $rc: $out"; fi
+"$lp" run -- "$target" fork 3 >"$tmp/run.out" 2>"$tmp/run.err" &
+tool=$!; pids+=("$tool")
+for _ in $(seq 500); do grep -q ready "$tmp/run.out" 2>/dev/null && break; sleep 0.01; done
+runpid=$(sed -n 's/^liveprobe: started PID \([0-9]*\)$/\1/p' "$tmp/run.err")
+child=$(sed -n 's/^child \([0-9]*\)$/\1/p' "$tmp/run.out")
+sleep 0.2
+if "$lp" status -p "$runpid" 2>&1 | grep -q "started: preload"; then pass "run: the program's agent answers (started: preload)"
+else fail "run: status of $runpid: $("$lp" status -p "$runpid" 2>&1)"; fi
+if [ -n "$child" ] && "$lp" status -p "$child" 2>&1 | grep -q "^pid: $child"; then pass "run: the forked child $child has its own agent"
+else fail "run: status of the child ${child:-?}: $("$lp" status -p "${child:-0}" 2>&1)"; fi
+kill -TERM "$tool"
+wait "$tool"; rc=$?
+if [ "$rc" -eq 143 ]; then pass "run: SIGTERM passed on, exit 143"; else fail "run: after SIGTERM, exit $rc"; fi
+out=$("$lp" run -- /nonexistent/program 2>&1); rc=$?
+if [ "$rc" -eq 127 ] && echo "$out" | grep -q "cannot run /nonexistent/program"; then pass "run: a missing program: exit 127"
+else fail "run, missing program: exit $rc: $out"; fi
+
+if [ "$failures" -eq 0 ]; then echo "attach test: PASSED"; exit 0; fi
+echo "attach test: FAILED ($failures failure(s))"
+exit 1

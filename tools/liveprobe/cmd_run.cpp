@@ -63,7 +63,7 @@ Runner add_run(CLI::App &app)
             dfl.sa_handler = SIG_DFL;
             for (int s : kForwarded) sigaction(s, &dfl, nullptr);
             const char *pre = std::getenv("LD_PRELOAD");
-            std::string preload = pre && *pre ? library + ":" + pre : library;
+            std::string preload = pre && *pre ? std::string(pre) + ":" + library : library;  // theirs first
             setenv("LD_PRELOAD", preload.c_str(), 1);
             setenv("LIVEPROBE_AGENT", "1", 1);
             std::vector<char *> args;

@@ -36,7 +36,7 @@ const char *const kLockingFunctions[] = {
     "__libc_dlopen_mode", "__libc_dlsym", "__libc_dlclose"};
 
 struct Target {
-    uint64_t dlopen = 0, dlerror = 0;
+    uint64_t dlopen = 0, dlerror = 0, mmap = 0, munmap = 0;
     uint64_t sigreturn = 0;  // __restore_rt
     std::vector<Range> locking;
 };
@@ -68,6 +68,9 @@ int inspect(pid_t pid, Target *t, bool *has_library, std::string *why)
     t->dlopen = remote_symbol(pid, *libc, "dlopen", why);
     if (!t->dlopen) return -ENOENT;
     t->dlerror = remote_symbol(pid, *libc, "dlerror", why);
+    t->mmap = remote_symbol(pid, *libc, "mmap", why);
+    t->munmap = remote_symbol(pid, *libc, "munmap", why);
+    if (!t->mmap || !t->munmap) return -ENOENT;
     t->sigreturn = find_sigreturn(pid, *libc);
     if (!t->sigreturn) {
         *why = fmt::format("no signal-return trampoline found in {}", libc->path);
@@ -157,6 +160,68 @@ bool holds_no_lock(const PtraceThread &t, const Target &target)
     return clean;
 }
 
+// A free page-aligned address for the stub page, in a gap of the map with a free page on each
+// side.
+uint64_t free_address(pid_t pid)
+{
+    std::vector<os::Mapping> maps = os::read_maps(pid);
+    std::sort(maps.begin(), maps.end(), [](const os::Mapping &a, const os::Mapping &b) { return a.start < b.start; });
+    for (size_t i = 0; i + 1 < maps.size(); ++i)
+        if (maps[i].end >= 0x10000000 && maps[i + 1].start - maps[i].end >= 4 * 4096) return maps[i].end + 4096;
+    return 0;
+}
+
+bool mapped_executable(pid_t pid, uint64_t addr)
+{
+    for (const os::Mapping &m : os::read_maps(pid))
+        if (m.start == addr && m.x) return true;
+    return false;
+}
+
+// The stub page: mapped in the process by a call of its mmap that returns through
+// __restore_rt, then filled with PtraceThread::stub_code(); unmapped when the attach is done.
+class StubPage {
+public:
+    StubPage(PtraceThread &t, const Target &target) : t_(t), target_(target) {}
+    ~StubPage()
+    {
+        if (!addr_) return;
+        uint64_t rv;
+        std::string err;
+        t_.call(target_.munmap, {addr_, 4096}, -1, "", PtraceThread::Return{0, target_.sigreturn}, &rv, &err);
+    }
+    int map(pid_t pid, std::string *why)
+    {
+        uint64_t want = free_address(pid);
+        if (!want) {
+            *why = fmt::format("no free address for a code page in process {}", pid);
+            return -ENOMEM;
+        }
+        uint64_t rv = 0;
+        // PROT_READ|WRITE|EXEC; MAP_PRIVATE|MAP_ANONYMOUS|MAP_FIXED_NOREPLACE
+        int r = t_.call(target_.mmap, {want, 4096, 7, 0x100022, static_cast<uint64_t>(-1), 0}, -1, "",
+                        PtraceThread::Return{0, target_.sigreturn}, &rv, why);
+        if (r < 0) return r;
+        if (!mapped_executable(pid, want)) {
+            *why = fmt::format("process {} could not map a code page (is executable anonymous memory forbidden?)", pid);
+            return -EPERM;
+        }
+        addr_ = want;
+        std::string code = PtraceThread::stub_code();
+        if (!t_.write(addr_, code.data(), code.size())) {
+            *why = fmt::format("cannot write the code page of process {}", pid);
+            return -EFAULT;
+        }
+        return 0;
+    }
+    PtraceThread::Return via() const { return PtraceThread::Return{addr_, target_.sigreturn}; }
+
+private:
+    PtraceThread &t_;
+    const Target &target_;
+    uint64_t addr_ = 0;
+};
+
 int check_process(pid_t pid, std::string *why)
 {
     auto info = process_info(pid, why);
@@ -212,7 +277,11 @@ int attach_agent(pid_t pid, AttachReport *out, std::string *why)
     if (library.empty()) return -ENOENT;
     Target target;
     bool has_library = false;
-    if (int r = inspect(pid, &target, &has_library, why); r < 0) return r;
+    if (int r = inspect(pid, &target, &has_library, why); r < 0) {
+        std::string err;
+        if (!process_info(pid, &err)) *why = fmt::format("process {} exited during the attach", pid);
+        return r;
+    }
 
     // A thread that holds no lock dlopen needs; the others keep running.
     std::unique_ptr<PtraceThread> thread;
@@ -247,10 +316,13 @@ int attach_agent(pid_t pid, AttachReport *out, std::string *why)
         return -EAGAIN;
     }
     out->thread = thread->tid();
+    {
+    StubPage stub(*thread, target);
+    if (int r = stub.map(pid, why); r < 0) return r;
     uint64_t rv = 0;
     if (!has_library) {
         std::string err;
-        int r = thread->call(target.dlopen, {0, RTLD_NOW}, 0, library, target.sigreturn, &rv, &err);
+        int r = thread->call(target.dlopen, {0, RTLD_NOW}, 0, library, stub.via(), &rv, &err);
         if (r < 0) {
             *why = fmt::format("loading {}: {}", library, err);
             return r;
@@ -258,7 +330,7 @@ int attach_agent(pid_t pid, AttachReport *out, std::string *why)
         if (rv == 0) {
             std::string msg = "dlopen failed";
             uint64_t m = 0;
-            if (target.dlerror && thread->call(target.dlerror, {}, -1, "", target.sigreturn, &m, &err) == 0 && m)
+            if (target.dlerror && thread->call(target.dlerror, {}, -1, "", stub.via(), &m, &err) == 0 && m)
                 msg = thread->read_string(m);
             *why = fmt::format("process {} could not load {}: {}", pid, library, msg);
             return -ENOEXEC;
@@ -273,18 +345,19 @@ int attach_agent(pid_t pid, AttachReport *out, std::string *why)
         return -ENOENT;
     }
     std::string err;
-    if (int r = thread->call(start, {}, -1, "", target.sigreturn, &rv, &err); r < 0) {
+    if (int r = thread->call(start, {}, -1, "", stub.via(), &rv, &err); r < 0) {
         *why = fmt::format("starting the agent: {}", err);
         return r;
     }
     if (static_cast<int>(rv) < 0) {
         uint64_t strerror_fn = remote_symbol(pid, *lib, "liveprobe_strerror", &err), m = 0;
         std::string msg = std::strerror(-static_cast<int>(rv));
-        if (strerror_fn && thread->call(strerror_fn, {rv}, -1, "", target.sigreturn, &m, &err) == 0 && m)
+        if (strerror_fn && thread->call(strerror_fn, {rv}, -1, "", stub.via(), &m, &err) == 0 && m)
             msg = thread->read_string(m);
         *why = fmt::format("the agent did not start in process {}: {}", pid, msg);
         return static_cast<int>(rv);
     }
+    }  // the stub page goes
     thread->detach();
     test_kill_point("detached");
     for (int i = 0; i < 100; ++i) {
@@ -293,6 +366,11 @@ int attach_agent(pid_t pid, AttachReport *out, std::string *why)
             return 0;
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    std::string err;
+    if (!process_info(pid, &err) || process_info(pid, &err)->state == 'Z') {
+        *why = fmt::format("process {} exited right after the agent was started in it", pid);
+        return -ESRCH;
     }
     *why = fmt::format("the agent of process {} was started but does not answer on {}", pid, out->socket);
     return -ETIMEDOUT;

@@ -82,11 +82,6 @@ bool write_mem(pid_t pid, uint64_t addr, const void *data, size_t len)
     return true;
 }
 
-int set_debugreg(pid_t tid, int n, uint64_t value)
-{
-    return static_cast<int>(
-        ptrace(PTRACE_POKEUSER, tid, offsetof(struct user, u_debugreg) + n * sizeof(long), value));
-}
 
 }  // namespace
 
@@ -170,6 +165,8 @@ bool PtraceThread::read(uint64_t addr, void *out, size_t len) const
     return process_vm_readv(tid_, &local, 1, &remote, 1, 0) == static_cast<ssize_t>(len);
 }
 
+bool PtraceThread::write(uint64_t addr, const void *data, size_t len) const { return write_mem(tid_, addr, data, len); }
+
 std::string PtraceThread::read_string(uint64_t addr, size_t max) const
 {
     std::string out;
@@ -189,14 +186,28 @@ std::string PtraceThread::read_string(uint64_t addr, size_t max) const
     return out;
 }
 
-int PtraceThread::call(uint64_t fn, std::vector<uint64_t> args, int data_arg, const std::string &data,
-                       uint64_t sigreturn_trampoline, uint64_t *result, std::string *why, int timeout_ms)
+std::string PtraceThread::stub_code()
 {
+    static const uint8_t code[] = {
+        0x41, 0xff, 0xd3,                          // 0:  call *%r11
+        0x48, 0x89, 0x05, 54, 0, 0, 0,             // 3:  mov %rax, 64(%rip)   (64 - 10 = 54)
+        0xb8, 0x0f, 0x00, 0x00, 0x00,              // a:  mov $15, %eax        (rt_sigreturn)
+        0x0f, 0x05,                                // f:  syscall
+        0xeb, 0xf7,                                // 11: jmp 0xa
+    };
+    return std::string(reinterpret_cast<const char *>(code), sizeof code);
+}
+
+int PtraceThread::call(uint64_t fn, std::vector<uint64_t> args, int data_arg, const std::string &data,
+                       const Return &ret, uint64_t *result, std::string *why, int timeout_ms)
+{
+    *result = 0;
     if (args.size() > 6) {
         *why = "at most 6 arguments";
         return -EINVAL;
     }
-    // 1. The frame, below the red zone: data, the extended state, a ucontext, the return address.
+    // 1. The frame, below the red zone: data, the extended state, then the ucontext at X
+    //    (16-aligned); rt_sigreturn finds it with the stack pointer at X.
     uint64_t sp = regs_.rsp - 128 - 256;
     sp = (sp - data.size() - 1) & ~uint64_t(15);
     uint64_t data_at = sp;
@@ -204,12 +215,10 @@ int PtraceThread::call(uint64_t fn, std::vector<uint64_t> args, int data_arg, co
     sp = (sp - xs - 4 - 64) & ~uint64_t(63);
     uint64_t fp_at = sp;
     sp = (sp - sizeof(ucontext_t)) & ~uint64_t(15);
-    uint64_t uc_at = sp;
-    uint64_t ret_slot = uc_at - 8;  // 8 mod 16 at the function's entry, as after a call
+    uint64_t x = sp;
 
-    // The state rt_sigreturn restores if the tool is gone before it restores the thread itself:
-    // the thread as stopped, with an interrupted system call set to run again (rt_sigreturn
-    // does not restart system calls, and forgets a restart block).
+    // The state rt_sigreturn restores: the thread as stopped, an interrupted system call set
+    // to run again.
     ucontext_t uc;
     std::memset(&uc, 0, sizeof uc);
     uc.uc_flags = 0x1 | 0x2 | 0x4;  // UC_FP_XSTATE | UC_SIGCONTEXT_SS | UC_STRICT_RESTORE_SS
@@ -233,7 +242,7 @@ int PtraceThread::call(uint64_t fn, std::vector<uint64_t> args, int data_arg, co
 
     std::vector<uint8_t> fp(xstate_);
     // The software-reserved bytes of the FXSAVE image (464..511) describe the XSAVE area to the
-    // kernel; the regset fills them in; magic2 closes the area.
+    // kernel (the regset fills them in); magic2 closes the area.
     uint32_t magic1 = 0;
     std::memcpy(&magic1, fp.data() + 464, 4);
     uint32_t xsize = static_cast<uint32_t>(xs);
@@ -243,9 +252,9 @@ int PtraceThread::call(uint64_t fn, std::vector<uint64_t> args, int data_arg, co
     uint32_t magic2 = 0x46505845u;
     std::memcpy(fp.data() + xsize, &magic2, 4);
 
-    uint64_t ret = sigreturn_trampoline;
+    uint64_t ret_slot = x - 8, home = ret.restore_rt;
     if (!write_mem(tid_, data_at, data.c_str(), data.size() + 1) || !write_mem(tid_, fp_at, fp.data(), fp.size()) ||
-        !write_mem(tid_, uc_at, &uc, sizeof uc) || !write_mem(tid_, ret_slot, &ret, 8)) {
+        !write_mem(tid_, x, &uc, sizeof uc) || (!ret.stub && !write_mem(tid_, ret_slot, &home, 8))) {
         int e = errno ? errno : EFAULT;
         *why = fmt::format("cannot write to the stack of thread {}: {}", tid_, std::strerror(e));
         return -e;
@@ -253,12 +262,19 @@ int PtraceThread::call(uint64_t fn, std::vector<uint64_t> args, int data_arg, co
     if (data_arg >= 0 && static_cast<size_t>(data_arg) < args.size()) args[data_arg] = data_at;
     test_kill_point("frame-written");
 
-    // 2. The call.
+    // 2. The call: through the stub (which calls r11 from X), or straight to fn returning to
+    //    __restore_rt (return address at X - 8).
     user_regs_struct r = regs_;
-    r.rip = fn;
-    r.rsp = ret_slot;
     unsigned long long *argregs[] = {&r.rdi, &r.rsi, &r.rdx, &r.rcx, &r.r8, &r.r9};
     for (size_t i = 0; i < args.size(); ++i) *argregs[i] = args[i];
+    if (ret.stub) {
+        r.rip = ret.stub;
+        r.r11 = fn;
+        r.rsp = x;
+    } else {
+        r.rip = fn;
+        r.rsp = ret_slot;
+    }
     r.rax = 0;
     r.orig_rax = static_cast<uint64_t>(-1);  // not in a system call: nothing to restart
     r.eflags &= ~uint64_t(0x400 | 0x100);    // DF, TF
@@ -269,25 +285,26 @@ int PtraceThread::call(uint64_t fn, std::vector<uint64_t> args, int data_arg, co
     }
     changed_ = true;
     test_kill_point("registers-set");
-    // 3. Stop at the way home while the tool lives (DR0: execute breakpoint, enabled by DR7.L0).
-    if (set_debugreg(tid_, 0, sigreturn_trampoline) != 0 || set_debugreg(tid_, 7, 1) != 0) {
+    ptrace(PTRACE_SETOPTIONS, tid_, nullptr, PTRACE_O_TRACESYSGOOD);
+    if (ptrace(PTRACE_SYSCALL, tid_, nullptr, nullptr) != 0) {
         int e = errno;
-        *why = fmt::format("cannot set a hardware breakpoint in thread {}: {}", tid_, std::strerror(e));
-        return -e;
-    }
-    if (ptrace(PTRACE_CONT, tid_, nullptr, nullptr) != 0) {
-        int e = errno;
-        *why = fmt::format("PTRACE_CONT {}: {}", tid_, std::strerror(e));
+        *why = fmt::format("PTRACE_SYSCALL {}: {}", tid_, std::strerror(e));
         return -e;
     }
     test_kill_point("calling");
+
+    // 3. Follow it to its rt_sigreturn (the stack pointer at X). While the tool lives, that
+    //    rt_sigreturn is skipped: it would forget the restart block of an interrupted system
+    //    call (nanosleep's remaining time); the tool restores the thread itself. The thread is
+    //    left before the sigreturn instruction, its way home should the tool die now.
+    uint64_t sigreturn_insn = ret.stub ? ret.stub + 0xa : ret.restore_rt;
+    bool returning = false;
     for (;;) {
         int st = 0;
         int w = wait_stop(&st, timeout_ms, why);
         if (w == -ETIMEDOUT) {
             // Still inside the call (perhaps waiting for a lock): it comes home by itself through
-            // the frame. Let it go without restoring anything.
-            set_debugreg(tid_, 7, 0);
+            // the frame. Let it go as it is.
             changed_ = false;
             *why = fmt::format("the call in thread {} did not return within {} ms; the thread will resume by "
                                "itself when it does",
@@ -302,47 +319,46 @@ int PtraceThread::call(uint64_t fn, std::vector<uint64_t> args, int data_arg, co
             return -ESRCH;
         }
         int sig = WSTOPSIG(st);
-        if ((st >> 16) == PTRACE_EVENT_STOP) {  // a stop of ours, or a group-stop: go on
-            ptrace(PTRACE_CONT, tid_, nullptr, nullptr);
-            continue;
-        }
-        if (sig == SIGTRAP) {
-            user_regs_struct now {};
-            ptrace(PTRACE_GETREGS, tid_, nullptr, &now);
-            if (now.rip == sigreturn_trampoline && now.rsp == ret_slot + 8) {
-                *result = now.rax;
+        if (sig == (SIGTRAP | 0x80)) {  // a system call stop
+            struct __ptrace_syscall_info info {};
+            ptrace(PTRACE_GET_SYSCALL_INFO, tid_, sizeof info, &info);
+            if (returning && info.op == PTRACE_SYSCALL_INFO_EXIT) {
+                user_regs_struct home {};
+                ptrace(PTRACE_GETREGS, tid_, nullptr, &home);
+                home.rip = sigreturn_insn;
+                home.rsp = x;
+                home.orig_rax = static_cast<uint64_t>(-1);
+                ptrace(PTRACE_SETREGS, tid_, nullptr, &home);
                 break;
             }
-            if (now.rip == sigreturn_trampoline) {
-                // A signal handler of the program returning: step over the breakpoint.
-                set_debugreg(tid_, 7, 0);
-                ptrace(PTRACE_SINGLESTEP, tid_, nullptr, nullptr);
-                int st2 = 0;
-                if (wait_stop(&st2, timeout_ms, why) < 0) return -ETIMEDOUT;
-                set_debugreg(tid_, 7, 1);
-                ptrace(PTRACE_CONT, tid_, nullptr, nullptr);
-                continue;
+            if (!returning && info.op == PTRACE_SYSCALL_INFO_ENTRY && info.entry.nr == SYS_rt_sigreturn &&
+                info.stack_pointer == x) {
+                returning = true;
+                if (ret.stub && !read(ret.stub + kStubResult, result, 8)) *result = 0;
+                test_kill_point("returned");
+                user_regs_struct skip {};
+                ptrace(PTRACE_GETREGS, tid_, nullptr, &skip);
+                skip.orig_rax = static_cast<uint64_t>(-1);  // the system call is skipped
+                ptrace(PTRACE_SETREGS, tid_, nullptr, &skip);
             }
+            ptrace(PTRACE_SYSCALL, tid_, nullptr, nullptr);
+            continue;
+        }
+        if ((st >> 16) == PTRACE_EVENT_STOP) {  // a stop of ours, or a group-stop: go on
+            ptrace(PTRACE_SYSCALL, tid_, nullptr, nullptr);
+            continue;
         }
         if (sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE) {
             user_regs_struct now {};
             ptrace(PTRACE_GETREGS, tid_, nullptr, &now);
-            set_debugreg(tid_, 7, 0);
             *why = fmt::format("the call faulted in thread {} (signal {} at {:#x}); its registers are restored", tid_,
                                sig, now.rip);
-            restore(why);
+            std::string err;
+            restore(&err);
             return -EFAULT;
         }
         pending_.push_back(sig);  // the program's: delivered when the thread is let go
-        ptrace(PTRACE_CONT, tid_, nullptr, nullptr);
-    }
-    test_kill_point("returned");
-    set_debugreg(tid_, 7, 0);
-    set_debugreg(tid_, 0, 0);
-    std::string err;
-    if (int r2 = restore(&err); r2 < 0) {
-        *why = err;
-        return r2;
+        ptrace(PTRACE_SYSCALL, tid_, nullptr, nullptr);
     }
     return 0;
 }
@@ -350,6 +366,27 @@ int PtraceThread::call(uint64_t fn, std::vector<uint64_t> args, int data_arg, co
 int PtraceThread::restore(std::string *why)
 {
     if (!changed_) return 0;
+    // The thread stands at the end of a call, before its rt_sigreturn (or at a fault). A
+    // PTRACE_INTERRUPT stop is one after which the kernel itself restarts a system call the way
+    // it was interrupted: there the exact registers go back, before the thread runs again.
+    if (ptrace(PTRACE_INTERRUPT, tid_, nullptr, nullptr) != 0 || ptrace(PTRACE_CONT, tid_, nullptr, nullptr) != 0) {
+        int e = errno;
+        *why = fmt::format("cannot stop thread {} again: {}", tid_, std::strerror(e));
+        return -e;
+    }
+    for (;;) {
+        int st = 0;
+        if (int w = wait_stop(&st, 2000, why); w < 0) return w;
+        if (WIFEXITED(st) || WIFSIGNALED(st)) {
+            attached_ = changed_ = false;
+            *why = "the process exited";
+            return -ESRCH;
+        }
+        if ((st >> 16) == PTRACE_EVENT_STOP) break;
+        if (WSTOPSIG(st) != (SIGTRAP | 0x80)) pending_.push_back(WSTOPSIG(st));
+        ptrace(PTRACE_CONT, tid_, nullptr, nullptr);
+    }
+    test_kill_point("restoring");
     if (ptrace(PTRACE_SETREGS, tid_, nullptr, &regs_) != 0) {
         int e = errno;
         *why = fmt::format("cannot restore the registers of thread {}: {}", tid_, std::strerror(e));

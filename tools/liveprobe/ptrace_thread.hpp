@@ -1,14 +1,16 @@
-// One thread of another process under ptrace: seized, stopped, made to call a function, and
+// One thread of another process under ptrace: seized, stopped, made to call functions, and
 // put back exactly as it was.
 //
 // Killing the tool at any moment must leave the target unharmed. PTRACE_SEIZE gives the first
-// half (the kernel detaches a dead tracer's threads, none left stopped). For the second, a
+// half: the kernel detaches a dead tracer's threads, none is left stopped. For the second, a
 // thread made to call a function always has a way home that needs no tool: the call returns
-// into the C library's signal-return trampoline (__restore_rt) over a signal frame built on
-// its stack from its own registers, signal mask and extended state, so rt_sigreturn restores
-// it. While the tool lives, a hardware breakpoint on that trampoline (cleared by the kernel
-// when a tracer dies) stops the thread there instead, and the tool restores it by ptrace, which
-// also restarts an interrupted system call the way the kernel does.
+// into rt_sigreturn over a signal frame built on its stack from its own registers, signal
+// mask and extended state (an interrupted system call set to run again, since rt_sigreturn
+// restarts nothing). The return goes either into the C library's __restore_rt, or into a stub
+// that first stores the result in memory (the stub page, see Stub). The tool follows the call
+// with PTRACE_SYSCALL, lets rt_sigreturn run, and then puts back the exact registers and
+// extended state at a stop from which the kernel restarts the interrupted system call itself
+// (a PTRACE_INTERRUPT stop), remaining time included.
 #pragma once
 
 #include <sys/types.h>
@@ -43,12 +45,26 @@ public:
     // Calls fn(args...) (up to 6 integer arguments) in the thread, with `data` copied onto its
     // stack first. The thread returns
     // through `sigreturn_trampoline` (see above). *result: rax. 0, or -errno with *why.
-    // args[data_arg] (if >= 0) is replaced by the address of the copy of `data`.
-    int call(uint64_t fn, std::vector<uint64_t> args, int data_arg, const std::string &data,
-             uint64_t sigreturn_trampoline, uint64_t *result, std::string *why, int timeout_ms = 10000);
+    // Where a call returns. With a stub (a page of the process holding stub_code()), the
+    // result is read from stub + kStubResult; with only __restore_rt, there is none.
+    struct Return {
+        uint64_t stub = 0;
+        uint64_t restore_rt = 0;
+    };
+    static constexpr uint64_t kStubResult = 64;
+    // The stub's code: call *%r11; store rax at +64; rt_sigreturn (again if it was skipped).
+    static std::string stub_code();
+
+    // Calls fn(args...) (up to 6 integer arguments) in the thread, with `data` copied onto its
+    // stack first: args[data_arg] (if >= 0) becomes the copy's address. *result: the return
+    // value (0 without a stub). 0, or -errno with *why.
+    int call(uint64_t fn, std::vector<uint64_t> args, int data_arg, const std::string &data, const Return &ret,
+             uint64_t *result, std::string *why, int timeout_ms = 10000);
 
     // Reads `len` bytes at `addr` of the process.
     bool read(uint64_t addr, void *out, size_t len) const;
+    // Writes `len` bytes at `addr` of the process.
+    bool write(uint64_t addr, const void *data, size_t len) const;
     // Reads a NUL-terminated string (at most `max` bytes).
     std::string read_string(uint64_t addr, size_t max = 4096) const;
 
@@ -69,7 +85,7 @@ private:
     pid_t pid_;
     pid_t tid_;
     bool attached_ = false;
-    bool changed_ = false;          // registers set for a call: restore before detaching
+    bool changed_ = false;          // a call ran: restore the registers before detaching
     user_regs_struct regs_{};       // as stopped
     std::vector<uint8_t> xstate_;   // NT_X86_XSTATE as stopped
     uint64_t sigmask_ = 0;          // blocked signals as stopped

@@ -8,6 +8,12 @@ lp=$bin/tools/liveprobe/liveprobe
 target=$bin/tests/lp_attach_target
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/liveprobe-attach.XXXXXX")
 export LIVEPROBE_RUNTIME_DIR=$tmp/run   # this test's sockets, not the user's
+# Sanitizer builds: the library loaded into the targets is instrumented; its runtime must be in
+# them from the start (as for the install test's programs).
+launch=()
+if [ -n "${LIVEPROBE_SANITIZER_PRELOAD:-}" ]; then
+    launch=(env "LD_PRELOAD=${LIVEPROBE_SANITIZER_PRELOAD% }" ASAN_OPTIONS=detect_leaks=0 TSAN_OPTIONS=report_bugs=0)
+fi
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"; }
 trap cleanup EXIT
@@ -19,7 +25,7 @@ fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 # until it says "ready"; $pid is its pid.
 start() {
     local name=$1; shift
-    "$target" "$@" >"$tmp/$name.out" 2>&1 &
+    "${launch[@]}" "$target" "$@" >"$tmp/$name.out" 2>&1 &
     pid=$!
     pids+=("$pid")
     for _ in $(seq 500); do grep -q ready "$tmp/$name.out" 2>/dev/null && return 0; sleep 0.01; done
@@ -122,10 +128,10 @@ start list nanosleep 1000 && {
     finish list "rc 0"; }
 
 # 8. run: the agent preloaded, the program's exit status, signals passed on, children inherit.
-out=$("$lp" run -- sh -c 'exit 7' 2>&1); rc=$?
+out=$("${launch[@]}" "$lp" run -- sh -c 'exit 7' 2>&1); rc=$?
 if [ "$rc" -eq 7 ] && echo "$out" | grep -q "^liveprobe: started PID [0-9]*$"; then pass "run: exit status 7 and '$out'"
 else fail "run: exit $rc: $out"; fi
-"$lp" run -- "$target" fork 3 >"$tmp/run.out" 2>"$tmp/run.err" &
+"${launch[@]}" "$lp" run -- "$target" fork 3 >"$tmp/run.out" 2>"$tmp/run.err" &
 tool=$!; pids+=("$tool")
 for _ in $(seq 500); do grep -q ready "$tmp/run.out" 2>/dev/null && break; sleep 0.01; done
 runpid=$(sed -n 's/^liveprobe: started PID \([0-9]*\)$/\1/p' "$tmp/run.err")

@@ -222,6 +222,14 @@ private:
     uint64_t addr_ = 0;
 };
 
+// Whether the process has exited (gone, or a zombie).
+bool exited(pid_t pid)
+{
+    std::string err;
+    auto info = process_info(pid, &err);
+    return !info || info->state == 'Z' || info->state == 'X';
+}
+
 int check_process(pid_t pid, std::string *why)
 {
     auto info = process_info(pid, why);
@@ -258,7 +266,7 @@ bool agent_answers(uid_t uid, pid_t pid)
 
 }  // namespace
 
-int attach_agent(pid_t pid, AttachReport *out, std::string *why)
+static int attach(pid_t pid, AttachReport *out, std::string *why)
 {
     auto t0 = std::chrono::steady_clock::now();
     *out = AttachReport{};
@@ -278,8 +286,7 @@ int attach_agent(pid_t pid, AttachReport *out, std::string *why)
     Target target;
     bool has_library = false;
     if (int r = inspect(pid, &target, &has_library, why); r < 0) {
-        std::string err;
-        if (!process_info(pid, &err)) *why = fmt::format("process {} exited during the attach", pid);
+        if (exited(pid)) *why = fmt::format("process {} exited during the attach", pid);
         return r;
     }
 
@@ -298,8 +305,7 @@ int attach_agent(pid_t pid, AttachReport *out, std::string *why)
             int r = t->seize_and_stop(&err);
             if (r == -ESRCH) continue;  // that thread exited
             if (r < 0) {
-                *why = err;
-                if (!process_info(pid, &err)) *why = fmt::format("process {} exited during the attach", pid);
+                *why = exited(pid) ? fmt::format("process {} exited during the attach", pid) : err;
                 return r;
             }
             if (holds_no_lock(*t, target)) {
@@ -367,13 +373,21 @@ int attach_agent(pid_t pid, AttachReport *out, std::string *why)
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    std::string err;
-    if (!process_info(pid, &err) || process_info(pid, &err)->state == 'Z') {
+    if (exited(pid)) {
         *why = fmt::format("process {} exited right after the agent was started in it", pid);
         return -ESRCH;
     }
     *why = fmt::format("the agent of process {} was started but does not answer on {}", pid, out->socket);
     return -ETIMEDOUT;
+}
+
+int attach_agent(pid_t pid, AttachReport *out, std::string *why)
+{
+    int r = attach(pid, out, why);
+    // Whatever step it failed at, a process that exited meanwhile is the reason.
+    if (r < 0 && r != -EPERM && exited(pid) && why->find("exited") == std::string::npos && why->find("no process") == std::string::npos)
+        *why = fmt::format("process {} exited during the attach ({})", pid, *why);
+    return r;
 }
 
 }  // namespace liveprobe::tool

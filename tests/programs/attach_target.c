@@ -10,6 +10,9 @@
  *   clock_nanosleep MS
  *   accept PATH       accept() on a Unix socket at PATH: "accepted" or the error
  *   epoll FIFO        epoll_wait(-1) on FIFO: "epoll_wait 1" or the error
+ *   poll FIFO         poll(-1) on FIFO: "poll 1" or the error
+ *   futex MS          FUTEX_WAIT with a timeout of MS on a word nobody changes:
+ *                     "futex ETIMEDOUT after X ms" (X >= MS)
  *   exit MS           exits after MS milliseconds
  *   fork SECONDS      forks a child; both sleep SECONDS ("child PID" first)
  */
@@ -22,7 +25,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
+#include <poll.h>
 #include <sys/epoll.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -160,6 +166,36 @@ static int do_epoll(const char *fifo)
     return 0;
 }
 
+static int do_poll(const char *fifo)
+{
+    int fd = open(fifo, O_RDWR);
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    ready();
+    int n = poll(&p, 1, -1);
+    if (n < 0) {
+        printf("poll -1 %s\n", strerror(errno));
+        return 1;
+    }
+    printf("poll %d\n", n);
+    return 0;
+}
+
+static int do_futex(long ms)
+{
+    static int word = 0;
+    struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+    ready();
+    double t0 = now_ms();
+    long r = syscall(SYS_futex, &word, FUTEX_WAIT_PRIVATE, 0, &t, NULL, 0);
+    double took = now_ms() - t0;
+    if (r == -1 && errno == ETIMEDOUT) {
+        printf("futex ETIMEDOUT after %.0f ms\n", took);
+        return took >= ms ? 0 : 1;
+    }
+    printf("futex %ld %s after %.0f ms\n", r, strerror(errno), took);
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -175,6 +211,8 @@ int main(int argc, char **argv)
     if (!strcmp(mode, "clock_nanosleep")) return do_sleep(atol(arg), 1);
     if (!strcmp(mode, "accept")) return do_accept(arg);
     if (!strcmp(mode, "epoll")) return do_epoll(arg);
+    if (!strcmp(mode, "poll")) return do_poll(arg);
+    if (!strcmp(mode, "futex")) return do_futex(atol(arg));
     if (!strcmp(mode, "exit")) {
         ready();
         usleep(atol(arg) * 1000);

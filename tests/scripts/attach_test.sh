@@ -70,6 +70,10 @@ start accept accept "$tmp/accept.sock" && attach accept && {
 mkfifo "$tmp/fifo.epoll"
 start epoll epoll "$tmp/fifo.epoll" && attach epoll && { echo x >"$tmp/fifo.epoll"; finish epoll "^epoll_wait 1"; }
 
+mkfifo "$tmp/fifo.poll"
+start poll poll "$tmp/fifo.poll" && attach poll && { echo x >"$tmp/fifo.poll"; finish poll "^poll 1"; }
+start futex futex 1500 && attach futex && finish futex "^futex ETIMEDOUT after 1[5-9][0-9][0-9] ms"
+
 # 3. Attaching twice finds the agent there.
 start twice nanosleep 1500 && attach twice && {
     out=$("$lp" attach -p "$pid" 2>&1)

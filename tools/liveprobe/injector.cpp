@@ -160,14 +160,18 @@ bool holds_no_lock(const PtraceThread &t, const Target &target)
     return clean;
 }
 
-// A free page-aligned address for the stub page, in a gap of the map with a free page on each
-// side.
+// A free page-aligned address for the stub page: the top of the highest gap of the map that
+// neither the heap (brk) nor the main stack grows into, with a free page above it, as the
+// kernel places an mmap.
 uint64_t free_address(pid_t pid)
 {
     std::vector<os::Mapping> maps = os::read_maps(pid);
     std::sort(maps.begin(), maps.end(), [](const os::Mapping &a, const os::Mapping &b) { return a.start < b.start; });
-    for (size_t i = 0; i + 1 < maps.size(); ++i)
-        if (maps[i].end >= 0x10000000 && maps[i + 1].start - maps[i].end >= 4 * 4096) return maps[i].end + 4096;
+    for (size_t i = maps.size(); i-- > 1;) {
+        const os::Mapping &below = maps[i - 1], &above = maps[i];
+        if (above.path == "[stack]" || below.path == "[heap]" || below.end < 0x10000000) continue;
+        if (above.start - below.end >= 4 * 4096) return above.start - 2 * 4096;
+    }
     return 0;
 }
 

@@ -169,7 +169,9 @@ uint64_t free_address(pid_t pid)
     std::sort(maps.begin(), maps.end(), [](const os::Mapping &a, const os::Mapping &b) { return a.start < b.start; });
     for (size_t i = maps.size(); i-- > 1;) {
         const os::Mapping &below = maps[i - 1], &above = maps[i];
-        if (above.path == "[stack]" || below.path == "[heap]" || below.end < 0x10000000) continue;
+        if (above.start > 0x7ffffffff000ull || above.path == "[stack]" || below.path == "[stack]" ||
+            below.path == "[heap]" || below.end < 0x10000000)
+            continue;  // beyond user space (vsyscall), or where the stack or the heap grows
         if (above.start - below.end >= 4 * 4096) return above.start - 2 * 4096;
     }
     return 0;

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -65,12 +67,9 @@ int inspect(pid_t pid, Target *t, bool *has_library, std::string *why)
         *why = fmt::format("process {} has no libc.so.6 loaded (statically linked?): the agent cannot be loaded", pid);
         return -ENOEXEC;
     }
-    t->dlopen = remote_symbol(pid, *libc, "dlopen", why);
-    if (!t->dlopen) return -ENOENT;
-    t->dlerror = remote_symbol(pid, *libc, "dlerror", why);
-    t->mmap = remote_symbol(pid, *libc, "mmap", why);
-    t->munmap = remote_symbol(pid, *libc, "munmap", why);
-    if (!t->mmap || !t->munmap) return -ENOENT;
+    std::vector<uint64_t> fns;
+    if (!remote_symbols(pid, *libc, {"dlopen", "dlerror", "mmap", "munmap"}, &fns, why)) return -ENOENT;
+    t->dlopen = fns[0], t->dlerror = fns[1], t->mmap = fns[2], t->munmap = fns[3];
     t->sigreturn = find_sigreturn(pid, *libc);
     if (!t->sigreturn) {
         *why = fmt::format("no signal-return trampoline found in {}", libc->path);
@@ -275,6 +274,16 @@ bool agent_answers(uid_t uid, pid_t pid)
 static int attach(pid_t pid, AttachReport *out, std::string *why)
 {
     auto t0 = std::chrono::steady_clock::now();
+    // LIVEPROBE_TRACE_ATTACH=1: the time of each step, on stderr.
+    static const bool trace = std::getenv("LIVEPROBE_TRACE_ATTACH") != nullptr;
+    auto last = t0;
+    auto phase = [&](const char *what) {
+        if (!trace) return;
+        auto now = std::chrono::steady_clock::now();
+        std::fprintf(stderr, "liveprobe: attach: %-28s %7.2f ms\n", what,
+                     std::chrono::duration<double, std::milli>(now - last).count());
+        last = now;
+    };
     *out = AttachReport{};
     if (int r = check_process(pid, why); r < 0) return r;
     uid_t uid = process_info(pid, why)->uid;
@@ -287,6 +296,7 @@ static int attach(pid_t pid, AttachReport *out, std::string *why)
         finish();
         return 0;
     }
+    phase("checks");
     std::string library = agent_library(why);
     if (library.empty()) return -ENOENT;
     Target target;
@@ -297,6 +307,7 @@ static int attach(pid_t pid, AttachReport *out, std::string *why)
     }
 
     // A thread that holds no lock dlopen needs; the others keep running.
+    phase("addresses in the process");
     std::unique_ptr<PtraceThread> thread;
     for (int round = 0; round < 100 && !thread; ++round) {
         std::vector<pid_t> tids = threads_of(pid);
@@ -328,9 +339,11 @@ static int attach(pid_t pid, AttachReport *out, std::string *why)
         return -EAGAIN;
     }
     out->thread = thread->tid();
+    phase("a thread stopped");
     {
     StubPage stub(*thread, target);
     if (int r = stub.map(pid, why); r < 0) return r;
+    phase("code page mapped");
     uint64_t rv = 0;
     if (!has_library) {
         std::string err;
@@ -348,6 +361,7 @@ static int attach(pid_t pid, AttachReport *out, std::string *why)
             return -ENOEXEC;
         }
         out->loaded_library = true;
+        phase("dlopen");
         test_kill_point("loaded");
     }
     auto lib = find_object(loaded_objects(pid), "libliveprobe");
@@ -369,11 +383,15 @@ static int attach(pid_t pid, AttachReport *out, std::string *why)
         *why = fmt::format("the agent did not start in process {}: {}", pid, msg);
         return static_cast<int>(rv);
     }
+    phase("agent started");
     }  // the stub page goes
+    phase("code page unmapped");
     thread->detach();
+    phase("thread let go");
     test_kill_point("detached");
     for (int i = 0; i < 100; ++i) {
         if (agent_answers(uid, pid)) {
+            phase("the agent answers");
             finish();
             return 0;
         }

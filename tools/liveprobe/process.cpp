@@ -121,30 +121,39 @@ std::optional<LoadedObject> find_object(const std::vector<LoadedObject> &objs, c
 
 std::string path_in(pid_t pid, const std::string &path) { return fmt::format("/proc/{}/root{}", pid, path); }
 
-uint64_t remote_symbol(pid_t pid, const LoadedObject &obj, const std::string &symbol, std::string *why)
+bool remote_symbols(pid_t pid, const LoadedObject &obj, const std::vector<std::string> &names,
+                    std::vector<uint64_t> *out, std::string *why)
 {
     std::string err;
     auto elf = symbols::ElfObject::load(path_in(pid, obj.path), false, &err);
     if (!elf) {
         *why = fmt::format("cannot read {}: {}", obj.path, err);
-        return 0;
+        return false;
     }
-    const std::vector<uint32_t> *idx = elf->by_name(symbol);
-    if (idx) {
-        for (uint32_t i : *idx) {
-            const symbols::Symbol &s = elf->symbols()[i];
-            if ((s.type == STT_FUNC || s.type == STT_GNU_IFUNC) && s.value && !s.hidden_version) {
-                if (s.type == STT_GNU_IFUNC) {
-                    *why = fmt::format("{} in {} is an IFUNC", symbol, obj.path);
-                    return 0;
+    uint64_t bias = elf->elf_type() == ET_DYN ? obj.bias : 0;
+    out->assign(names.size(), 0);
+    for (size_t n = 0; n < names.size(); ++n) {
+        if (const std::vector<uint32_t> *idx = elf->by_name(names[n])) {
+            for (uint32_t i : *idx) {
+                const symbols::Symbol &s = elf->symbols()[i];
+                if (s.type == STT_FUNC && s.value && !s.hidden_version) {
+                    (*out)[n] = s.value + bias;
+                    break;
                 }
-                uint64_t bias = elf->elf_type() == ET_DYN ? obj.bias : 0;
-                return s.value + bias;
             }
         }
+        if (!(*out)[n]) {
+            *why = fmt::format("{} has no function {}", obj.path, names[n]);
+            return false;
+        }
     }
-    *why = fmt::format("{} has no function {}", obj.path, symbol);
-    return 0;
+    return true;
+}
+
+uint64_t remote_symbol(pid_t pid, const LoadedObject &obj, const std::string &symbol, std::string *why)
+{
+    std::vector<uint64_t> out;
+    return remote_symbols(pid, obj, {symbol}, &out, why) ? out[0] : 0;
 }
 
 }  // namespace liveprobe::tool

@@ -40,6 +40,9 @@ std::optional<LoadedObject> find_object(const std::vector<LoadedObject> &objs, c
 
 // The address in `pid` of `symbol` (a .dynsym or .symtab function) of `obj`: 0 with *why.
 uint64_t remote_symbol(pid_t pid, const LoadedObject &obj, const std::string &symbol, std::string *why);
+// The same for several symbols, reading the object once: false (with *why) if one is missing.
+bool remote_symbols(pid_t pid, const LoadedObject &obj, const std::vector<std::string> &names,
+                    std::vector<uint64_t> *out, std::string *why);
 
 // The path through which the tool opens a file the process has mapped (its root may differ).
 std::string path_in(pid_t pid, const std::string &path);

@@ -190,11 +190,20 @@ std::string PtraceThread::stub_code()
 {
     static const uint8_t code[] = {
         0x41, 0xff, 0xd3,                          // 0:  call *%r11
-        0x48, 0x89, 0x05, 54, 0, 0, 0,             // 3:  mov %rax, 64(%rip)   (64 - 10 = 54)
-        0xb8, 0x0f, 0x00, 0x00, 0x00,              // a:  mov $15, %eax        (rt_sigreturn)
-        0x0f, 0x05,                                // f:  syscall
-        0xeb, 0xf7,                                // 11: jmp 0xa
+        0x48, 0x89, 0x05, 54, 0, 0, 0,             // 3:  mov %rax, 64(%rip)
+        0xc6, 0x05, 55, 0, 0, 0, 1,                // a:  movb $1, 72(%rip)
+        0x31, 0xff,                                // 11: xor %edi, %edi
+        0x31, 0xf6,                                // 13: xor %esi, %esi
+        0x31, 0xd2,                                // 15: xor %edx, %edx
+        0x4d, 0x31, 0xd2,                          // 17: xor %r10, %r10
+        0x4c, 0x8d, 0x05, 47, 0, 0, 0,             // 1a: lea 80(%rip), %r8
+        0xb8, 0x17, 0x00, 0x00, 0x00,              // 21: mov $23, %eax      (select: waits for the tool)
+        0x0f, 0x05,                                // 26: syscall
+        0xb8, 0x0f, 0x00, 0x00, 0x00,              // 28: mov $15, %eax      (rt_sigreturn)
+        0x0f, 0x05,                                // 2d: syscall
+        0xeb, 0xf7,                                // 2f: jmp 0x28
     };
+    static_assert(sizeof code <= kStubResult);
     return std::string(reinterpret_cast<const char *>(code), sizeof code);
 }
 
@@ -260,6 +269,16 @@ int PtraceThread::call(uint64_t fn, std::vector<uint64_t> args, int data_arg, co
         return -e;
     }
     if (data_arg >= 0 && static_cast<size_t>(data_arg) < args.size()) args[data_arg] = data_at;
+    if (ret.stub) {
+        struct {
+            uint64_t done;
+            struct timeval wait;
+        } flags = {0, {3, 0}};
+        if (!write_mem(tid_, ret.stub + kStubDone, &flags, sizeof flags)) {
+            *why = fmt::format("cannot write the code page in thread {}", tid_);
+            return -EFAULT;
+        }
+    }
     test_kill_point("frame-written");
 
     // 2. The call: through the stub (which calls r11 from X), or straight to fn returning to
@@ -284,7 +303,9 @@ int PtraceThread::call(uint64_t fn, std::vector<uint64_t> args, int data_arg, co
         return -e;
     }
     changed_ = true;
+    interrupted_ = false;
     test_kill_point("registers-set");
+    if (ret.stub) return finish_stub_call(ret, result, why, timeout_ms);
     ptrace(PTRACE_SETOPTIONS, tid_, nullptr, PTRACE_O_TRACESYSGOOD);
     if (ptrace(PTRACE_SYSCALL, tid_, nullptr, nullptr) != 0) {
         int e = errno;
@@ -363,15 +384,61 @@ int PtraceThread::call(uint64_t fn, std::vector<uint64_t> args, int data_arg, co
     return 0;
 }
 
-int PtraceThread::restore(std::string *why)
+int PtraceThread::finish_stub_call(const Return &ret, uint64_t *result, std::string *why, int timeout_ms)
 {
-    if (!changed_) return 0;
-    // The thread stands at the end of a call, before its rt_sigreturn (or at a fault). A
-    // PTRACE_INTERRUPT stop is one after which the kernel itself restarts a system call the way
-    // it was interrupted: there the exact registers go back, before the thread runs again.
-    if (ptrace(PTRACE_INTERRUPT, tid_, nullptr, nullptr) != 0 || ptrace(PTRACE_CONT, tid_, nullptr, nullptr) != 0) {
+    if (ptrace(PTRACE_CONT, tid_, nullptr, nullptr) != 0) {
         int e = errno;
-        *why = fmt::format("cannot stop thread {} again: {}", tid_, std::strerror(e));
+        *why = fmt::format("PTRACE_CONT {}: {}", tid_, std::strerror(e));
+        return -e;
+    }
+    test_kill_point("calling");
+    // The call runs unobserved; the tool looks at the done flag, and handles the stops signals
+    // cause meanwhile.
+    for (int waited_us = 0;; waited_us += 100) {
+        int st = 0;
+        pid_t w = waitpid(tid_, &st, __WALL | WNOHANG);
+        if (w == tid_) {
+            if (WIFEXITED(st) || WIFSIGNALED(st)) {
+                attached_ = changed_ = false;
+                *why = WIFSIGNALED(st) ? fmt::format("the process was killed by signal {} during the call", WTERMSIG(st))
+                                       : "the process exited during the call";
+                return -ESRCH;
+            }
+            int sig = WSTOPSIG(st);
+            if ((st >> 16) != PTRACE_EVENT_STOP) {
+                if (sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE) {
+                    user_regs_struct now {};
+                    ptrace(PTRACE_GETREGS, tid_, nullptr, &now);
+                    *why = fmt::format("the call faulted in thread {} (signal {} at {:#x}); its registers are restored",
+                                       tid_, sig, now.rip);
+                    std::string err;
+                    restore(&err);
+                    return -EFAULT;
+                }
+                pending_.push_back(sig);  // the program's: delivered when the thread is let go
+            }
+            ptrace(PTRACE_CONT, tid_, nullptr, nullptr);
+            continue;
+        }
+        uint64_t done = 0;
+        if (read(ret.stub + kStubDone, &done, 8) && done == 1) break;
+        if (waited_us >= timeout_ms * 1000) {
+            // Still inside the call (perhaps waiting for a lock): it comes home by itself through
+            // the frame. Let it go as it is.
+            changed_ = false;
+            *why = fmt::format("the call in thread {} did not return within {} ms; the thread will resume by "
+                               "itself when it does",
+                               tid_, timeout_ms);
+            return -ETIMEDOUT;
+        }
+        usleep(100);
+    }
+    if (!read(ret.stub + kStubResult, result, 8)) *result = 0;
+    test_kill_point("returned");
+    // Stop it where it waits for the tool.
+    if (ptrace(PTRACE_INTERRUPT, tid_, nullptr, nullptr) != 0) {
+        int e = errno;
+        *why = fmt::format("PTRACE_INTERRUPT {}: {}", tid_, std::strerror(e));
         return -e;
     }
     for (;;) {
@@ -383,9 +450,48 @@ int PtraceThread::restore(std::string *why)
             return -ESRCH;
         }
         if ((st >> 16) == PTRACE_EVENT_STOP) break;
-        if (WSTOPSIG(st) != (SIGTRAP | 0x80)) pending_.push_back(WSTOPSIG(st));
+        pending_.push_back(WSTOPSIG(st));
         ptrace(PTRACE_CONT, tid_, nullptr, nullptr);
     }
+    user_regs_struct now {};
+    ptrace(PTRACE_GETREGS, tid_, nullptr, &now);
+    if (now.rip < ret.stub || now.rip >= ret.stub + kStubResult) {
+        // It waited out the tool and went home through rt_sigreturn: nothing left to restore.
+        changed_ = false;
+        get_state(why);
+    } else {
+        interrupted_ = true;  // at a PTRACE_INTERRUPT stop: restore() puts the registers back here
+    }
+    return 0;
+}
+
+int PtraceThread::restore(std::string *why)
+{
+    if (!changed_) return 0;
+    // A PTRACE_INTERRUPT stop is one after which the kernel itself restarts a system call the
+    // way it was interrupted: there the exact registers go back, before the thread runs again.
+    // After a stub call the thread is at one already (waiting in the stub); after a call through
+    // __restore_rt it stands before its rt_sigreturn (or at a fault), and is stopped there.
+    if (!interrupted_) {
+        if (ptrace(PTRACE_INTERRUPT, tid_, nullptr, nullptr) != 0 || ptrace(PTRACE_CONT, tid_, nullptr, nullptr) != 0) {
+            int e = errno;
+            *why = fmt::format("cannot stop thread {} again: {}", tid_, std::strerror(e));
+            return -e;
+        }
+        for (;;) {
+            int st = 0;
+            if (int w = wait_stop(&st, 2000, why); w < 0) return w;
+            if (WIFEXITED(st) || WIFSIGNALED(st)) {
+                attached_ = changed_ = false;
+                *why = "the process exited";
+                return -ESRCH;
+            }
+            if ((st >> 16) == PTRACE_EVENT_STOP) break;
+            if (WSTOPSIG(st) != (SIGTRAP | 0x80)) pending_.push_back(WSTOPSIG(st));
+            ptrace(PTRACE_CONT, tid_, nullptr, nullptr);
+        }
+    }
+    interrupted_ = false;
     test_kill_point("restoring");
     if (ptrace(PTRACE_SETREGS, tid_, nullptr, &regs_) != 0) {
         int e = errno;

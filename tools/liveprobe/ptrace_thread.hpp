@@ -51,8 +51,14 @@ public:
         uint64_t stub = 0;
         uint64_t restore_rt = 0;
     };
-    static constexpr uint64_t kStubResult = 64;
-    // The stub's code: call *%r11; store rax at +64; rt_sigreturn (again if it was skipped).
+    static constexpr uint64_t kStubResult = 64;  // the result (8 bytes)
+    static constexpr uint64_t kStubDone = 72;    // 1 once the result is there
+    static constexpr uint64_t kStubWait = 80;    // struct timeval: how long to wait for the tool
+    // The stub's code: call *%r11; store rax at +64; set +72 to 1; wait in select() for the
+    // tool (a few seconds: the tool stops the thread there and restores it); then
+    // rt_sigreturn (again if it was skipped), its way home when the tool is gone. The call
+    // itself runs unobserved, at full speed (a tool stop per system call costs a scheduling
+    // round trip each, about 180 ms in all on a busy machine).
     static std::string stub_code();
 
     // Calls fn(args...) (up to 6 integer arguments) in the thread, with `data` copied onto its
@@ -81,11 +87,13 @@ private:
     int wait_stop(int *status, int timeout_ms, std::string *why);
     int get_state(std::string *why);
     int restore(std::string *why);
+    int finish_stub_call(const Return &ret, uint64_t *result, std::string *why, int timeout_ms);
 
     pid_t pid_;
     pid_t tid_;
     bool attached_ = false;
     bool changed_ = false;          // a call ran: restore the registers before detaching
+    bool interrupted_ = false;      // and it is at a PTRACE_INTERRUPT stop already
     user_regs_struct regs_{};       // as stopped
     std::vector<uint8_t> xstate_;   // NT_X86_XSTATE as stopped
     uint64_t sigmask_ = 0;          // blocked signals as stopped

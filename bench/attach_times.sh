@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Attach times: `liveprobe attach` on fresh targets, N times on an idle one (asleep in
-# nanosleep) and N times on a busy one (5 threads computing), and the median of each, as
+# Attach times: `liveprobe attach` on fresh targets, N times each on an idle one (asleep in
+# nanosleep), a busy one (4 threads computing, the main thread waiting for them) and a busier
+# one (the main thread computing too), and the median of each, as
 # reported by the tool (the wall time of the whole attach: checks, finding a thread, loading
 # the library, starting the agent, and its first answer).
 #   bash bench/attach_times.sh [BUILD_DIR] [N]
@@ -25,7 +26,9 @@ measure() {  # measure MODE ARG: prints N times in ms, one per line
 median() { sort -n | awk '{a[NR] = $1} END {if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 
 idle=$(measure nanosleep 60000)
-busy=$(measure busy 60)
-echo "idle (nanosleep): $(echo "$idle" | tr '\n' ' ')"
-echo "busy (5 threads): $(echo "$busy" | tr '\n' ' ')"
-echo "median attach: idle $(echo "$idle" | median) ms, busy $(echo "$busy" | median) ms ($n each)"
+busy=$(measure workers 60)
+busier=$(measure busy 60)
+echo "idle (nanosleep):                  $(echo "$idle" | tr '\n' ' ')"
+echo "busy (4 threads computing):        $(echo "$busy" | tr '\n' ' ')"
+echo "busier (the main thread computing): $(echo "$busier" | tr '\n' ' ')"
+echo "median attach: idle $(echo "$idle" | median) ms, busy $(echo "$busy" | median) ms, busier $(echo "$busier" | median) ms ($n each, $(nproc) CPUs)"

@@ -5,6 +5,7 @@
  *   busy SECONDS      main and 4 more threads compute in floating point and integer registers,
  *                     checking each round against the first: "busy ok ROUNDS" or "MISMATCH"
  *   blocked SECONDS   the same with every signal blocked in every thread
+ *   workers SECONDS   4 threads compute, the main thread waits for them
  *   read FIFO         blocks in read() on FIFO: "read N bytes: DATA" or the error
  *   nanosleep MS      nanosleep(MS): "slept X ms rc R" (X >= MS, R 0)
  *   clock_nanosleep MS
@@ -83,7 +84,7 @@ static void *worker(void *arg)
     return NULL;
 }
 
-static int busy(double seconds, int block_all)
+static int busy(double seconds, int block_all, int main_works)
 {
     if (block_all) {
         sigset_t all;
@@ -94,7 +95,7 @@ static int busy(double seconds, int block_all)
     pthread_t t[4];
     for (int i = 0; i < 4; i++) pthread_create(&t[i], NULL, worker, (void *)(uintptr_t)(i + 1));
     ready();
-    worker((void *)(uintptr_t)99);
+    if (main_works) worker((void *)(uintptr_t)99);
     for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
     if (g_mismatch) {
         printf("MISMATCH\n");
@@ -204,8 +205,9 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *mode = argv[1], *arg = argv[2];
-    if (!strcmp(mode, "busy")) return busy(atof(arg), 0);
-    if (!strcmp(mode, "blocked")) return busy(atof(arg), 1);
+    if (!strcmp(mode, "busy")) return busy(atof(arg), 0, 1);
+    if (!strcmp(mode, "blocked")) return busy(atof(arg), 1, 1);
+    if (!strcmp(mode, "workers")) return busy(atof(arg), 0, 0);
     if (!strcmp(mode, "read")) return do_read(arg);
     if (!strcmp(mode, "nanosleep")) return do_sleep(atol(arg), 0);
     if (!strcmp(mode, "clock_nanosleep")) return do_sleep(atol(arg), 1);

@@ -43,18 +43,29 @@ struct Target {
     std::vector<Range> locking;
 };
 
-// `mov $15, %rax; syscall`: glibc's __restore_rt, the return path of every signal handler.
-uint64_t find_sigreturn(pid_t pid, const LoadedObject &libc)
+// `mov $15, %rax; syscall`: glibc's __restore_rt, the return path of every signal handler. It
+// has no dynamic symbol; it sits next to sigaction's implementation, so the search starts
+// there (a few KiB) before it reads the whole text.
+uint64_t find_sigreturn(pid_t pid, const LoadedObject &libc, uint64_t near)
 {
     static const uint8_t pattern[] = {0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05};
+    PtraceThread reader(pid, pid);
+    auto search = [&](uint64_t from, uint64_t to) -> uint64_t {
+        std::vector<uint8_t> text(to - from);
+        if (!reader.read(from, text.data(), text.size())) return 0;
+        auto it = std::search(text.begin(), text.end(), std::begin(pattern), std::end(pattern));
+        return it == text.end() ? 0 : from + static_cast<uint64_t>(it - text.begin());
+    };
     for (const os::Mapping &m : os::read_maps(pid)) {
         if (!m.x || m.path != libc.path) continue;
-        std::vector<uint8_t> text(m.end - m.start);
-        PtraceThread reader(pid, pid);
-        if (!reader.read(m.start, text.data(), text.size())) continue;
-        auto it = std::search(text.begin(), text.end(), std::begin(pattern), std::end(pattern));
-        if (it != text.end()) return m.start + static_cast<uint64_t>(it - text.begin());
+        if (near >= m.start && near < m.end) {
+            uint64_t from = std::max(m.start, near - std::min<uint64_t>(near, 8192));
+            if (uint64_t a = search(from, std::min(m.end, near + 8192))) return a;
+        }
     }
+    for (const os::Mapping &m : os::read_maps(pid))
+        if (m.x && m.path == libc.path)
+            if (uint64_t a = search(m.start, m.end)) return a;
     return 0;
 }
 
@@ -67,26 +78,44 @@ int inspect(pid_t pid, Target *t, bool *has_library, std::string *why)
         *why = fmt::format("process {} has no libc.so.6 loaded (statically linked?): the agent cannot be loaded", pid);
         return -ENOEXEC;
     }
-    std::vector<uint64_t> fns;
-    if (!remote_symbols(pid, *libc, {"dlopen", "dlerror", "mmap", "munmap"}, &fns, why)) return -ENOENT;
-    t->dlopen = fns[0], t->dlerror = fns[1], t->mmap = fns[2], t->munmap = fns[3];
-    t->sigreturn = find_sigreturn(pid, *libc);
-    if (!t->sigreturn) {
-        *why = fmt::format("no signal-return trampoline found in {}", libc->path);
-        return -ENOENT;
-    }
     std::string err;
     auto elf = symbols::ElfObject::load(path_in(pid, libc->path), false, &err);
     if (!elf) {
         *why = fmt::format("cannot read {}: {}", libc->path, err);
         return -EIO;
     }
+    uint64_t bias = elf->elf_type() == ET_DYN ? libc->bias : 0;
+    // The function `name` (its default version), or 0.
+    auto function = [&](const char *name) -> const symbols::Symbol * {
+        if (const std::vector<uint32_t> *idx = elf->by_name(name))
+            for (uint32_t i : *idx) {
+                const symbols::Symbol &s = elf->symbols()[i];
+                if (s.type == STT_FUNC && s.value && !s.hidden_version) return &s;
+            }
+        return nullptr;
+    };
+    const char *needed[] = {"dlopen", "dlerror", "mmap", "munmap"};
+    uint64_t *slots[] = {&t->dlopen, &t->dlerror, &t->mmap, &t->munmap};
+    for (size_t i = 0; i < 4; ++i) {
+        const symbols::Symbol *s = function(needed[i]);
+        if (!s) {
+            *why = fmt::format("{} has no function {}", libc->path, needed[i]);
+            return -ENOENT;
+        }
+        *slots[i] = s->value + bias;
+    }
+    const symbols::Symbol *sa = function("sigaction");
+    t->sigreturn = find_sigreturn(pid, *libc, sa ? sa->value + bias : 0);
+    if (!t->sigreturn) {
+        *why = fmt::format("no signal-return trampoline found in {}", libc->path);
+        return -ENOENT;
+    }
     for (const char *name : kLockingFunctions) {
         const std::vector<uint32_t> *idx = elf->by_name(name);
         if (!idx) continue;
         for (uint32_t i : *idx) {
             const symbols::Symbol &s = elf->symbols()[i];
-            if (s.value && s.size) t->locking.emplace_back(s.value + libc->bias, s.value + libc->bias + s.size);
+            if (s.value && s.size) t->locking.emplace_back(s.value + bias, s.value + bias + s.size);
         }
     }
     for (const LoadedObject &o : objs)

@@ -38,6 +38,7 @@ const char *const kLockingFunctions[] = {
     "__libc_dlopen_mode", "__libc_dlsym", "__libc_dlclose"};
 
 struct Target {
+    std::string libc;  // its path
     uint64_t dlopen = 0, dlerror = 0, mmap = 0, munmap = 0;
     uint64_t sigreturn = 0;  // __restore_rt
     std::vector<Range> locking;
@@ -78,6 +79,7 @@ int inspect(pid_t pid, Target *t, bool *has_library, std::string *why)
         *why = fmt::format("process {} has no libc.so.6 loaded (statically linked?): the agent cannot be loaded", pid);
         return -ENOEXEC;
     }
+    t->libc = libc->path;
     std::string err;
     auto elf = symbols::ElfObject::load(path_in(pid, libc->path), false, &err);
     if (!elf) {
@@ -212,20 +214,39 @@ bool mapped_executable(pid_t pid, uint64_t addr)
     return false;
 }
 
-// The stub page: mapped in the process by a call of its mmap that returns through
-// __restore_rt, then filled with PtraceThread::stub_code(); unmapped when the attach is done.
+// Where the stub goes: the zero padding at the end of libc's executable mapping, written
+// through ptrace (a private copy of that page, as a breakpoint would make) and zeroed again at
+// the end; else a page of its own, mapped by a call of the process's mmap that returns through
+// __restore_rt (followed with PTRACE_SYSCALL) and unmapped the same way.
 class StubPage {
 public:
     StubPage(PtraceThread &t, const Target &target) : t_(t), target_(target) {}
     ~StubPage()
     {
         if (!addr_) return;
+        if (padding_) {
+            std::string zeros(PtraceThread::kStubBytes, '\0');
+            t_.write(addr_, zeros.data(), zeros.size());
+            return;
+        }
         uint64_t rv;
         std::string err;
         t_.call(target_.munmap, {addr_, 4096}, -1, "", PtraceThread::Return{0, target_.sigreturn}, &rv, &err);
     }
     int map(pid_t pid, std::string *why)
     {
+        std::string code = PtraceThread::stub_code();
+        for (const os::Mapping &m : os::read_maps(pid)) {
+            if (!m.x || m.path != target_.libc) continue;
+            uint64_t at = m.end - PtraceThread::kStubBytes;
+            std::string tail(PtraceThread::kStubBytes, '\1');
+            if (t_.read(at, tail.data(), tail.size()) && tail.find_first_not_of('\0') == std::string::npos &&
+                t_.write(at, code.data(), code.size())) {
+                addr_ = at;
+                padding_ = true;
+                return 0;
+            }
+        }
         uint64_t want = free_address(pid);
         if (!want) {
             *why = fmt::format("no free address for a code page in process {}", pid);
@@ -241,7 +262,6 @@ public:
             return -EPERM;
         }
         addr_ = want;
-        std::string code = PtraceThread::stub_code();
         if (!t_.write(addr_, code.data(), code.size())) {
             *why = fmt::format("cannot write the code page of process {}", pid);
             return -EFAULT;
@@ -249,11 +269,13 @@ public:
         return 0;
     }
     PtraceThread::Return via() const { return PtraceThread::Return{addr_, target_.sigreturn}; }
+    bool in_padding() const { return padding_; }
 
 private:
     PtraceThread &t_;
     const Target &target_;
     uint64_t addr_ = 0;
+    bool padding_ = false;
 };
 
 // Whether the process has exited (gone, or a zombie).

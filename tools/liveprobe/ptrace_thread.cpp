@@ -187,24 +187,33 @@ std::string PtraceThread::read_string(uint64_t addr, size_t max) const
     return out;
 }
 
+namespace {
+// Where the stub keeps its data, from the ucontext at X (the stack pointer when the call
+// returns): fields rt_sigreturn does not read.
+constexpr uint64_t kResultAt = offsetof(ucontext_t, uc_link);
+constexpr uint64_t kDoneAt = offsetof(ucontext_t, uc_mcontext) + REG_ERR * sizeof(greg_t);
+constexpr uint64_t kWaitAt = offsetof(ucontext_t, uc_mcontext.__reserved1);
+static_assert(kResultAt == 8 && kDoneAt == 0xc0 && kWaitAt == 0xe8, "the stub's code has these offsets built in");
+}  // namespace
+
 std::string PtraceThread::stub_code()
 {
     static const uint8_t code[] = {
-        0x41, 0xff, 0xd3,                          // 0:  call *%r11
-        0x48, 0x89, 0x05, 54, 0, 0, 0,             // 3:  mov %rax, 64(%rip)
-        0xc6, 0x05, 55, 0, 0, 0, 1,                // a:  movb $1, 72(%rip)
-        0x31, 0xff,                                // 11: xor %edi, %edi
-        0x31, 0xf6,                                // 13: xor %esi, %esi
-        0x31, 0xd2,                                // 15: xor %edx, %edx
-        0x4d, 0x31, 0xd2,                          // 17: xor %r10, %r10
-        0x4c, 0x8d, 0x05, 47, 0, 0, 0,             // 1a: lea 80(%rip), %r8
-        0xb8, 0x17, 0x00, 0x00, 0x00,              // 21: mov $23, %eax      (select: waits for the tool)
-        0x0f, 0x05,                                // 26: syscall
-        0xb8, 0x0f, 0x00, 0x00, 0x00,              // 28: mov $15, %eax      (rt_sigreturn)
-        0x0f, 0x05,                                // 2d: syscall
-        0xeb, 0xf7,                                // 2f: jmp 0x28
+        0x41, 0xff, 0xd3,                                      // 0:  call *%r11
+        0x48, 0x89, 0x44, 0x24, 0x08,                          // 3:  mov %rax, 0x8(%rsp)      (uc_link)
+        0xc7, 0x84, 0x24, 0xc0, 0, 0, 0, 1, 0, 0, 0,           // 8:  movl $1, 0xc0(%rsp)      (done)
+        0x31, 0xff,                                            // 13: xor %edi, %edi
+        0x31, 0xf6,                                            // 15: xor %esi, %esi
+        0x31, 0xd2,                                            // 17: xor %edx, %edx
+        0x4d, 0x31, 0xd2,                                      // 19: xor %r10, %r10
+        0x4c, 0x8d, 0x84, 0x24, 0xe8, 0, 0, 0,                 // 1c: lea 0xe8(%rsp), %r8      (timeval)
+        0xb8, 0x17, 0x00, 0x00, 0x00,                          // 24: mov $23, %eax            (select)
+        0x0f, 0x05,                                            // 29: syscall
+        0xb8, 0x0f, 0x00, 0x00, 0x00,                          // 2b: mov $15, %eax            (rt_sigreturn)
+        0x0f, 0x05,                                            // 30: syscall
+        0xeb, 0xf7,                                            // 32: jmp 0x2b
     };
-    static_assert(sizeof code <= kStubResult);
+    static_assert(sizeof code <= kStubBytes);
     return std::string(reinterpret_cast<const char *>(code), sizeof code);
 }
 
@@ -249,6 +258,9 @@ int PtraceThread::call(uint64_t fn, std::vector<uint64_t> args, int data_arg, co
     }
     uc.uc_mcontext.fpregs = reinterpret_cast<fpregset_t>(fp_at);
     std::memcpy(&uc.uc_sigmask, &sigmask_, sizeof sigmask_);
+    // The stub's data (see stub_code): no result, not done, 3 s to wait for the tool.
+    uc.uc_mcontext.__reserved1[0] = 3;
+    uc.uc_mcontext.__reserved1[1] = 0;
 
     std::vector<uint8_t> fp(xstate_);
     // The software-reserved bytes of the FXSAVE image (464..511) describe the XSAVE area to the
@@ -270,16 +282,6 @@ int PtraceThread::call(uint64_t fn, std::vector<uint64_t> args, int data_arg, co
         return -e;
     }
     if (data_arg >= 0 && static_cast<size_t>(data_arg) < args.size()) args[data_arg] = data_at;
-    if (ret.stub) {
-        struct {
-            uint64_t done;
-            struct timeval wait;
-        } flags = {0, {3, 0}};
-        if (!write_mem(tid_, ret.stub + kStubDone, &flags, sizeof flags)) {
-            *why = fmt::format("cannot write the code page in thread {}", tid_);
-            return -EFAULT;
-        }
-    }
     test_kill_point("frame-written");
 
     // 2. The call: through the stub (which calls r11 from X), or straight to fn returning to
@@ -306,7 +308,7 @@ int PtraceThread::call(uint64_t fn, std::vector<uint64_t> args, int data_arg, co
     changed_ = true;
     interrupted_ = false;
     test_kill_point("registers-set");
-    if (ret.stub) return finish_stub_call(ret, result, why, timeout_ms);
+    if (ret.stub) return finish_stub_call(ret, x, result, why, timeout_ms);
     ptrace(PTRACE_SETOPTIONS, tid_, nullptr, PTRACE_O_TRACESYSGOOD);
     if (ptrace(PTRACE_SYSCALL, tid_, nullptr, nullptr) != 0) {
         int e = errno;
@@ -319,7 +321,7 @@ int PtraceThread::call(uint64_t fn, std::vector<uint64_t> args, int data_arg, co
     //    rt_sigreturn is skipped: it would forget the restart block of an interrupted system
     //    call (nanosleep's remaining time); the tool restores the thread itself. The thread is
     //    left before the sigreturn instruction, its way home should the tool die now.
-    uint64_t sigreturn_insn = ret.stub ? ret.stub + 0xa : ret.restore_rt;
+    uint64_t sigreturn_insn = ret.restore_rt;
     bool returning = false;
     for (;;) {
         int st = 0;
@@ -356,7 +358,6 @@ int PtraceThread::call(uint64_t fn, std::vector<uint64_t> args, int data_arg, co
             if (!returning && info.op == PTRACE_SYSCALL_INFO_ENTRY && info.entry.nr == SYS_rt_sigreturn &&
                 info.stack_pointer == x) {
                 returning = true;
-                if (ret.stub && !read(ret.stub + kStubResult, result, 8)) *result = 0;
                 test_kill_point("returned");
                 user_regs_struct skip {};
                 ptrace(PTRACE_GETREGS, tid_, nullptr, &skip);
@@ -385,7 +386,7 @@ int PtraceThread::call(uint64_t fn, std::vector<uint64_t> args, int data_arg, co
     return 0;
 }
 
-int PtraceThread::finish_stub_call(const Return &ret, uint64_t *result, std::string *why, int timeout_ms)
+int PtraceThread::finish_stub_call(const Return &ret, uint64_t x, uint64_t *result, std::string *why, int timeout_ms)
 {
     if (ptrace(PTRACE_CONT, tid_, nullptr, nullptr) != 0) {
         int e = errno;
@@ -425,7 +426,7 @@ int PtraceThread::finish_stub_call(const Return &ret, uint64_t *result, std::str
             continue;
         }
         uint64_t done = 0;
-        if (read(ret.stub + kStubDone, &done, 8) && done == 1) break;
+        if (read(x + kDoneAt, &done, 8) && done == 1) break;
         if (waited_us >= timeout_ms * 1000) {
             // Still inside the call (perhaps waiting for a lock): it comes home by itself through
             // the frame. Let it go as it is.
@@ -437,7 +438,7 @@ int PtraceThread::finish_stub_call(const Return &ret, uint64_t *result, std::str
         }
         usleep(static_cast<useconds_t>(pause_us));
     }
-    if (!read(ret.stub + kStubResult, result, 8)) *result = 0;
+    if (!read(x + kResultAt, result, 8)) *result = 0;
     test_kill_point("returned");
     // Stop it where it waits for the tool.
     if (ptrace(PTRACE_INTERRUPT, tid_, nullptr, nullptr) != 0) {
@@ -459,7 +460,7 @@ int PtraceThread::finish_stub_call(const Return &ret, uint64_t *result, std::str
     }
     user_regs_struct now {};
     ptrace(PTRACE_GETREGS, tid_, nullptr, &now);
-    if (now.rip < ret.stub || now.rip >= ret.stub + kStubResult) {
+    if (now.rip < ret.stub || now.rip >= ret.stub + kStubBytes) {
         // It waited out the tool and went home through rt_sigreturn: nothing left to restore.
         changed_ = false;
         get_state(why);

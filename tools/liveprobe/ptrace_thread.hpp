@@ -42,24 +42,21 @@ public:
     // Its registers as stopped.
     const user_regs_struct &regs() const { return regs_; }
 
-    // Calls fn(args...) (up to 6 integer arguments) in the thread, with `data` copied onto its
-    // stack first. The thread returns
-    // through `sigreturn_trampoline` (see above). *result: rax. 0, or -errno with *why.
-    // Where a call returns. With a stub (a page of the process holding stub_code()), the
-    // result is read from stub + kStubResult; with only __restore_rt, there is none.
+    // Where a call returns. With a stub (stub_code() somewhere executable in the process), the
+    // result comes back; with only __restore_rt (before a stub exists), there is none.
     struct Return {
         uint64_t stub = 0;
         uint64_t restore_rt = 0;
     };
-    static constexpr uint64_t kStubResult = 64;  // the result (8 bytes)
-    static constexpr uint64_t kStubDone = 72;    // 1 once the result is there
-    static constexpr uint64_t kStubWait = 80;    // struct timeval: how long to wait for the tool
-    // The stub's code: call *%r11; store rax at +64; set +72 to 1; wait in select() for the
-    // tool (a few seconds: the tool stops the thread there and restores it); then
-    // rt_sigreturn (again if it was skipped), its way home when the tool is gone. The call
-    // itself runs unobserved, at full speed (a tool stop per system call costs a scheduling
-    // round trip each, about 180 ms in all on a busy machine).
+    // The stub's code, position-independent, its data in fields of the frame's ucontext that
+    // rt_sigreturn ignores (uc_link: the result; gregs[REG_ERR]: done; __reserved1: a
+    // timeval): call *%r11; store the result; set done; wait in select() for the tool (a few
+    // seconds: the tool stops the thread there and restores it); then rt_sigreturn (again if
+    // it was skipped), its way home when the tool is gone. The call runs unobserved, at full
+    // speed: a tool stop per system call costs a scheduling round trip each, about 180 ms in
+    // all on a busy machine.
     static std::string stub_code();
+    static constexpr size_t kStubBytes = 64;
 
     // Calls fn(args...) (up to 6 integer arguments) in the thread, with `data` copied onto its
     // stack first: args[data_arg] (if >= 0) becomes the copy's address. *result: the return
@@ -87,7 +84,7 @@ private:
     int wait_stop(int *status, int timeout_ms, std::string *why);
     int get_state(std::string *why);
     int restore(std::string *why);
-    int finish_stub_call(const Return &ret, uint64_t *result, std::string *why, int timeout_ms);
+    int finish_stub_call(const Return &ret, uint64_t x, uint64_t *result, std::string *why, int timeout_ms);
 
     pid_t pid_;
     pid_t tid_;

@@ -74,6 +74,13 @@ mkfifo "$tmp/fifo.poll"
 start poll poll "$tmp/fifo.poll" && attach poll && { echo x >"$tmp/fifo.poll"; finish poll "^poll 1"; }
 start futex futex 1500 && attach futex && finish futex "^futex ETIMEDOUT after 1[5-9][0-9][0-9] ms"
 
+# The same without the stub in libc's padding: a code page of its own, mapped and unmapped by
+# calls of the process's mmap and munmap.
+start nopad-busy busy 2 && LIVEPROBE_TEST_NO_PADDING=1 attach nopad-busy && finish nopad-busy "^busy ok"
+start nopad-sleep nanosleep 1500 && LIVEPROBE_TEST_NO_PADDING=1 attach nopad-sleep && {
+    if grep -q "rwxp" /proc/"$pid"/maps; then fail "nopad: the code page is still mapped"; fi
+    finish nopad-sleep "^slept 1[5-9][0-9][0-9] ms rc 0"; }
+
 # 3. Attaching twice finds the agent there.
 start twice nanosleep 1500 && attach twice && {
     out=$("$lp" attach -p "$pid" 2>&1)

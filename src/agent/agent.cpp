@@ -82,8 +82,9 @@ void serve(const Request &rq, Out &out)
         out.line(fmt::format("probes: {}", probes.size()));
         for (const auto &p : probes) out.line("  " + describe(p));
         out.line("modules: 0");
-        out.line(fmt::format("log: {} lines written, {} records overwritten (ring of {} KiB)", log.lines_written(),
-                             log.records_overwritten(), LogRing::kRecords * LogRing::kRecordBytes / 1024));
+        out.line(fmt::format("log: {} lines written, {} records overwritten, {} dropped (ring of {} KiB)",
+                             log.lines_written(), log.records_overwritten(), log.records_dropped(),
+                             LogRing::kRecords * LogRing::kRecordBytes / 1024));
         out.ok();
     } else {
         out.error(EINVAL, fmt::format("unknown request '{}' (this agent serves: hello, status)", rq.verb));

@@ -13,29 +13,44 @@ void LogRing::write(const char *text, size_t len) noexcept
     for (uint64_t i = 0; i < n; ++i) {
         Record &r = records_[(seq + i) % kRecords];
         uint64_t s = seq + i;
-        // Odd: being written. A reader that sees it, or sees it change, drops the record.
-        r.word.store(2 * s + 1, std::memory_order_relaxed);
-        std::atomic_thread_fence(std::memory_order_release);
+        // Odd: being written. A reader that sees it, or sees it change, drops the record. The
+        // slot is claimed only from a complete state: a writer lapped by kRecords records of
+        // others while it writes still holds it, and the newer record is dropped (counted)
+        // rather than written over the older one at the same time.
+        uint64_t cur = r.word.load(std::memory_order_relaxed);
+        if ((cur & 1) || cur >= 2 * s + 1 ||
+            !r.word.compare_exchange_strong(cur, 2 * s + 1, std::memory_order_acquire, std::memory_order_relaxed)) {
+            dropped_.fetch_add(1, std::memory_order_relaxed);
+            continue;
+        }
         size_t off = i * kPayload;
         size_t chunk = std::min(kPayload, len - std::min(len, off));
-        r.len = static_cast<uint32_t>(chunk);
-        r.flags = (i == 0 ? kFirst : 0) | (i + 1 == n ? kLast : 0);
-        std::memcpy(r.payload, text + off, chunk);
+        r.len.store(static_cast<uint32_t>(chunk), std::memory_order_relaxed);
+        r.flags.store((i == 0 ? kFirst : 0) | (i + 1 == n ? kLast : 0), std::memory_order_relaxed);
+        for (size_t w = 0; w * 8 < chunk; ++w) {
+            uint64_t word = 0;
+            std::memcpy(&word, text + off + w * 8, std::min<size_t>(8, chunk - w * 8));
+            r.payload[w].store(word, std::memory_order_relaxed);
+        }
         r.word.store(2 * s + 2, std::memory_order_release);
     }
     lines_.fetch_add(1, std::memory_order_relaxed);
 }
 
-bool LogRing::copy(uint64_t seq, Record *out) const noexcept
+bool LogRing::copy(uint64_t seq, Copy *out) const noexcept
 {
     const Record &r = records_[seq % kRecords];
     uint64_t before = r.word.load(std::memory_order_acquire);
     if (before != 2 * seq + 2) return false;
-    out->len = r.len;
-    out->flags = r.flags;
-    std::memcpy(out->payload, r.payload, std::min<size_t>(r.len, kPayload));
-    std::atomic_thread_fence(std::memory_order_acquire);
-    return r.word.load(std::memory_order_relaxed) == before && out->len <= kPayload;
+    out->len = std::min<uint32_t>(r.len.load(std::memory_order_relaxed), kPayload);
+    out->flags = r.flags.load(std::memory_order_relaxed);
+    // Acquire loads (plain loads on x86): the second look at `word` cannot move before them.
+    for (size_t w = 0; w * 8 < out->len; ++w) {
+        uint64_t word = r.payload[w].load(std::memory_order_acquire);
+        std::memcpy(out->payload + w * 8, &word, 8);
+    }
+    out->flags = r.flags.load(std::memory_order_acquire);
+    return r.word.load(std::memory_order_relaxed) == before;
 }
 
 std::vector<LogRing::Line> LogRing::read(uint64_t from, uint64_t *next) const
@@ -43,7 +58,7 @@ std::vector<LogRing::Line> LogRing::read(uint64_t from, uint64_t *next) const
     std::vector<Line> out;
     uint64_t end = next_.load(std::memory_order_acquire);
     uint64_t start = std::max(from, end > kRecords ? end - kRecords : 0);
-    Record rec;
+    Copy rec;
     Line cur;
     bool open = false;
     for (uint64_t s = start; s < end; ++s) {

@@ -24,7 +24,7 @@ class LogRing {
 public:
     static constexpr size_t kRecordBytes = 256;  // one record, header included
     static constexpr size_t kRecords = 4096;     // 1 MiB
-    static constexpr size_t kPayload = kRecordBytes - 16;
+    static constexpr size_t kPayload = kRecordBytes - 16;  // a multiple of 8
 
     // Appends one line (without its newline; longer than kPayload * kRecords is cut).
     // Async-signal-safe.
@@ -46,22 +46,34 @@ public:
         return n > kRecords ? n - kRecords : 0;
     }
     uint64_t next_seq() const noexcept { return next_.load(std::memory_order_acquire); }
+    // Records not written because their slot was still being written by a writer lapped by the
+    // whole ring (the line they belong to is lost; rare: a writer preempted mid-line).
+    uint64_t records_dropped() const noexcept { return dropped_.load(std::memory_order_relaxed); }
 
 private:
+    // Every field is atomic (relaxed, ordered by `word`): a reader may copy a record while a
+    // writer overwrites it, and then throws the copy away; that is a seqlock, and its racing
+    // accesses must be atomic to be defined (and for TSan).
     struct alignas(64) Record {
-        std::atomic<uint64_t> word{0};  // 2 * seq + 1 while written, 2 * seq + 2 when complete
-        uint32_t len = 0;               // payload bytes in this record
-        uint32_t flags = 0;             // kFirst, kLast
-        char payload[kPayload] = {};
+        std::atomic<uint64_t> word{0};        // 2 * seq + 1 while written, 2 * seq + 2 when complete
+        std::atomic<uint32_t> len{0};         // payload bytes in this record
+        std::atomic<uint32_t> flags{0};       // kFirst, kLast
+        std::atomic<uint64_t> payload[kPayload / 8] = {};
+    };
+    struct Copy {
+        uint32_t len = 0;
+        uint32_t flags = 0;
+        char payload[kPayload];
     };
     static_assert(sizeof(Record) == kRecordBytes);
     static constexpr uint32_t kFirst = 1, kLast = 2;
 
     // Copies record seq if it is complete and still seq's: false otherwise.
-    bool copy(uint64_t seq, Record *out) const noexcept;
+    bool copy(uint64_t seq, Copy *out) const noexcept;
 
     std::atomic<uint64_t> next_{0};
     std::atomic<uint64_t> lines_{0};
+    std::atomic<uint64_t> dropped_{0};
     Record records_[kRecords];
 };
 

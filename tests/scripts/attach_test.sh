@@ -12,7 +12,8 @@ export LIVEPROBE_RUNTIME_DIR=$tmp/run   # this test's sockets, not the user's
 # them from the start (as for the install test's programs).
 launch=()
 if [ -n "${LIVEPROBE_SANITIZER_PRELOAD:-}" ]; then
-    launch=(env "LD_PRELOAD=${LIVEPROBE_SANITIZER_PRELOAD% }" ASAN_OPTIONS=detect_leaks=0 TSAN_OPTIONS=report_bugs=0)
+    launch=(env "LD_PRELOAD=${LIVEPROBE_SANITIZER_PRELOAD% }" ASAN_OPTIONS=detect_leaks=0
+            TSAN_OPTIONS="report_bugs=0 die_after_fork=0")
 fi
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"; }
@@ -142,7 +143,7 @@ start list nanosleep 1000 && {
 out=$("${launch[@]}" "$lp" run -- sh -c 'exit 7' 2>&1); rc=$?
 if [ "$rc" -eq 7 ] && echo "$out" | grep -q "^liveprobe: started PID [0-9]*$"; then pass "run: exit status 7 and '$out'"
 else fail "run: exit $rc: $out"; fi
-"${launch[@]}" "$lp" run -- "$target" fork 3 >"$tmp/run.out" 2>"$tmp/run.err" &
+"${launch[@]}" "$lp" run -- "$target" fork 20 >"$tmp/run.out" 2>"$tmp/run.err" &
 tool=$!; pids+=("$tool")
 for _ in $(seq 500); do grep -q ready "$tmp/run.out" 2>/dev/null && break; sleep 0.01; done
 runpid=$(sed -n 's/^liveprobe: started PID \([0-9]*\)$/\1/p' "$tmp/run.err")

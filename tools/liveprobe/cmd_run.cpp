@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include <signal.h>
+#include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,15 +22,9 @@
 namespace liveprobe::tool {
 namespace {
 
-volatile sig_atomic_t g_child = 0;
-
 // Signals sent to the tool go to the program. Those the kernel sent for the terminal (Ctrl-C,
-// window size) reached the program's process group already: not twice.
-void forward(int sig, siginfo_t *info, void *)
-{
-    if (g_child > 0 && info->si_code <= 0) kill(g_child, sig);
-}
-
+// window size) reached the program's process group already: not twice. They are taken
+// through a signalfd, with SIGCHLD, by the tool's one loop (no work in a signal handler).
 const int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGALRM, SIGCONT};
 
 }  // namespace
@@ -47,21 +42,24 @@ Runner add_run(CLI::App &app)
             complain(why);
             return kExitFailure;
         }
-        // Installed before the fork, so that no signal sent right after "started" is lost.
-        struct sigaction sa {};
-        sa.sa_sigaction = forward;
-        sa.sa_flags = SA_SIGINFO | SA_RESTART;
-        sigemptyset(&sa.sa_mask);
-        for (int s : kForwarded) sigaction(s, &sa, nullptr);
+        // Blocked before the fork, so that no signal sent right after "started" is lost.
+        sigset_t set, old;
+        sigemptyset(&set);
+        for (int s : kForwarded) sigaddset(&set, s);
+        sigaddset(&set, SIGCHLD);
+        sigprocmask(SIG_BLOCK, &set, &old);
+        int sfd = signalfd(-1, &set, SFD_CLOEXEC);
+        if (sfd < 0) {
+            complain(fmt::format("signalfd: {}", std::strerror(errno)));
+            return kExitFailure;
+        }
         pid_t pid = fork();
         if (pid < 0) {
             complain(fmt::format("fork: {}", std::strerror(errno)));
             return kExitFailure;
         }
         if (pid == 0) {
-            struct sigaction dfl {};
-            dfl.sa_handler = SIG_DFL;
-            for (int s : kForwarded) sigaction(s, &dfl, nullptr);
+            sigprocmask(SIG_SETMASK, &old, nullptr);
             const char *pre = std::getenv("LD_PRELOAD");
             std::string preload = pre && *pre ? std::string(pre) + ":" + library : library;  // theirs first
             setenv("LD_PRELOAD", preload.c_str(), 1);
@@ -74,14 +72,20 @@ Runner add_run(CLI::App &app)
             std::fprintf(stderr, "liveprobe: cannot run %s: %s\n", args[0], std::strerror(e));
             _exit(e == ENOENT ? 127 : 126);
         }
-        g_child = pid;
         std::fprintf(stderr, "liveprobe: started PID %d\n", pid);
         int status = 0;
-        while (waitpid(pid, &status, 0) < 0) {
-            if (errno != EINTR) {
+        for (;;) {
+            pid_t w = waitpid(pid, &status, WNOHANG);
+            if (w == pid) break;
+            if (w < 0 && errno != EINTR) {
                 complain(fmt::format("waitpid: {}", std::strerror(errno)));
                 return kExitFailure;
             }
+            struct signalfd_siginfo si {};
+            ssize_t n = read(sfd, &si, sizeof si);
+            if (n != static_cast<ssize_t>(sizeof si)) continue;
+            int sig = static_cast<int>(si.ssi_signo);
+            if (sig != SIGCHLD && si.ssi_code <= 0) kill(pid, sig);  // sent by someone, not the tty
         }
         if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
         return WEXITSTATUS(status);

@@ -86,8 +86,29 @@ void serve(const Request &rq, Out &out)
                              log.lines_written(), log.records_overwritten(), log.records_dropped(),
                              LogRing::kRecords * LogRing::kRecordBytes / 1024));
         out.ok();
+    } else if (rq.verb == "log") {
+        // "log [FROM]": the lines from sequence number FROM (0: the oldest still there), then
+        // "next SEQ", where the next request goes on.
+        uint64_t from = 0;
+        if (!rq.args.empty()) {
+            char *end = nullptr;
+            from = std::strtoull(rq.args[0].c_str(), &end, 10);
+            if (*end) {
+                out.error(EINVAL, fmt::format("log: '{}' is not a sequence number", rq.args[0]));
+                return;
+            }
+        }
+        uint64_t next = 0;
+        for (const LogRing::Line &l : log_ring().read(from, &next)) {
+            std::string text = l.text;
+            for (char &c : text)
+                if (c == '\n') c = ' ';  // one line each
+            out.line(text);
+        }
+        out.line(fmt::format("next {}", next));
+        out.ok();
     } else {
-        out.error(EINVAL, fmt::format("unknown request '{}' (this agent serves: hello, status)", rq.verb));
+        out.error(EINVAL, fmt::format("unknown request '{}' (this agent serves: hello, status, log)", rq.verb));
     }
 }
 
@@ -279,3 +300,8 @@ extern "C" int liveprobe_agent_start_attached(void)
 }
 
 extern "C" const char *liveprobe_version(void) { return LIVEPROBE_VERSION; }
+
+extern "C" void liveprobe_log_write(const char *text, size_t len)
+{
+    if (text) agent::log_ring().write(text, len);
+}

@@ -18,6 +18,9 @@ LIVEPROBE_API int liveprobe_agent_start(void);
 LIVEPROBE_API int liveprobe_agent_start_attached(void);
 // The library's version, "MAJOR.MINOR.PATCH".
 LIVEPROBE_API const char *liveprobe_version(void);
+// Appends one line to the process's log (what `liveprobe dmesg` shows; printk writes there).
+// Never blocks; async-signal-safe.
+LIVEPROBE_API void liveprobe_log_write(const char *text, size_t len);
 }
 
 namespace liveprobe::agent {

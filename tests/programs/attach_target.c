@@ -16,8 +16,11 @@
  *                     "futex ETIMEDOUT after X ms" (X >= MS)
  *   exit MS           exits after MS milliseconds
  *   fork SECONDS      forks a child; both sleep SECONDS ("child PID" first)
+ *   log N             (under the agent) writes "hello 0".."hello N-1" to the process's log,
+ *                     then "tick K" every 100 ms for 3 s
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -218,6 +221,18 @@ int main(int argc, char **argv)
     if (!strcmp(mode, "exit")) {
         ready();
         usleep(atol(arg) * 1000);
+        return 0;
+    }
+    if (!strcmp(mode, "log")) {
+        void (*log)(const char *, size_t) = (void (*)(const char *, size_t))dlsym(RTLD_DEFAULT, "liveprobe_log_write");
+        if (!log) return fprintf(stderr, "no liveprobe_log_write: not under the agent\n"), 2;
+        char line[64];
+        for (int i = 0; i < atoi(arg); i++) log(line, (size_t)snprintf(line, sizeof line, "hello %d", i));
+        ready();
+        for (int k = 0; k < 30; k++) {
+            usleep(100000);
+            log(line, (size_t)snprintf(line, sizeof line, "tick %d", k));
+        }
         return 0;
     }
     if (!strcmp(mode, "fork")) {

@@ -160,6 +160,24 @@ out=$("$lp" run -- /nonexistent/program 2>&1); rc=$?
 if [ "$rc" -eq 127 ] && echo "$out" | grep -q "cannot run /nonexistent/program"; then pass "run: a missing program: exit 127"
 else fail "run, missing program: exit $rc: $out"; fi
 
+# 9. dmesg: the lines of the process's log, oldest first; -f follows it.
+"${launch[@]}" "$lp" run -- "$target" log 3 >"$tmp/log.out" 2>"$tmp/log.err" &
+tool=$!; pids+=("$tool")
+for _ in $(seq 500); do grep -q ready "$tmp/log.out" 2>/dev/null && break; sleep 0.01; done
+logpid=$(sed -n 's/^liveprobe: started PID \([0-9]*\)$/\1/p' "$tmp/log.err")
+out=$("$lp" dmesg -p "$logpid" 2>&1)
+if [ "$(echo "$out" | head -3 | tr '\n' ,)" = "hello 0,hello 1,hello 2," ]; then pass "dmesg: $(echo "$out" | head -3 | tr '\n' ' ')"
+else fail "dmesg: $out"; fi
+out=$(timeout 1 "$lp" dmesg -f -p "$logpid" 2>&1)
+ticks=$(echo "$out" | grep -c '^tick')
+later=$("$lp" dmesg -p "$logpid" 2>&1 | grep -c '^tick')
+if [ "$ticks" -ge 3 ] && echo "$out" | grep -q "^hello 0$"; then pass "dmesg -f: followed $ticks tick lines in 1 s"
+else fail "dmesg -f: $out"; fi
+[ "$later" -ge "$ticks" ] || fail "dmesg after -f: $later tick lines, fewer than followed ($ticks)"
+wait "$tool"
+out=$("$lp" dmesg -p "$nopid" 2>&1); rc=$?
+if [ "$rc" -eq 1 ] && echo "$out" | grep -q "no process"; then pass "dmesg of a nonexistent pid: $out"; else fail "dmesg, nonexistent pid: exit $rc: $out"; fi
+
 if [ "$failures" -eq 0 ]; then echo "attach test: PASSED"; exit 0; fi
 echo "attach test: FAILED ($failures failure(s))"
 exit 1

@@ -22,6 +22,7 @@ Runner add_run(CLI::App &app);
 Runner add_attach(CLI::App &app);
 Runner add_status(CLI::App &app);
 Runner add_list(CLI::App &app);
+Runner add_dmesg(CLI::App &app);
 
 // "liveprobe: MESSAGE" on stderr.
 void complain(const std::string &message);

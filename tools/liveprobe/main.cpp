@@ -24,6 +24,7 @@ int main(int argc, char **argv)
     Runner attach = add_attach(app);
     Runner status = add_status(app);
     Runner list = add_list(app);
+    Runner dmesg = add_dmesg(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp &e) {
@@ -40,5 +41,6 @@ int main(int argc, char **argv)
     if (app.got_subcommand("attach")) return attach();
     if (app.got_subcommand("status")) return status();
     if (app.got_subcommand("list")) return list();
+    if (app.got_subcommand("dmesg")) return dmesg();
     return kExitUsage;
 }

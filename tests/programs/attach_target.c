@@ -10,6 +10,7 @@
  *   nanosleep MS      nanosleep(MS): "slept X ms rc R" (X >= MS, R 0)
  *   clock_nanosleep MS
  *   accept PATH       accept() on a Unix socket at PATH: "accepted" or the error
+ *   connect PATH      (not a target) connects to the Unix socket at PATH and exits: 0 if it could
  *   epoll FIFO        epoll_wait(-1) on FIFO: "epoll_wait 1" or the error
  *   poll FIFO         poll(-1) on FIFO: "poll 1" or the error
  *   futex MS          FUTEX_WAIT with a timeout of MS on a word nobody changes:
@@ -215,6 +216,12 @@ int main(int argc, char **argv)
     if (!strcmp(mode, "nanosleep")) return do_sleep(atol(arg), 0);
     if (!strcmp(mode, "clock_nanosleep")) return do_sleep(atol(arg), 1);
     if (!strcmp(mode, "accept")) return do_accept(arg);
+    if (!strcmp(mode, "connect")) {
+        int s = socket(AF_UNIX, SOCK_STREAM, 0);
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        strncpy(sa.sun_path, arg, sizeof sa.sun_path - 1);
+        return connect(s, (struct sockaddr *)&sa, sizeof sa) == 0 ? 0 : (perror("connect"), 1);
+    }
     if (!strcmp(mode, "epoll")) return do_epoll(arg);
     if (!strcmp(mode, "poll")) return do_poll(arg);
     if (!strcmp(mode, "futex")) return do_futex(atol(arg));

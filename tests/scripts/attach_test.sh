@@ -66,7 +66,7 @@ start read read "$tmp/fifo.read" && attach read && { echo "payload-1" >"$tmp/fif
 start nanosleep nanosleep 1500 && attach nanosleep && finish nanosleep "^slept 1[5-9][0-9][0-9] ms rc 0"
 start clock_nanosleep clock_nanosleep 1500 && attach clock_nanosleep && finish clock_nanosleep "^slept 1[5-9][0-9][0-9] ms rc 0"
 start accept accept "$tmp/accept.sock" && attach accept && {
-    python3 -c "import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])" "$tmp/accept.sock"
+    "$target" connect "$tmp/accept.sock"
     finish accept "^accepted"; }
 mkfifo "$tmp/fifo.epoll"
 start epoll epoll "$tmp/fifo.epoll" && attach epoll && { echo x >"$tmp/fifo.epoll"; finish epoll "^epoll_wait 1"; }

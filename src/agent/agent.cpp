@@ -179,18 +179,8 @@ int start_locked(std::string *why)
     if (int r = ensure_runtime_dir(why); r < 0) return r;
     std::string path = socket_path(getuid(), pid);
     struct sockaddr_un sa {};
-    sa.sun_family = AF_UNIX;
-    if (path.size() >= sizeof sa.sun_path) {
-        *why = fmt::format("socket path too long: {}", path);
-        return -ENAMETOOLONG;
-    }
-    std::memcpy(sa.sun_path, path.c_str(), path.size() + 1);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        int e = errno;
-        *why = fmt::format("socket: {}", std::strerror(e));
-        return -e;
-    }
+    int fd = unix_socket(path, &sa, why);
+    if (fd < 0) return fd;
     unlink(path.c_str());  // a stale socket of an earlier process with this pid
     // Created 0600 from the start (umask), then checked.
     mode_t old = umask(0177);

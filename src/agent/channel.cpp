@@ -96,23 +96,31 @@ bool wait_fd(int fd, short events, int timeout_ms)
 
 }  // namespace
 
-int request(uid_t uid, pid_t pid, const std::string &verb, const std::vector<std::string> &args, Reply *out,
-            std::string *why, int timeout_ms)
+int unix_socket(const std::string &path, struct sockaddr_un *sa, std::string *why)
 {
-    std::string path = socket_path(uid, pid);
-    struct sockaddr_un sa {};
-    sa.sun_family = AF_UNIX;
-    if (path.size() >= sizeof sa.sun_path) {
+    *sa = {};
+    sa->sun_family = AF_UNIX;
+    if (path.size() >= sizeof sa->sun_path) {
         *why = fmt::format("socket path too long: {}", path);
         return -ENAMETOOLONG;
     }
-    std::memcpy(sa.sun_path, path.c_str(), path.size() + 1);
+    std::memcpy(sa->sun_path, path.c_str(), path.size() + 1);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         int e = errno;
         *why = fmt::format("socket: {}", std::strerror(e));
         return -e;
     }
+    return fd;
+}
+
+int request(uid_t uid, pid_t pid, const std::string &verb, const std::vector<std::string> &args, Reply *out,
+            std::string *why, int timeout_ms)
+{
+    std::string path = socket_path(uid, pid);
+    struct sockaddr_un sa {};
+    int fd = unix_socket(path, &sa, why);
+    if (fd < 0) return fd;
     struct Closer {
         int fd;
         ~Closer() { close(fd); }

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <sys/types.h>
+#include <sys/un.h>
 
 #include <string>
 #include <vector>
@@ -30,6 +31,10 @@ std::string socket_path(uid_t uid, pid_t pid);
 // Creates (or checks) the runtime directory of the calling process's real user: 0 or -errno,
 // with *why saying what is wrong.
 int ensure_runtime_dir(std::string *why);
+
+// A stream socket (close-on-exec) and the address of `path` for it: the socket, or -errno with
+// *why (a path too long for sun_path, no socket).
+int unix_socket(const std::string &path, struct sockaddr_un *sa, std::string *why);
 
 // A parsed request line.
 struct Request {

@@ -446,18 +446,7 @@ int PtraceThread::finish_stub_call(const Return &ret, uint64_t x, uint64_t *resu
         *why = fmt::format("PTRACE_INTERRUPT {}: {}", tid_, std::strerror(e));
         return -e;
     }
-    for (;;) {
-        int st = 0;
-        if (int w = wait_stop(&st, 2000, why); w < 0) return w;
-        if (WIFEXITED(st) || WIFSIGNALED(st)) {
-            attached_ = changed_ = false;
-            *why = "the process exited";
-            return -ESRCH;
-        }
-        if ((st >> 16) == PTRACE_EVENT_STOP) break;
-        pending_.push_back(WSTOPSIG(st));
-        ptrace(PTRACE_CONT, tid_, nullptr, nullptr);
-    }
+    if (int w = wait_interrupt_stop(why); w < 0) return w;
     user_regs_struct now {};
     ptrace(PTRACE_GETREGS, tid_, nullptr, &now);
     if (now.rip < ret.stub || now.rip >= ret.stub + kStubBytes) {
@@ -468,6 +457,23 @@ int PtraceThread::finish_stub_call(const Return &ret, uint64_t x, uint64_t *resu
         interrupted_ = true;  // at a PTRACE_INTERRUPT stop: restore() puts the registers back here
     }
     return 0;
+}
+
+int PtraceThread::wait_interrupt_stop(std::string *why)
+{
+    for (;;) {
+        int st = 0;
+        if (int w = wait_stop(&st, 2000, why); w < 0) return w;
+        if (WIFEXITED(st) || WIFSIGNALED(st)) {
+            attached_ = changed_ = false;
+            *why = "the process exited";
+            return -ESRCH;
+        }
+        if ((st >> 16) == PTRACE_EVENT_STOP) return 0;
+        // A system call stop left over from PTRACE_SYSCALL is not a signal of the program's.
+        if (WSTOPSIG(st) != (SIGTRAP | 0x80)) pending_.push_back(WSTOPSIG(st));
+        ptrace(PTRACE_CONT, tid_, nullptr, nullptr);
+    }
 }
 
 int PtraceThread::restore(std::string *why)
@@ -483,18 +489,7 @@ int PtraceThread::restore(std::string *why)
             *why = fmt::format("cannot stop thread {} again: {}", tid_, std::strerror(e));
             return -e;
         }
-        for (;;) {
-            int st = 0;
-            if (int w = wait_stop(&st, 2000, why); w < 0) return w;
-            if (WIFEXITED(st) || WIFSIGNALED(st)) {
-                attached_ = changed_ = false;
-                *why = "the process exited";
-                return -ESRCH;
-            }
-            if ((st >> 16) == PTRACE_EVENT_STOP) break;
-            if (WSTOPSIG(st) != (SIGTRAP | 0x80)) pending_.push_back(WSTOPSIG(st));
-            ptrace(PTRACE_CONT, tid_, nullptr, nullptr);
-        }
+        if (int w = wait_interrupt_stop(why); w < 0) return w;
     }
     interrupted_ = false;
     test_kill_point("restoring");

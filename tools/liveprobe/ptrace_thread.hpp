@@ -84,6 +84,9 @@ private:
     int wait_stop(int *status, int timeout_ms, std::string *why);
     int get_state(std::string *why);
     int restore(std::string *why);
+    // Waits for the PTRACE_EVENT_STOP a PTRACE_INTERRUPT asked for, keeping the program's
+    // signals that stop it first for later.
+    int wait_interrupt_stop(std::string *why);
     int finish_stub_call(const Return &ret, uint64_t x, uint64_t *result, std::string *why, int timeout_ms);
 
     pid_t pid_;

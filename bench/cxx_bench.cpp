@@ -27,28 +27,7 @@ namespace {
 
 // ---- the work the handlers do (the same in both APIs) ------------------------------------------
 
-// "Timestamp-ish": a counter the entry handler stamps into the call's slot (cheap, so the probe
-// machinery dominates what is measured). The return handler adds return value - stamp.
-std::uint64_t g_tick;
-std::uint64_t g_total;
-
-int c_empty_pre(kprobe *, pt_regs *) { return 0; }
-
-int c_stamp_entry(kretprobe_instance *ri, pt_regs *)
-{
-    *reinterpret_cast<std::uint64_t *>(ri->data) = g_tick++;
-    return 0;
-}
-int c_sum_return(kretprobe_instance *ri, pt_regs *regs)
-{
-    g_total += static_cast<std::uint64_t>(static_cast<int>(regs_return_value(regs))) -
-               *reinterpret_cast<std::uint64_t *>(ri->data);
-    return 0;
-}
-
-struct Stamp {
-    std::uint64_t t0;
-};
+#include "cxx_handlers.hpp"
 
 // ---- common loop and checks ---------------------------------------------------------------------
 

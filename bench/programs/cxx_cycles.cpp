@@ -39,25 +39,7 @@ LP_CXX_TARGET(cc_f4)
 
 namespace {
 
-std::uint64_t g_tick;   // the entry handlers' "timestamp"
-std::uint64_t g_total;  // what the return handlers add up
-
-int c_empty_pre(kprobe *, pt_regs *) { return 0; }
-int c_stamp_entry(kretprobe_instance *ri, pt_regs *)
-{
-    *reinterpret_cast<std::uint64_t *>(ri->data) = g_tick++;
-    return 0;
-}
-int c_sum_return(kretprobe_instance *ri, pt_regs *regs)
-{
-    g_total += static_cast<std::uint64_t>(static_cast<int>(regs_return_value(regs))) -
-               *reinterpret_cast<std::uint64_t *>(ri->data);
-    return 0;
-}
-
-struct Stamp {
-    std::uint64_t t0;
-};
+#include "../cxx_handlers.hpp"
 
 // One batch of `n` calls of f through a pointer (the same loop for every variant): TSC cycles
 // per call.

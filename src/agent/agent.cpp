@@ -19,6 +19,7 @@
 
 #include "agent/channel.hpp"
 #include "agent/log_ring.hpp"
+#include "agent/modules.hpp"
 #include "core/error.hpp"
 #include "core/registry.hpp"
 #include "symbols/symbols.hpp"
@@ -81,7 +82,7 @@ void serve(const Request &rq, Out &out)
         out.line(fmt::format("socket: {}", g_socket));
         out.line(fmt::format("probes: {}", probes.size()));
         for (const auto &p : probes) out.line("  " + describe(p));
-        out.line("modules: 0");
+        out.line(fmt::format("modules: {}", module_count()));
         out.line(fmt::format("log: {} lines written, {} records overwritten, {} dropped (ring of {} KiB)",
                              log.lines_written(), log.records_overwritten(), log.records_dropped(),
                              LogRing::kRecords * LogRing::kRecordBytes / 1024));
@@ -99,16 +100,36 @@ void serve(const Request &rq, Out &out)
             }
         }
         uint64_t next = 0;
+        // Each line: "NANOSECONDS LEVEL TEXT" (liveprobe_ktime_ns, printk level 0..7).
         for (const LogRing::Line &l : log_ring().read(from, &next)) {
             std::string text = l.text;
             for (char &c : text)
                 if (c == '\n') c = ' ';  // one line each
-            out.line(text);
+            out.line(fmt::format("{} {} {}", l.ns, l.level, text));
         }
         out.line(fmt::format("next {}", next));
         out.ok();
+    } else if (rq.verb == "insmod") {
+        // "insmod PATH [NAME=VALUE ...]"
+        if (rq.args.empty()) return out.error(EINVAL, "insmod: no module file");
+        std::string name, why;
+        uint64_t t0 = monotonic_ns();
+        int r = load_module(rq.args[0], {rq.args.begin() + 1, rq.args.end()}, &name, &why);
+        if (r < 0) return out.error(-r, why);
+        out.line(fmt::format("loaded {} in {:.2f} ms", name, static_cast<double>(monotonic_ns() - t0) / 1e6));
+        out.ok();
+    } else if (rq.verb == "rmmod") {
+        if (rq.args.size() != 1) return out.error(EINVAL, "rmmod: one module name");
+        std::string why;
+        if (int r = unload_module(rq.args[0], &why); r < 0) return out.error(-r, why);
+        if (!why.empty()) out.line("warning: " + why);
+        out.ok();
+    } else if (rq.verb == "lsmod") {
+        for (const std::string &l : list_modules()) out.line(l);
+        out.ok();
     } else {
-        out.error(EINVAL, fmt::format("unknown request '{}' (this agent serves: hello, status, log)", rq.verb));
+        out.error(EINVAL, fmt::format("unknown request '{}' (this agent serves: hello, status, log, insmod, rmmod, lsmod)",
+                                      rq.verb));
     }
 }
 

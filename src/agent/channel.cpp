@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <cctype>
 #include <cstring>
 #include <sstream>
 
@@ -55,6 +56,32 @@ int ensure_runtime_dir(std::string *why)
     return 0;
 }
 
+std::string encode_arg(const std::string &a)
+{
+    std::string out;
+    for (unsigned char c : a) {
+        if (c <= 0x20 || c == '%' || c == 0x7f) out += fmt::format("%{:02X}", c);
+        else out += static_cast<char>(c);
+    }
+    return out.empty() ? std::string("%") : out;  // a lone '%': the empty argument
+}
+
+std::string decode_arg(const std::string &a)
+{
+    if (a == "%") return "";
+    std::string out;
+    for (size_t i = 0; i < a.size(); ++i) {
+        if (a[i] == '%' && i + 2 < a.size() && std::isxdigit(static_cast<unsigned char>(a[i + 1])) &&
+            std::isxdigit(static_cast<unsigned char>(a[i + 2]))) {
+            out += static_cast<char>(std::stoi(a.substr(i + 1, 2), nullptr, 16));
+            i += 2;
+        } else {
+            out += a[i];
+        }
+    }
+    return out;
+}
+
 bool parse_request(const std::string &line, Request *out, std::string *why)
 {
     std::istringstream in(line);
@@ -76,7 +103,7 @@ bool parse_request(const std::string &line, Request *out, std::string *why)
         return false;
     }
     out->args.clear();
-    for (std::string a; in >> a;) out->args.push_back(a);
+    for (std::string a; in >> a;) out->args.push_back(decode_arg(a));
     return true;
 }
 
@@ -132,7 +159,7 @@ int request(uid_t uid, pid_t pid, const std::string &verb, const std::vector<std
         return -e;
     }
     std::string line = fmt::format("{}{} {}", kProtocolPrefix, kProtocolVersion, verb);
-    for (const std::string &a : args) line += " " + a;
+    for (const std::string &a : args) line += " " + encode_arg(a);
     line += "\n";
     for (size_t off = 0; off < line.size();) {
         ssize_t n = send(fd, line.data() + off, line.size() - off, MSG_NOSIGNAL);

@@ -6,7 +6,8 @@
 // mode 0600. The agent refuses a directory it does not own or that others can enter (someone
 // else made it first), and checks each peer's credentials: the same user, or root.
 //
-// Protocol, version 1: the client sends one line, "liveprobe/1 VERB [ARG ...]"; the agent
+// Protocol, version 2: the client sends one line, "liveprobe/2 VERB [ARG ...]" (arguments
+// encoded, see encode_arg); the agent
 // answers with data lines, each starting with ". ", then one last line, "ok" or
 // "error ERRNO REASON". One request per connection. A request of another version is answered
 // "error EPROTONOSUPPORT ..." naming the versions the agent speaks.
@@ -20,7 +21,11 @@
 
 namespace liveprobe::agent {
 
-inline constexpr int kProtocolVersion = 1;
+inline constexpr int kProtocolVersion = 2;
+
+// Arguments travel with every byte <= 0x20, '%' and 0x7f as %XX (the empty one as a lone '%').
+std::string encode_arg(const std::string &a);
+std::string decode_arg(const std::string &a);
 inline constexpr const char *kProtocolPrefix = "liveprobe/";
 
 // The runtime directory of user `uid` (not created).

@@ -3,10 +3,14 @@
 #include <algorithm>
 #include <cstring>
 
+#include <liveprobe/ktime.h>
+
 namespace liveprobe::agent {
 
-void LogRing::write(const char *text, size_t len) noexcept
+void LogRing::write(const char *text, size_t len, int level) noexcept
 {
+    uint64_t now = liveprobe_ktime_ns();
+    uint32_t lv = static_cast<uint32_t>(level < 0 || level > 7 ? kDefaultLevel : level) << 8;
     len = std::min(len, kPayload * kRecords);
     uint64_t n = len == 0 ? 1 : (len + kPayload - 1) / kPayload;
     uint64_t seq = next_.fetch_add(n, std::memory_order_relaxed);
@@ -26,7 +30,8 @@ void LogRing::write(const char *text, size_t len) noexcept
         size_t off = i * kPayload;
         size_t chunk = std::min(kPayload, len - std::min(len, off));
         r.len.store(static_cast<uint32_t>(chunk), std::memory_order_relaxed);
-        r.flags.store((i == 0 ? kFirst : 0) | (i + 1 == n ? kLast : 0), std::memory_order_relaxed);
+        r.flags.store((i == 0 ? kFirst : 0) | (i + 1 == n ? kLast : 0) | lv, std::memory_order_relaxed);
+        r.ns.store(now, std::memory_order_relaxed);
         for (size_t w = 0; w * 8 < chunk; ++w) {
             uint64_t word = 0;
             std::memcpy(&word, text + off + w * 8, std::min<size_t>(8, chunk - w * 8));
@@ -44,6 +49,7 @@ bool LogRing::copy(uint64_t seq, Copy *out) const noexcept
     if (before != 2 * seq + 2) return false;
     out->len = std::min<uint32_t>(r.len.load(std::memory_order_relaxed), kPayload);
     out->flags = r.flags.load(std::memory_order_relaxed);
+    out->ns = r.ns.load(std::memory_order_relaxed);
     // Acquire loads (plain loads on x86): the second look at `word` cannot move before them.
     for (size_t w = 0; w * 8 < out->len; ++w) {
         uint64_t word = r.payload[w].load(std::memory_order_acquire);
@@ -72,7 +78,7 @@ std::vector<LogRing::Line> LogRing::read(uint64_t from, uint64_t *next) const
             continue;
         }
         if (rec.flags & kFirst) {
-            cur = Line{s, {}};
+            cur = Line{s, rec.ns, static_cast<int>((rec.flags >> 8) & 7), {}};
             open = true;
         }
         if (!open) continue;  // the tail of a line whose head was overwritten

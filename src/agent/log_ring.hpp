@@ -24,14 +24,17 @@ class LogRing {
 public:
     static constexpr size_t kRecordBytes = 256;  // one record, header included
     static constexpr size_t kRecords = 4096;     // 1 MiB
-    static constexpr size_t kPayload = kRecordBytes - 16;  // a multiple of 8
+    static constexpr size_t kPayload = kRecordBytes - 24;  // a multiple of 8
+    static constexpr int kDefaultLevel = 4;                // KERN_WARNING, printk's default
 
-    // Appends one line (without its newline; longer than kPayload * kRecords is cut).
-    // Async-signal-safe.
-    void write(const char *text, size_t len) noexcept;
+    // Appends one line (without its newline; longer than kPayload * kRecords is cut), stamped
+    // with liveprobe_ktime_ns() and a printk level (0..7). Async-signal-safe.
+    void write(const char *text, size_t len, int level = kDefaultLevel) noexcept;
 
     struct Line {
         uint64_t seq;  // of its first record
+        uint64_t ns;   // when it was written (liveprobe_ktime_ns)
+        int level;     // printk level, 0..7
         std::string text;
     };
     // The lines with a first record >= `from`, oldest first, and where to continue. A line that
@@ -57,12 +60,14 @@ private:
     struct alignas(64) Record {
         std::atomic<uint64_t> word{0};        // 2 * seq + 1 while written, 2 * seq + 2 when complete
         std::atomic<uint32_t> len{0};         // payload bytes in this record
-        std::atomic<uint32_t> flags{0};       // kFirst, kLast
+        std::atomic<uint32_t> flags{0};       // kFirst, kLast, level << 8
+        std::atomic<uint64_t> ns{0};          // the line's time stamp
         std::atomic<uint64_t> payload[kPayload / 8] = {};
     };
     struct Copy {
         uint32_t len = 0;
         uint32_t flags = 0;
+        uint64_t ns = 0;
         char payload[kPayload];
     };
     static_assert(sizeof(Record) == kRecordBytes);

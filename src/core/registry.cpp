@@ -18,6 +18,7 @@
 #include "arch/x86_64/breakpoint.hpp"
 #include "core/detour_cache.hpp"
 #include "core/jprobe.hpp"
+#include "core/kretprobe.hpp"
 #include "core/optimizer.hpp"
 #include "core/probe_table.hpp"
 #include "core/slot.hpp"
@@ -542,6 +543,8 @@ Status register_locked(struct kprobe *p, bool internal, const os::MapsSnapshot &
 
 }  // namespace
 
+Status prepare_guarded_calls() { return setup_once(); }
+
 Status register_probes(struct kprobe **kps, int num, bool internal)
 {
     for (int i = 0; i < num; ++i)
@@ -666,8 +669,22 @@ std::vector<ProbeSummary> list_probes()
     std::vector<ProbeSummary> all;
     {
         RegistryLock lk;
-        for (auto &[kp, ks] : g_probes)
-            if (!ks->internal) all.push_back(ProbeSummary{ks->pp->addr, kp, {}});
+        for (auto &[kp, ks] : g_probes) {
+            if (ks->internal) continue;
+            ProbeSummary s;
+            s.addr = ks->pp->addr;
+            s.kp = kp;
+            s.kind = kp->pre_handler == kret_pre ? 'r' : kp->pre_handler == jprobe_pre ? 'j' : 'k';
+            s.flags = __atomic_load_n(&kp->flags, __ATOMIC_RELAXED);
+            if (s.kind == 'r')
+                s.kret_nmissed = static_cast<unsigned>(__atomic_load_n(
+                    &reinterpret_cast<const struct kretprobe *>(reinterpret_cast<const char *>(kp) -
+                                                               offsetof(struct kretprobe, kp))->nmissed,
+                    __ATOMIC_RELAXED));
+            if (kp->symbol_name) s.symbol = kp->symbol_name;
+            s.offset = kp->offset;
+            all.push_back(std::move(s));
+        }
     }
     // The caller may free an unregistered struct at once: kp is only a key from here on, and
     // probe_counters reads it under the registry's lock, once it is found registered.

@@ -5,6 +5,7 @@
 
 #include <liveprobe/kprobes.h>
 
+#include <string>
 #include <vector>
 
 #include "core/error.hpp"
@@ -40,10 +41,19 @@ bool probe_counters(const struct kprobe *p, ProbeCounters *out);
 struct ProbeSummary {
     uint64_t addr = 0;
     const struct kprobe *kp = nullptr;
+    char kind = 'k';       // 'k' kprobe, 'r' a kretprobe's entry, 'j' a jprobe's
+    unsigned flags = 0;    // kp->flags (KPROBE_FLAG_GONE, _DISABLED, _OPTIMIZED)
+    uint64_t kret_nmissed = 0;  // a kretprobe's rp->nmissed (calls that found maxactive in flight)
+    std::string symbol;    // kp->symbol_name when it was registered by name, else ""
+    unsigned offset = 0;   // kp->offset
     ProbeCounters counters;
 };
 // Every registered kprobe, by address.
 std::vector<ProbeSummary> list_probes();
+
+// Installs liveprobe's fault handlers (as the first registration does), so that run_guarded
+// (core/dispatch.hpp) catches faults outside a hit too: the agent runs modules' init and exit so.
+Status prepare_guarded_calls();
 
 void set_optimization(bool enabled);
 bool optimization_enabled();

@@ -9,7 +9,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <climits>
+#include <cstring>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -40,7 +42,7 @@ struct Module {
 };
 
 // All of it protected by g_mutex.
-std::mutex g_mutex;
+std::timed_mutex g_mutex;
 
 std::vector<Module> g_modules;  // in dl_iterate_phdr order: the main program first
 unsigned long long g_adds = 0, g_subs = 0;
@@ -399,6 +401,11 @@ std::string describe(uint64_t addr) {
     return hex(addr);
 }
 
+void forget_unloaded() {
+    std::lock_guard lock(g_mutex);
+    refresh();
+}
+
 void invalidate() {
     std::lock_guard lock(g_mutex);
     g_modules.clear();
@@ -407,5 +414,31 @@ void invalidate() {
 
 void lock_for_fork() { g_mutex.lock(); }
 void unlock_after_fork() { g_mutex.unlock(); }
+
+}  // namespace liveprobe::symbols
+
+namespace liveprobe::symbols {
+
+size_t symbolize(uint64_t addr, bool with_offset, bool return_address, char* buf, size_t n) {
+    // Bounded: a thread that holds the tables (or a handler that interrupted this thread's own
+    // lookup) costs at most 50 ms and an address printed raw.
+    std::unique_lock lock(g_mutex, std::chrono::milliseconds(50));
+    if (!lock.owns_lock() || n == 0) return 0;
+    Module* m = nullptr;
+    std::optional<Function> f = function_at_locked(return_address ? addr - 1 : addr, &m);
+    if (!f || f->name.empty() || m == nullptr) return 0;
+    std::string text = f->name;
+    if (with_offset) text += "+" + hex(addr - f->start) + "/" + hex(f->end - f->start);
+    if (!m->is_main) {
+        std::string_view base = names::base_name(m->path);
+        if (base.size() > 3 && base.substr(base.size() - 3) == ".so") base.remove_suffix(3);
+        text += " [";
+        text += base;
+        text += "]";
+    }
+    size_t len = std::min(n, text.size());
+    std::memcpy(buf, text.data(), len);
+    return len;
+}
 
 }  // namespace liveprobe::symbols

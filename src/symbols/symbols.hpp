@@ -48,6 +48,19 @@ std::string jump_slot_symbol(uint64_t got);
 // "name+0xOFF" (or "OBJECT+0xOFF" without a symbol, or "0xADDR" when unmapped), for messages.
 std::string describe(uint64_t addr);
 
+// For printk's %pS and dump_stack: "name+0xOFF/0xSIZE" (with_offset) or "name", followed by
+// " [object]" when the function is not the main program's (object: its file's base name, without
+// ".so" when it ends so, like the kernel's module names). `return_address`: addr is a return
+// address, looked up at addr - 1 (the call may be a function's last instruction). Writes at
+// most n bytes (no NUL) and returns how many; 0 when the address has no known function, or when
+// the symbol tables stay busy for 50 ms (their lock is taken with a timeout: a handler that
+// interrupted a lookup on its own thread does not wait for itself forever).
+size_t symbolize(uint64_t addr, bool with_offset, bool return_address, char* buf, size_t n);
+
+// Drops the cached tables (and so the open file and its mapping) of objects no longer loaded,
+// at once rather than at the next lookup: after a dlclose that must leave nothing behind.
+void forget_unloaded();
+
 // Drops every cached table (objects may have been loaded or unloaded). Cheap; the next
 // call rereads what it needs. Callers need not call it: the caches notice dlopen/dlclose.
 void invalidate();

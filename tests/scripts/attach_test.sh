@@ -165,12 +165,12 @@ else fail "run, missing program: exit $rc: $out"; fi
 tool=$!; pids+=("$tool")
 for _ in $(seq 500); do grep -q ready "$tmp/log.out" 2>/dev/null && break; sleep 0.01; done
 logpid=$(sed -n 's/^liveprobe: started PID \([0-9]*\)$/\1/p' "$tmp/log.err")
-out=$("$lp" dmesg -p "$logpid" 2>&1)
+out=$("$lp" dmesg -t -p "$logpid" 2>&1)
 if [ "$(echo "$out" | head -3 | tr '\n' ,)" = "hello 0,hello 1,hello 2," ]; then pass "dmesg: $(echo "$out" | head -3 | tr '\n' ' ')"
 else fail "dmesg: $out"; fi
-out=$(timeout 1 "$lp" dmesg -f -p "$logpid" 2>&1)
+out=$(timeout 1 "$lp" dmesg -t -f -p "$logpid" 2>&1)
 ticks=$(echo "$out" | grep -c '^tick')
-later=$("$lp" dmesg -p "$logpid" 2>&1 | grep -c '^tick')
+later=$("$lp" dmesg -t -p "$logpid" 2>&1 | grep -c '^tick')
 if [ "$ticks" -ge 3 ] && echo "$out" | grep -q "^hello 0$"; then pass "dmesg -f: followed $ticks tick lines in 1 s"
 else fail "dmesg -f: $out"; fi
 [ "$later" -ge "$ticks" ] || fail "dmesg after -f: $later tick lines, fewer than followed ($ticks)"

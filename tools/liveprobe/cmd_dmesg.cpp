@@ -21,9 +21,12 @@ Runner add_dmesg(CLI::App &app)
     auto *cmd = app.add_subcommand("dmesg", "Print the log of a process (what printk wrote), oldest first");
     auto pid = std::make_shared<int>(0);
     auto follow = std::make_shared<bool>(false);
+    auto notime = std::make_shared<bool>(false);
     cmd->add_option("-p,--pid", *pid, "The process")->required();
     cmd->add_flag("-f,--follow", *follow, "Keep printing new lines until the process exits (or Ctrl-C)");
-    return [pid, follow] {
+    cmd->add_flag("-t,--notime", *notime, "Do not print the time stamps");
+    cmd->footer("Each line starts with its time, [seconds.microseconds] of CLOCK_MONOTONIC, as the kernel's dmesg.");
+    return [pid, follow, notime] {
         std::string why;
         auto info = process_info(*pid, &why);
         if (!info) {
@@ -50,7 +53,15 @@ Runner add_dmesg(CLI::App &app)
             }
             next = std::strtoull(reply.lines.back().c_str() + 5, nullptr, 10);
             reply.lines.pop_back();
-            for (const std::string &l : reply.lines) std::printf("%s\n", l.c_str());
+            // "NANOSECONDS LEVEL TEXT" each.
+            for (const std::string &l : reply.lines) {
+                char *end = nullptr;
+                unsigned long long ns = std::strtoull(l.c_str(), &end, 10);
+                size_t sp = l.find(' ', static_cast<size_t>(end - l.c_str()) + 1);
+                std::string text = sp == std::string::npos ? std::string() : l.substr(sp + 1);
+                if (*notime) std::printf("%s\n", text.c_str());
+                else std::printf("[%5llu.%06llu] %s\n", ns / 1000000000ull, ns / 1000ull % 1000000ull, text.c_str());
+            }
             std::fflush(stdout);
             if (!*follow) return 0;
             usleep(200000);

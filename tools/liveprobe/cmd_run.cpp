@@ -35,61 +35,69 @@ Runner add_run(CLI::App &app)
     auto argv = std::make_shared<std::vector<std::string>>();
     cmd->add_option("command", *argv, "The program and its arguments (after --)")->required();
     cmd->footer("Example: liveprobe run -- ./server --port 8080");
-    return [argv] {
-        std::string why;
-        std::string library = agent_library(&why);
-        if (library.empty()) {
-            complain(why);
+    return [argv] { return run_program(*argv, nullptr); };
+}
+
+int run_program(std::vector<std::string> argv, const std::function<bool(pid_t)> &on_started)
+{
+    std::string why;
+    std::string library = agent_library(&why);
+    if (library.empty()) {
+        complain(why);
+        return kExitFailure;
+    }
+    // Blocked before the fork, so that no signal sent right after "started" is lost.
+    sigset_t set, old;
+    sigemptyset(&set);
+    for (int s : kForwarded) sigaddset(&set, s);
+    sigaddset(&set, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &set, &old);
+    int sfd = signalfd(-1, &set, SFD_CLOEXEC);
+    if (sfd < 0) {
+        complain(fmt::format("signalfd: {}", std::strerror(errno)));
+        return kExitFailure;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        complain(fmt::format("fork: {}", std::strerror(errno)));
+        return kExitFailure;
+    }
+    if (pid == 0) {
+        sigprocmask(SIG_SETMASK, &old, nullptr);
+        const char *pre = std::getenv("LD_PRELOAD");
+        std::string preload = pre && *pre ? std::string(pre) + ":" + library : library;  // theirs first
+        setenv("LD_PRELOAD", preload.c_str(), 1);
+        setenv("LIVEPROBE_AGENT", "1", 1);
+        std::vector<char *> args;
+        for (std::string &a : argv) args.push_back(a.data());
+        args.push_back(nullptr);
+        execvp(args[0], args.data());
+        int e = errno;
+        std::fprintf(stderr, "liveprobe: cannot run %s: %s\n", args[0], std::strerror(e));
+        _exit(e == ENOENT ? 127 : 126);
+    }
+    std::fprintf(stderr, "liveprobe: started PID %d\n", pid);
+    if (on_started && !on_started(pid)) {
+        kill(pid, SIGTERM);
+        waitpid(pid, nullptr, 0);
+        return kExitFailure;
+    }
+    int status = 0;
+    for (;;) {
+        pid_t w = waitpid(pid, &status, WNOHANG);
+        if (w == pid) break;
+        if (w < 0 && errno != EINTR) {
+            complain(fmt::format("waitpid: {}", std::strerror(errno)));
             return kExitFailure;
         }
-        // Blocked before the fork, so that no signal sent right after "started" is lost.
-        sigset_t set, old;
-        sigemptyset(&set);
-        for (int s : kForwarded) sigaddset(&set, s);
-        sigaddset(&set, SIGCHLD);
-        sigprocmask(SIG_BLOCK, &set, &old);
-        int sfd = signalfd(-1, &set, SFD_CLOEXEC);
-        if (sfd < 0) {
-            complain(fmt::format("signalfd: {}", std::strerror(errno)));
-            return kExitFailure;
-        }
-        pid_t pid = fork();
-        if (pid < 0) {
-            complain(fmt::format("fork: {}", std::strerror(errno)));
-            return kExitFailure;
-        }
-        if (pid == 0) {
-            sigprocmask(SIG_SETMASK, &old, nullptr);
-            const char *pre = std::getenv("LD_PRELOAD");
-            std::string preload = pre && *pre ? std::string(pre) + ":" + library : library;  // theirs first
-            setenv("LD_PRELOAD", preload.c_str(), 1);
-            setenv("LIVEPROBE_AGENT", "1", 1);
-            std::vector<char *> args;
-            for (std::string &a : *argv) args.push_back(a.data());
-            args.push_back(nullptr);
-            execvp(args[0], args.data());
-            int e = errno;
-            std::fprintf(stderr, "liveprobe: cannot run %s: %s\n", args[0], std::strerror(e));
-            _exit(e == ENOENT ? 127 : 126);
-        }
-        std::fprintf(stderr, "liveprobe: started PID %d\n", pid);
-        int status = 0;
-        for (;;) {
-            pid_t w = waitpid(pid, &status, WNOHANG);
-            if (w == pid) break;
-            if (w < 0 && errno != EINTR) {
-                complain(fmt::format("waitpid: {}", std::strerror(errno)));
-                return kExitFailure;
-            }
-            struct signalfd_siginfo si {};
-            ssize_t n = read(sfd, &si, sizeof si);
-            if (n != static_cast<ssize_t>(sizeof si)) continue;
-            int sig = static_cast<int>(si.ssi_signo);
-            if (sig != SIGCHLD && si.ssi_code <= 0) kill(pid, sig);  // sent by someone, not the tty
-        }
-        if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-        return WEXITSTATUS(status);
-    };
+        struct signalfd_siginfo si {};
+        ssize_t n = read(sfd, &si, sizeof si);
+        if (n != static_cast<ssize_t>(sizeof si)) continue;
+        int sig = static_cast<int>(si.ssi_signo);
+        if (sig != SIGCHLD && si.ssi_code <= 0) kill(pid, sig);  // sent by someone, not the tty
+    }
+    if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+    return WEXITSTATUS(status);
 }
 
 }  // namespace liveprobe::tool

@@ -5,7 +5,11 @@
 // `run`: the program's own status (128 + N when a signal N killed it).
 #pragma once
 
+#include <sys/types.h>
+
 #include <functional>
+#include <string>
+#include <vector>
 
 namespace CLI {
 class App;
@@ -23,6 +27,17 @@ Runner add_attach(CLI::App &app);
 Runner add_status(CLI::App &app);
 Runner add_list(CLI::App &app);
 Runner add_dmesg(CLI::App &app);
+Runner add_insmod(CLI::App &app);
+Runner add_rmmod(CLI::App &app);
+Runner add_lsmod(CLI::App &app);
+Runner add_build_module(CLI::App &app);
+
+// `liveprobe insmod ... -- CMD [ARGS]`: the words after "--", split off before parsing (main.cpp).
+std::vector<std::string> &insmod_command();
+
+// Starts argv with the agent preloaded and stays its parent (`liveprobe run`); on_started (if
+// any) runs once it has started: false kills the program and fails. Returns the tool's status.
+int run_program(std::vector<std::string> argv, const std::function<bool(pid_t)> &on_started);
 
 // "liveprobe: MESSAGE" on stderr.
 void complain(const std::string &message);

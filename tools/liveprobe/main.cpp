@@ -10,6 +10,11 @@
 
 namespace liveprobe::tool {
 void complain(const std::string &message) { std::fprintf(stderr, "liveprobe: %s\n", message.c_str()); }
+std::vector<std::string> &insmod_command()
+{
+    static std::vector<std::string> words;
+    return words;
+}
 }  // namespace liveprobe::tool
 
 int main(int argc, char **argv)
@@ -25,6 +30,23 @@ int main(int argc, char **argv)
     Runner status = add_status(app);
     Runner list = add_list(app);
     Runner dmesg = add_dmesg(app);
+    Runner insmod = add_insmod(app);
+    Runner rmmod = add_rmmod(app);
+    Runner lsmod = add_lsmod(app);
+    Runner build_module = add_build_module(app);
+    // insmod's module parameters and the program after "--" are both free words: the program is
+    // split off here (CLI11 would take it for more parameters).
+    for (int i = 1; i < argc; ++i) {
+        if (argv[i][0] == '-') continue;  // options before the sub-command
+        if (std::string(argv[i]) != "insmod") break;
+        for (int j = i + 1; j < argc; ++j)
+            if (std::string(argv[j]) == "--") {
+                insmod_command().assign(argv + j + 1, argv + argc);
+                argc = j;
+                break;
+            }
+        break;
+    }
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp &e) {
@@ -42,5 +64,9 @@ int main(int argc, char **argv)
     if (app.got_subcommand("status")) return status();
     if (app.got_subcommand("list")) return list();
     if (app.got_subcommand("dmesg")) return dmesg();
+    if (app.got_subcommand("insmod")) return insmod();
+    if (app.got_subcommand("rmmod")) return rmmod();
+    if (app.got_subcommand("lsmod")) return lsmod();
+    if (app.got_subcommand("build-module")) return build_module();
     return kExitUsage;
 }

@@ -11,6 +11,11 @@ std::atomic<UnloadCallback> g_unload{nullptr};
 
 void set_unload_callback(UnloadCallback cb) { g_unload.store(cb); }
 
+void notify_unloaded()
+{
+    if (auto cb = g_unload.load()) cb();
+}
+
 }  // namespace liveprobe::os
 
 extern "C" __attribute__((visibility("default"))) int dlclose(void *handle) noexcept

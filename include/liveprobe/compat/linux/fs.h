@@ -1,0 +1,3 @@
+/* liveprobe compatibility header <linux/fs.h> for probe modules: gives everything of
+ * <liveprobe/module.h> (API.md section 2), as the kernel's headers do through their includes. */
+#include <liveprobe/module.h>

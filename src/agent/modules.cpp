@@ -1,0 +1,614 @@
+#include "agent/modules.hpp"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <link.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstdlib>
+#include <csignal>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "agent/log_ring.hpp"
+#include "core/dispatch.hpp"
+#include "core/registry.hpp"
+#include "core/thread_state.hpp"
+#include "os/linux/loader_events.hpp"
+#include "os/linux/stop_threads.hpp"
+#include "symbols/symbols.hpp"
+
+#define LIVEPROBE_MODULE_NO_MARKER 1
+#include <liveprobe/module.h>
+#undef current
+#undef printk
+#undef min
+#undef max
+
+namespace liveprobe::agent {
+namespace {
+
+// ---- what modules' constructors declare ---------------------------------------------------------
+
+struct Info {
+    std::string key, name, value;
+    const void *where;  // an address inside the declaring object
+};
+
+std::mutex g_decl_mu;
+std::vector<const struct liveprobe_module_param *> g_params;  // declared, not yet claimed by a load
+std::vector<Info> g_infos;
+
+// The object (its link_map) holding addr.
+const void *object_of(const void *addr)
+{
+    Dl_info di;
+    struct link_map *lm = nullptr;
+    if (dladdr1(addr, &di, reinterpret_cast<void **>(&lm), RTLD_DL_LINKMAP) == 0) return nullptr;
+    return lm;
+}
+
+// ---- the modules ------------------------------------------------------------------------------
+
+struct Param {
+    const struct liveprobe_module_param *decl;
+    std::string desc;
+};
+
+struct Module {
+    std::string name, path;
+    void *handle = nullptr;
+    std::vector<std::pair<uint64_t, uint64_t>> ranges;  // PT_LOAD [start, end)
+    std::vector<std::pair<uint64_t, uint64_t>> text;    // the executable ones
+    int (*init)() = nullptr;
+    void (*exit)() = nullptr;
+    std::vector<Param> params;
+    std::map<std::string, std::string> info;  // license, author, description, ...
+    std::vector<char *> owned;                 // charp values, freed after the module is gone
+    double init_ms = 0;
+
+    uint64_t size() const
+    {
+        uint64_t s = 0;
+        for (auto [a, b] : ranges) s += b - a;
+        return s;
+    }
+    bool contains(uint64_t a, bool text_only) const
+    {
+        for (auto [s, e] : text_only ? text : ranges)
+            if (a >= s && a < e) return true;
+        return false;
+    }
+};
+
+std::mutex g_mu;  // one load or unload at a time; guards g_modules
+std::vector<std::unique_ptr<Module>> g_modules;
+
+Module *find(const std::string &name)
+{
+    for (auto &m : g_modules)
+        if (m->name == name) return m.get();
+    return nullptr;
+}
+
+std::string module_name(const std::string &path)
+{
+    std::string base = path.substr(path.rfind('/') + 1);
+    if (base.size() > 3 && base.compare(base.size() - 3, 3, ".so") == 0) base.resize(base.size() - 3);
+    return base;
+}
+
+// Reads the file: an x86-64 shared object with liveprobe's module marker in its dynamic symbols.
+int check_file(const std::string &path, std::string *why)
+{
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        *why = fmt::format("{}: {}", path, std::strerror(e));
+        return -e;
+    }
+    elf_version(EV_CURRENT);
+    Elf *elf = elf_begin(fd, ELF_C_READ, nullptr);
+    int r = 0;
+    GElf_Ehdr eh;
+    if (elf == nullptr || elf_kind(elf) != ELF_K_ELF || gelf_getehdr(elf, &eh) == nullptr) {
+        *why = fmt::format("{}: not a probe module: not an ELF file", path);
+        r = -ENOEXEC;
+    } else if (eh.e_type != ET_DYN || eh.e_machine != EM_X86_64) {
+        *why = fmt::format("{}: not a probe module: not an x86-64 shared object (build it with `liveprobe "
+                           "build-module`)",
+                           path);
+        r = -ENOEXEC;
+    } else {
+        bool marked = false;
+        for (Elf_Scn *scn = nullptr; !marked && (scn = elf_nextscn(elf, scn)) != nullptr;) {
+            GElf_Shdr sh;
+            if (gelf_getshdr(scn, &sh) == nullptr || sh.sh_type != SHT_DYNSYM || sh.sh_entsize == 0) continue;
+            Elf_Data *data = elf_getdata(scn, nullptr);
+            for (size_t i = 0; data && i < sh.sh_size / sh.sh_entsize; ++i) {
+                GElf_Sym sym;
+                if (gelf_getsym(data, static_cast<int>(i), &sym) == nullptr || sym.st_shndx == SHN_UNDEF) continue;
+                const char *n = elf_strptr(elf, sh.sh_link, sym.st_name);
+                if (n && std::strcmp(n, "liveprobe_module_abi_1") == 0) marked = true;
+            }
+        }
+        if (!marked) {
+            *why = fmt::format("{}: not a probe module: it was not built with liveprobe's <linux/module.h> (build it "
+                               "with `liveprobe build-module`)",
+                               path);
+            r = -ENOEXEC;
+        }
+    }
+    if (elf) elf_end(elf);
+    close(fd);
+    return r;
+}
+
+// init_module / cleanup_module of the module itself (dlsym also searches its dependencies, and
+// libc exports an init_module of its own).
+void *own_symbol(void *handle, const char *name)
+{
+    void *p = dlsym(handle, name);
+    return p && object_of(p) == handle ? p : nullptr;
+}
+
+void find_ranges(Module *m)
+{
+    struct Ctx {
+        Module *m;
+        uint64_t bias;
+    } ctx{m, reinterpret_cast<struct link_map *>(m->handle)->l_addr};
+    dl_iterate_phdr(
+        [](struct dl_phdr_info *info, size_t, void *arg) -> int {
+            auto *c = static_cast<Ctx *>(arg);
+            if (info->dlpi_addr != c->bias) return 0;
+            for (int i = 0; i < info->dlpi_phnum; ++i) {
+                const ElfW(Phdr) &ph = info->dlpi_phdr[i];
+                if (ph.p_type != PT_LOAD) continue;
+                uint64_t start = (info->dlpi_addr + ph.p_vaddr) & ~uint64_t{4095};
+                uint64_t end = (info->dlpi_addr + ph.p_vaddr + ph.p_memsz + 4095) & ~uint64_t{4095};
+                c->m->ranges.emplace_back(start, end);
+                if (ph.p_flags & PF_X) c->m->text.emplace_back(start, end);
+            }
+            return 1;
+        },
+        &ctx);
+}
+
+// ---- parameters -----------------------------------------------------------------------------
+
+const char *type_name(int t)
+{
+    switch (t) {
+    case LIVEPROBE_PARAM_INT: return "int";
+    case LIVEPROBE_PARAM_UINT: return "uint";
+    case LIVEPROBE_PARAM_LONG: return "long";
+    case LIVEPROBE_PARAM_ULONG: return "ulong";
+    case LIVEPROBE_PARAM_SHORT: return "short";
+    case LIVEPROBE_PARAM_USHORT: return "ushort";
+    case LIVEPROBE_PARAM_BYTE: return "byte";
+    case LIVEPROBE_PARAM_ULLONG: return "ullong";
+    case LIVEPROBE_PARAM_HEXINT: return "hexint";
+    case LIVEPROBE_PARAM_BOOL: return "bool";
+    case LIVEPROBE_PARAM_INVBOOL: return "invbool";
+    case LIVEPROBE_PARAM_CHARP: return "charp";
+    case LIVEPROBE_PARAM_STRING: return "string";
+    default: return "?";
+    }
+}
+
+size_t type_size(int t)
+{
+    switch (t) {
+    case LIVEPROBE_PARAM_SHORT:
+    case LIVEPROBE_PARAM_USHORT: return sizeof(short);
+    case LIVEPROBE_PARAM_BYTE: return 1;
+    case LIVEPROBE_PARAM_LONG:
+    case LIVEPROBE_PARAM_ULONG:
+    case LIVEPROBE_PARAM_ULLONG: return 8;
+    case LIVEPROBE_PARAM_BOOL:
+    case LIVEPROBE_PARAM_INVBOOL: return sizeof(bool);
+    case LIVEPROBE_PARAM_CHARP: return sizeof(char *);
+    default: return sizeof(int);
+    }
+}
+
+// One value of type t into the element at `dst`: "" on success, else why not.
+std::string set_one(int t, const std::string &v, void *dst, std::vector<char *> *owned)
+{
+    if (t == LIVEPROBE_PARAM_BOOL || t == LIVEPROBE_PARAM_INVBOOL) {
+        bool b;
+        if (v == "y" || v == "Y" || v == "1" || v == "on" || v == "true") b = true;
+        else if (v == "n" || v == "N" || v == "0" || v == "off" || v == "false") b = false;
+        else return "not a boolean (y, n, 1, 0, on, off)";
+        if (t == LIVEPROBE_PARAM_INVBOOL) b = !b;
+        std::memcpy(dst, &b, sizeof b);
+        return "";
+    }
+    if (t == LIVEPROBE_PARAM_CHARP) {
+        if (v.size() > 1024) return "longer than 1024 characters";
+        char *s = strdup(v.c_str());
+        owned->push_back(s);
+        std::memcpy(dst, &s, sizeof s);
+        return "";
+    }
+    std::string s = v;
+    if (!s.empty() && s.back() == '\n') s.pop_back();
+    if (s.empty()) return "empty";
+    bool is_signed = t == LIVEPROBE_PARAM_INT || t == LIVEPROBE_PARAM_LONG || t == LIVEPROBE_PARAM_SHORT;
+    int base = t == LIVEPROBE_PARAM_HEXINT ? 16 : 0;  // 0: 0x hex, 0 octal, else decimal (kstrto*)
+    char *end = nullptr;
+    errno = 0;
+    long long sv = 0;
+    unsigned long long uv = 0;
+    if (is_signed) sv = std::strtoll(s.c_str(), &end, base);
+    else {
+        if (s[0] == '-') return "negative, for an unsigned parameter";
+        uv = std::strtoull(s.c_str(), &end, base);
+    }
+    if (end == s.c_str() || *end != '\0') return "not a number";
+    bool range = errno == ERANGE;
+    switch (t) {
+    case LIVEPROBE_PARAM_INT: range |= sv < INT_MIN || sv > INT_MAX; break;
+    case LIVEPROBE_PARAM_SHORT: range |= sv < SHRT_MIN || sv > SHRT_MAX; break;
+    case LIVEPROBE_PARAM_UINT:
+    case LIVEPROBE_PARAM_HEXINT: range |= uv > UINT_MAX; break;
+    case LIVEPROBE_PARAM_USHORT: range |= uv > USHRT_MAX; break;
+    case LIVEPROBE_PARAM_BYTE: range |= uv > UCHAR_MAX; break;
+    default: break;
+    }
+    if (range) return "out of range";
+    size_t n = type_size(t);
+    if (is_signed) {
+        int64_t x = sv;
+        if (n == 2) {
+            int16_t y = static_cast<int16_t>(x);
+            std::memcpy(dst, &y, 2);
+        } else if (n == 4) {
+            int32_t y = static_cast<int32_t>(x);
+            std::memcpy(dst, &y, 4);
+        } else {
+            std::memcpy(dst, &x, 8);
+        }
+    } else {
+        uint64_t x = uv;
+        if (n == 1) {
+            uint8_t y = static_cast<uint8_t>(x);
+            std::memcpy(dst, &y, 1);
+        } else if (n == 2) {
+            uint16_t y = static_cast<uint16_t>(x);
+            std::memcpy(dst, &y, 2);
+        } else if (n == 4) {
+            uint32_t y = static_cast<uint32_t>(x);
+            std::memcpy(dst, &y, 4);
+        } else {
+            std::memcpy(dst, &x, 8);
+        }
+    }
+    return "";
+}
+
+// Sets one `name=value` (or a bare `name`): "" on success, else the whole error message.
+std::string set_param(Module *m, const std::string &arg)
+{
+    size_t eq = arg.find('=');
+    std::string name = arg.substr(0, eq);
+    const Param *p = nullptr;
+    for (const Param &q : m->params)
+        if (name == q.decl->name) p = &q;
+    if (p == nullptr) {
+        std::string have;
+        for (const Param &q : m->params) have += (have.empty() ? "" : ", ") + std::string(q.decl->name);
+        return fmt::format("unknown parameter '{}': module {} {}", name, m->name,
+                           have.empty() ? std::string("has no parameters") : "has: " + have);
+    }
+    const auto *d = p->decl;
+    const char *tn = d->type == LIVEPROBE_PARAM_STRING ? "string" : type_name(d->type);
+    if (eq == std::string::npos) {
+        // As in the kernel, a bare name sets a bool (and clears an invbool); others need a value.
+        if ((d->type == LIVEPROBE_PARAM_BOOL || d->type == LIVEPROBE_PARAM_INVBOOL) && !d->is_array) {
+            set_one(d->type, "1", d->var, &m->owned);
+            return "";
+        }
+        return fmt::format("parameter '{}' has no value: write {}=VALUE ({}{})", name, name, tn,
+                           d->is_array ? " array" : "");
+    }
+    std::string value = arg.substr(eq + 1);
+    if (d->type == LIVEPROBE_PARAM_STRING) {
+        if (value.size() + 1 > d->len)
+            return fmt::format("bad value for parameter '{}' (string): {} characters, and it holds at most {}", name,
+                               value.size(), d->len ? d->len - 1 : 0);
+        std::memcpy(d->var, value.c_str(), value.size() + 1);
+        return "";
+    }
+    if (!d->is_array) {
+        std::string e = set_one(d->type, value, d->var, &m->owned);
+        return e.empty() ? e : fmt::format("bad value '{}' for parameter '{}' ({}): {}", value, name, tn, e);
+    }
+    std::vector<std::string> items;
+    for (size_t start = 0;;) {
+        size_t comma = value.find(',', start);
+        items.push_back(value.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+    }
+    if (items.size() > d->len)
+        return fmt::format("bad value '{}' for parameter '{}' ({} array): {} values, and it takes at most {}", value,
+                           name, tn, items.size(), d->len);
+    size_t es = type_size(d->type);
+    for (size_t i = 0; i < items.size(); ++i) {
+        std::string e = set_one(d->type, items[i], static_cast<char *>(d->var) + i * es, &m->owned);
+        if (!e.empty())
+            return fmt::format("bad value '{}' for parameter '{}' ({} array), element {}: {}", items[i], name, tn, i + 1,
+                               e);
+    }
+    if (d->nump) *d->nump = static_cast<unsigned>(items.size());
+    return "";
+}
+
+// ---- probes of a module -------------------------------------------------------------------------
+
+// The registered probes whose struct lies in m's memory.
+std::vector<core::ProbeSummary> probes_of(const Module &m)
+{
+    std::vector<core::ProbeSummary> out;
+    for (core::ProbeSummary &s : core::list_probes())
+        if (m.contains(reinterpret_cast<uint64_t>(s.kp), false)) out.push_back(std::move(s));
+    return out;
+}
+
+void unregister(const core::ProbeSummary &s)
+{
+    auto *kp = const_cast<struct kprobe *>(s.kp);
+    if (s.kind == 'r') unregister_kretprobe(reinterpret_cast<struct kretprobe *>(reinterpret_cast<char *>(kp) -
+                                                                                  offsetof(struct kretprobe, kp)));
+    else if (s.kind == 'j') unregister_jprobe(reinterpret_cast<struct jprobe *>(reinterpret_cast<char *>(kp) -
+                                                                                offsetof(struct jprobe, kp)));
+    else unregister_kprobe(kp);
+}
+
+// What the kernel's debugfs kprobes/list shows of a probe, and its counters.
+std::string probe_line(const core::ProbeSummary &s)
+{
+    std::string where = s.symbol.empty() ? symbols::describe(s.addr) : fmt::format("{}+{:#x}", s.symbol, s.offset);
+    std::string flags;
+    if (s.flags & KPROBE_FLAG_GONE) flags += " [GONE]";
+    if (s.flags & KPROBE_FLAG_DISABLED) flags += " [DISABLED]";
+    if (s.counters.optimized) flags += " [OPTIMIZED]";
+    return fmt::format("  {:016x}  {}  {}  hits={} nmissed={}{}", s.addr, s.kind, where, s.counters.hits,
+                       s.counters.nmissed + s.kret_nmissed, flags);
+}
+
+void log_line(const std::string &text) { log_ring().write(text.data(), text.size(), 4); }
+
+// Runs a module's init or exit with its faults caught, as a handler's are: "" when it returned,
+// else what the fault was ("SIGSEGV at 0x0 in params_init+0x12/0x40 [mymodule]").
+std::string call_guarded(const std::function<void()> &fn)
+{
+    core::ThreadRecord *rec = core::this_thread_claim();
+    if (rec == nullptr || !core::prepare_guarded_calls().ok()) {  // cannot guard: run it as it is
+        fn();
+        return "";
+    }
+    int sig = 0;
+    siginfo_t info{};
+    if (core::run_guarded(rec, [&] { fn(); }, &sig, &info)) return "";
+    return fmt::format("{} at address {:#x}", sigabbrev_np(sig) ? std::string("SIG") + sigabbrev_np(sig) : "a signal",
+                       reinterpret_cast<uint64_t>(info.si_addr));
+}
+
+// Unloads m: its probes left registered, a wait until no thread runs its code, dlclose.
+// Returns "" or why a thread stayed inside.
+std::string drop(Module *m)
+{
+    for (const core::ProbeSummary &s : probes_of(*m)) {
+        log_line(fmt::format("liveprobe: module {} left a probe registered at {}: unregistered it", m->name,
+                             symbols::describe(s.addr)));
+        unregister(s);
+    }
+    // Handlers are over (unregistering waits for them); a thread may still be in the module's
+    // code by another way (a function pointer it handed out): wait for it, at most 5 s.
+    std::string busy;
+    for (int attempt = 0; attempt < 500; ++attempt) {
+        busy.clear();
+        os::WorldStop world;
+        if (!world.stop().ok()) break;  // cannot look (a debugger traces the process): go on
+        for (const os::StoppedThread &t : world.threads())
+            if (m->contains(t.ip, true)) busy = fmt::format("thread {} runs {}", t.tid, symbols::describe(t.ip));
+        world.resume();
+        if (busy.empty()) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (!busy.empty()) return busy;
+    dlclose(m->handle);
+    m->handle = nullptr;
+    os::notify_unloaded();       // probes on its code are gone (the library's own dlclose is libc's)
+    symbols::forget_unloaded();  // its symbol tables: an open file and a mapping of it
+    for (char *s : m->owned) std::free(s);
+    m->owned.clear();
+    return "";
+}
+
+}  // namespace
+
+int load_module(const std::string &path, const std::vector<std::string> &args, std::string *name, std::string *why)
+{
+    std::lock_guard lk(g_mu);
+    *name = module_name(path);
+    if (find(*name)) {
+        *why = fmt::format("module {} is already loaded (liveprobe rmmod it first)", *name);
+        return -EEXIST;
+    }
+    if (int r = check_file(path, why); r < 0) return r;
+
+    auto m = std::make_unique<Module>();
+    m->name = *name;
+    char real[PATH_MAX];
+    m->path = realpath(path.c_str(), real) ? real : path;
+    // Its constructors declare its parameters (liveprobe_module_param_declare, below).
+    m->handle = dlopen(m->path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (m->handle == nullptr) {
+        const char *e = dlerror();
+        *why = fmt::format("{}: cannot load it: {}", path, e ? e : "dlopen failed");
+        return -ENOEXEC;
+    }
+    {
+        std::lock_guard dk(g_decl_mu);
+        for (auto it = g_params.begin(); it != g_params.end();) {
+            if (object_of(*it) == m->handle) {
+                m->params.push_back(Param{*it, {}});
+                it = g_params.erase(it);
+            } else {
+                ++it;
+            }
+        }
+        for (auto it = g_infos.begin(); it != g_infos.end();) {
+            if (object_of(it->where) != m->handle) {
+                ++it;
+                continue;
+            }
+            if (it->key == "parmdesc") {
+                for (Param &p : m->params)
+                    if (it->name == p.decl->name) p.desc = it->value;
+            } else {
+                m->info[it->key] = it->value;
+            }
+            it = g_infos.erase(it);
+        }
+    }
+    find_ranges(m.get());
+    m->init = reinterpret_cast<int (*)()>(own_symbol(m->handle, "init_module"));
+    m->exit = reinterpret_cast<void (*)()>(own_symbol(m->handle, "cleanup_module"));
+
+    for (const std::string &a : args) {
+        std::string e = set_param(m.get(), a);
+        if (!e.empty()) {
+            *why = e;
+            drop(m.get());
+            return -EINVAL;
+        }
+    }
+    if (m->init) {
+        auto t0 = std::chrono::steady_clock::now();
+        int r = 0;
+        std::string fault = call_guarded([&] { r = m->init(); });
+        m->init_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        if (!fault.empty()) {
+            *why = fmt::format("module {}: its init faulted ({}) and was abandoned; the module is unloaded", m->name,
+                               fault);
+            log_line(fmt::format("liveprobe: {}", *why));
+            drop(m.get());
+            return -EFAULT;
+        }
+        if (r != 0) {
+            // As the kernel: a positive return is reported as is; the module is gone either way.
+            int err = r < 0 ? -r : r;
+            *why = fmt::format("module {}: its init failed with {} ({})", m->name, r < 0 ? r : -r,
+                               std::strerror(err));
+            drop(m.get());
+            return r < 0 ? r : -r;
+        }
+    }
+    g_modules.push_back(std::move(m));
+    return 0;
+}
+
+int unload_module(const std::string &name, std::string *why)
+{
+    std::lock_guard lk(g_mu);
+    Module *m = find(name);
+    if (m == nullptr) {
+        std::string have;
+        for (auto &x : g_modules) have += (have.empty() ? "" : ", ") + x->name;
+        *why = fmt::format("module {} is not loaded ({})", name,
+                           have.empty() ? std::string("no module is") : "loaded: " + have);
+        return -ENOENT;
+    }
+    if (m->init && !m->exit) {
+        *why = fmt::format("module {} has an init and no exit: it cannot be unloaded (as in the kernel)", name);
+        return -EBUSY;
+    }
+    std::string fault;
+    if (m->exit) fault = call_guarded(m->exit);
+    if (!fault.empty()) {
+        *why = fmt::format("module {}: its exit faulted ({}) and was abandoned; it was unloaded anyway", name, fault);
+        log_line("liveprobe: " + *why);
+    }
+    std::string busy = drop(m);
+    if (!busy.empty()) {
+        *why = fmt::format("module {}: its exit ran, but a thread stayed inside its code for 5 s ({}); it stays "
+                           "loaded",
+                           name, busy);
+        m->init = nullptr;  // its exit ran: a second rmmod only unloads
+        m->exit = nullptr;
+        return -EBUSY;
+    }
+    for (auto it = g_modules.begin(); it != g_modules.end(); ++it)
+        if (it->get() == m) {
+            g_modules.erase(it);
+            break;
+        }
+    return 0;
+}
+
+std::vector<std::string> list_modules()
+{
+    std::lock_guard lk(g_mu);
+    std::vector<std::string> out;
+    out.push_back(fmt::format("{:<24} {:>8}  {:>6}  {}", "Module", "Size", "Probes", "Path"));
+    std::vector<core::ProbeSummary> all = core::list_probes();
+    std::vector<bool> claimed(all.size());
+    for (auto &m : g_modules) {
+        std::vector<std::string> lines;
+        for (size_t i = 0; i < all.size(); ++i)
+            if (m->contains(reinterpret_cast<uint64_t>(all[i].kp), false)) {
+                claimed[i] = true;
+                lines.push_back(probe_line(all[i]));
+            }
+        out.push_back(fmt::format("{:<24} {:>8}  {:>6}  {}", m->name, m->size(), lines.size(), m->path));
+        out.insert(out.end(), lines.begin(), lines.end());
+    }
+    std::vector<std::string> rest;
+    for (size_t i = 0; i < all.size(); ++i)
+        if (!claimed[i]) rest.push_back(probe_line(all[i]));
+    if (!rest.empty()) {
+        out.push_back(fmt::format("{:<24} {:>8}  {:>6}  {}", "(program)", "-", rest.size(), "probes of no module"));
+        out.insert(out.end(), rest.begin(), rest.end());
+    }
+    return out;
+}
+
+size_t module_count()
+{
+    std::lock_guard lk(g_mu);
+    return g_modules.size();
+}
+
+}  // namespace liveprobe::agent
+
+using namespace liveprobe::agent;
+
+extern "C" void liveprobe_module_param_declare(const struct liveprobe_module_param *p)
+{
+    if (p == nullptr || p->size < sizeof(struct liveprobe_module_param)) return;
+    std::lock_guard dk(g_decl_mu);
+    g_params.push_back(p);
+}
+
+extern "C" void liveprobe_module_info_declare(const char *key, const char *name, const char *value)
+{
+    if (!key || !name || !value) return;
+    std::lock_guard dk(g_decl_mu);
+    g_infos.push_back(Info{key, name, value, value});
+}

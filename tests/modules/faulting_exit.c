@@ -1,0 +1,18 @@
+/* A module whose exit dereferences NULL after unregistering its probe: rmmod still unloads it,
+ * says what happened, and the process lives on. */
+#include <linux/module.h>
+#include <linux/kprobes.h>
+
+static int pre(struct kprobe *p, struct pt_regs *regs) { return 0; }
+static struct kprobe kp = { .symbol_name = "sys_open", .pre_handler = pre };
+
+static int __init faulting_init(void) { return register_kprobe(&kp); }
+static void __exit faulting_exit(void)
+{
+	volatile int *p = NULL;
+	unregister_kprobe(&kp);
+	*p = 1;
+}
+module_init(faulting_init);
+module_exit(faulting_exit);
+MODULE_LICENSE("GPL");

@@ -1,0 +1,129 @@
+// liveprobe insmod [-p PID] FILE.so [name=value ...] [-- CMD [ARGS]]: loads a probe module into a
+// running process (attaching first when it has no agent), or into a program it starts (and then
+// stays its parent, as `liveprobe run`). The agent checks the parameters against the module's
+// declarations and runs its init; a failing init unloads it and the command fails with its error.
+#include <CLI/CLI.hpp>
+
+#include <limits.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "agent/channel.hpp"
+#include "commands.hpp"
+#include "injector.hpp"
+#include "process.hpp"
+
+namespace liveprobe::tool {
+namespace {
+
+// Loads the module into pid, whose agent runs: 0, or the tool's failure status.
+int load(pid_t pid, uid_t uid, const std::string &path, const std::vector<std::string> &params)
+{
+    std::vector<std::string> args{path};
+    args.insert(args.end(), params.begin(), params.end());
+    agent::Reply reply;
+    std::string why;
+    int r = agent::request(uid, pid, "insmod", args, &reply, &why, 60000);
+    std::string file = path.substr(path.rfind('/') + 1);
+    if (r < 0) {
+        std::string ignored;
+        auto info = process_info(pid, &ignored);
+        if (!info || info->state == 'Z' || info->state == 'X') why = fmt::format("process {} exited during insmod", pid);
+        complain(fmt::format("insmod {} into process {}: {}", file, pid, why));
+        return kExitFailure;
+    }
+    if (!reply.ok) {
+        complain(fmt::format("insmod {} into process {}: {}", file, pid, reply.reason));
+        return kExitFailure;
+    }
+    for (const std::string &l : reply.lines) std::fprintf(stderr, "liveprobe: process %d: %s\n", pid, l.c_str());
+    return 0;
+}
+
+// Has the program exited (without reaping it)?
+bool exited(pid_t pid)
+{
+    siginfo_t si{};
+    return waitid(P_PID, static_cast<id_t>(pid), &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid;
+}
+
+}  // namespace
+
+Runner add_insmod(CLI::App &app)
+{
+    auto *cmd = app.add_subcommand("insmod", "Load a probe module into a process (attaching first if needed), or "
+                                             "into a program it starts");
+    struct Opts {
+        int pid = 0;
+        std::string file;
+        std::vector<std::string> params;
+    };
+    auto o = std::make_shared<Opts>();
+    cmd->add_option("-p,--pid", o->pid, "The process (without it: the program given after --)");
+    cmd->add_option("module", o->file, "The module: a shared object built with `liveprobe build-module`")
+        ->required();
+    cmd->add_option("params", o->params, "Its parameters: name=value ...");
+    cmd->footer("Examples:\n  liveprobe insmod -p 1234 kretprobe_example.so func=do_sys_open\n"
+                "  liveprobe insmod kprobe_example.so -- ./samples/liveprobe-target");
+    return [o] {
+        const std::vector<std::string> &params = o->params;
+        const std::vector<std::string> &command = insmod_command();
+        for (const std::string &p : params)
+            if (p.empty() || p[0] == '=') {
+                complain(fmt::format("insmod: '{}' is not a parameter: write name=value", p));
+                return kExitUsage;
+            }
+        char real[PATH_MAX];
+        if (!realpath(o->file.c_str(), real)) {
+            complain(fmt::format("insmod: {}: {}", o->file, std::strerror(errno)));
+            return kExitFailure;
+        }
+        std::string path = real;
+        if ((o->pid != 0) == !command.empty()) {
+            complain("insmod: give either -p PID or a program to start after --");
+            return kExitUsage;
+        }
+        if (o->pid != 0) {
+            std::string why;
+            auto info = process_info(o->pid, &why);
+            if (!info) {
+                complain(why);
+                return kExitFailure;
+            }
+            AttachReport rep;
+            if (attach_agent(o->pid, &rep, &why) < 0) {
+                complain(fmt::format("insmod: attach {}: {}", o->pid, why));
+                return kExitFailure;
+            }
+            if (!rep.already_running)
+                std::fprintf(stderr, "liveprobe: agent loaded into process %d in %.1f ms\n", o->pid, rep.ms);
+            return load(o->pid, info->uid, path, params);
+        }
+        return run_program(command, [&](pid_t pid) {
+            // The agent starts in the library's constructor, before main: wait until it answers.
+            std::string why;
+            for (int i = 0; i < 1000; ++i) {
+                if (exited(pid)) {
+                    complain(fmt::format("insmod: process {} exited before its agent answered", pid));
+                    return false;
+                }
+                agent::Reply reply;
+                if (agent::request(getuid(), pid, "hello", {}, &reply, &why, 1000) == 0 && reply.ok)
+                    return load(pid, getuid(), path, params) == 0;
+                usleep(10000);
+            }
+            complain(fmt::format("insmod: the agent of process {} did not answer in 10 s: {}", pid, why));
+            return false;
+        });
+    };
+}
+
+}  // namespace liveprobe::tool

@@ -614,6 +614,49 @@ int plugin_pre(kprobe *, pt_regs *)
     return 0;
 }
 
+// libc's own dlclose, as libc's internal unloads (NSS, iconv) and a library loaded by dlopen
+// (the agent, attached) reach it: the interposed dlclose never sees this unload.
+int libc_dlclose(void *h)
+{
+    void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+    auto real = reinterpret_cast<int (*)(void *)>(dlsym(libc, "dlclose"));
+    dlclose(libc);
+    return real ? real(h) : -1;
+}
+
+TEST(KprobeGone, UnloadUnseenByTheInterposerIsCaughtBeforeTheNextChange)
+{
+    void *h = dlopen(LP_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
+    ASSERT_NE(h, nullptr) << dlerror();
+    kprobe kp{};
+    kp.symbol_name = "lp_plugin:lp_plugin_twice";
+    kp.pre_handler = plugin_pre;
+    ASSERT_EQ(register_kprobe(&kp), 0) << liveprobe_strerror(-1);
+    ASSERT_EQ(libc_dlclose(h), 0);
+    EXPECT_FALSE(kp.flags & KPROBE_FLAG_GONE);  // nothing told liveprobe yet
+    // Loaded again: the first registry change sees that the object left, and the gone probe's
+    // bytes are never written over the new copy.
+    void *h2 = dlopen(LP_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
+    ASSERT_NE(h2, nullptr);
+    auto twice2 = reinterpret_cast<int (*)(int)>(dlsym(h2, "lp_plugin_twice"));
+    int before = g_plugin_hits.load();
+    kprobe again{};
+    again.symbol_name = "lp_plugin:lp_plugin_twice";
+    again.pre_handler = plugin_pre;
+    ASSERT_EQ(register_kprobe(&again), 0) << liveprobe_strerror(-1);
+    EXPECT_TRUE(kp.flags & KPROBE_FLAG_GONE);
+    EXPECT_EQ(twice2(6), 12);
+    EXPECT_EQ(g_plugin_hits.load(), before + 1);
+    unregister_kprobe(&kp);  // gone: restores nothing
+    EXPECT_EQ(twice2(7), 14);
+    EXPECT_EQ(g_plugin_hits.load(), before + 2);
+    unregister_kprobe(&again);
+    EXPECT_EQ(twice2(8), 16);
+    EXPECT_EQ(g_plugin_hits.load(), before + 2);
+    dlclose(h2);
+    g_plugin_hits = 0;  // the next test counts from 0
+}
+
 TEST(KprobeGone, UnloadedObjectMarksProbesGone)
 {
     void *h = dlopen(LP_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);

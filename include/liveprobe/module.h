@@ -147,9 +147,9 @@ typedef s64 ktime_t;
  * the pointer in hex without 0x (16 digits), %px and %pK the same, %pS/%pF/%pB "symbol+0xOFF/0xSIZE"
  * (and " [object]" outside the main program), %ps/%pf the symbol alone, %pa, %ph, %pI4, %pM,
  * %pE; %n writes nothing. A line without a KERN_* level is logged at KERN_DEFAULT (4). Each call
- * writes its text as one line per '\n' (a last part without '\n' is a line too); KERN_CONT text
- * is written as a line of its own. Callable from any handler and any thread; it takes no lock
- * but the symbol table's (%pS, with a try-lock: raw hex when it is busy). */
+ * writes its text as one line per '\n' (a last part without '\n' is a line too); KERN_CONT
+ * (pr_cont) text continues the line before it. Callable from any handler and any thread; it
+ * takes no lock but the symbol tables' (%pS, dump_stack: with a 50 ms timeout, then raw hex). */
 #define KERN_SOH "\001"
 #define KERN_EMERG KERN_SOH "0"
 #define KERN_ALERT KERN_SOH "1"

@@ -100,12 +100,18 @@ void serve(const Request &rq, Out &out)
             }
         }
         uint64_t next = 0;
-        // Each line: "NANOSECONDS LEVEL TEXT" (liveprobe_ktime_ns, printk level 0..7).
-        for (const LogRing::Line &l : log_ring().read(from, &next)) {
-            std::string text = l.text;
+        // Each line: "NANOSECONDS LEVEL TEXT" (liveprobe_ktime_ns, printk level 0..7). KERN_CONT
+        // lines join the line before them (when it is in this reply: one `dmesg -f` fetched
+        // earlier stays as it was printed).
+        std::vector<LogRing::Line> lines = log_ring().read(from, &next);
+        for (size_t i = 0; i < lines.size();) {
+            std::string text = lines[i].text;
+            size_t j = i + 1;
+            for (; j < lines.size() && lines[j].cont; ++j) text += lines[j].text;
             for (char &c : text)
                 if (c == '\n') c = ' ';  // one line each
-            out.line(fmt::format("{} {} {}", l.ns, l.level, text));
+            out.line(fmt::format("{} {} {}", lines[i].ns, lines[i].level, text));
+            i = j;
         }
         out.line(fmt::format("next {}", next));
         out.ok();

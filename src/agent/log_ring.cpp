@@ -7,10 +7,10 @@
 
 namespace liveprobe::agent {
 
-void LogRing::write(const char *text, size_t len, int level) noexcept
+void LogRing::write(const char *text, size_t len, int level, bool cont) noexcept
 {
     uint64_t now = liveprobe_ktime_ns();
-    uint32_t lv = static_cast<uint32_t>(level < 0 || level > 7 ? kDefaultLevel : level) << 8;
+    uint32_t lv = static_cast<uint32_t>(level < 0 || level > 7 ? kDefaultLevel : level) << 8 | (cont ? kCont : 0);
     len = std::min(len, kPayload * kRecords);
     uint64_t n = len == 0 ? 1 : (len + kPayload - 1) / kPayload;
     uint64_t seq = next_.fetch_add(n, std::memory_order_relaxed);
@@ -78,7 +78,7 @@ std::vector<LogRing::Line> LogRing::read(uint64_t from, uint64_t *next) const
             continue;
         }
         if (rec.flags & kFirst) {
-            cur = Line{s, rec.ns, static_cast<int>((rec.flags >> 8) & 7), {}};
+            cur = Line{s, rec.ns, static_cast<int>((rec.flags >> 8) & 7), (rec.flags & kCont) != 0, {}};
             open = true;
         }
         if (!open) continue;  // the tail of a line whose head was overwritten

@@ -29,12 +29,14 @@ public:
 
     // Appends one line (without its newline; longer than kPayload * kRecords is cut), stamped
     // with liveprobe_ktime_ns() and a printk level (0..7). Async-signal-safe.
-    void write(const char *text, size_t len, int level = kDefaultLevel) noexcept;
+    // `cont`: a KERN_CONT line, which readers append to the line before it.
+    void write(const char *text, size_t len, int level = kDefaultLevel, bool cont = false) noexcept;
 
     struct Line {
         uint64_t seq;  // of its first record
         uint64_t ns;   // when it was written (liveprobe_ktime_ns)
         int level;     // printk level, 0..7
+        bool cont;     // KERN_CONT: the rest of the line before it
         std::string text;
     };
     // The lines with a first record >= `from`, oldest first, and where to continue. A line that
@@ -60,7 +62,7 @@ private:
     struct alignas(64) Record {
         std::atomic<uint64_t> word{0};        // 2 * seq + 1 while written, 2 * seq + 2 when complete
         std::atomic<uint32_t> len{0};         // payload bytes in this record
-        std::atomic<uint32_t> flags{0};       // kFirst, kLast, level << 8
+        std::atomic<uint32_t> flags{0};       // kFirst, kLast, kCont, level << 8
         std::atomic<uint64_t> ns{0};          // the line's time stamp
         std::atomic<uint64_t> payload[kPayload / 8] = {};
     };
@@ -71,7 +73,7 @@ private:
         char payload[kPayload];
     };
     static_assert(sizeof(Record) == kRecordBytes);
-    static constexpr uint32_t kFirst = 1, kLast = 2;
+    static constexpr uint32_t kFirst = 1, kLast = 2, kCont = 4;
 
     // Copies record seq if it is complete and still seq's: false otherwise.
     bool copy(uint64_t seq, Copy *out) const noexcept;

@@ -27,14 +27,16 @@ size_t symbolize_for_printk(uint64_t addr, bool with_offset, char *buf, size_t n
     return symbols::symbolize(addr, with_offset, false, buf, n);
 }
 
-// Writes text as lines (one per '\n'; a last part without one is a line too).
-void log_lines(const char *text, size_t len, int level) noexcept
+// Writes text as lines (one per '\n'; a last part without one is a line too); with `cont`
+// (KERN_CONT), the first one continues the line before it.
+void log_lines(const char *text, size_t len, int level, bool cont) noexcept
 {
     const char *p = text, *end = text + len;
     while (p < end) {
         const char *nl = static_cast<const char *>(std::memchr(p, '\n', static_cast<size_t>(end - p)));
         size_t l = nl ? static_cast<size_t>(nl - p) : static_cast<size_t>(end - p);
-        log_ring().write(p, l, level);
+        if (!(cont && l == 0)) log_ring().write(p, l, level, cont);  // pr_cont("\n") ends a line: nothing to add
+        cont = false;
         p += l + (nl ? 1 : 0);
     }
 }
@@ -74,15 +76,17 @@ extern "C" int liveprobe_vprintk(const char *fmt, va_list ap)
 {
     if (fmt == nullptr) return 0;
     int level = agent::LogRing::kDefaultLevel;
+    bool cont = false;
     // KERN_<LEVEL> prefixes: SOH and a level digit, 'c' (KERN_CONT) or 'd' (KERN_DEFAULT).
     while (fmt[0] == '\001' && fmt[1] != '\0') {
         if (fmt[1] >= '0' && fmt[1] <= '7') level = fmt[1] - '0';
+        if (fmt[1] == 'c') cont = true;
         fmt += 2;
     }
     char buf[1024];  // the kernel's longest line is about as long
     size_t n = agent::kernel_vsnprintf(buf, sizeof buf, fmt, ap, agent::symbolize_for_printk);
     size_t len = n < sizeof buf ? n : sizeof buf - 1;
-    agent::log_lines(buf, len, level);
+    agent::log_lines(buf, len, level, cont);
     return static_cast<int>(len);
 }
 

@@ -426,6 +426,12 @@ void objects_unloaded()
                 same = m.x && m.path == pp->object;
                 break;
             }
+        // The same file at the same place may be a new copy of it (unloaded and loaded again
+        // while nobody told us): an armed point whose patch is not there any more is gone too.
+        if (same && pp->armed) {
+            uint8_t first = *reinterpret_cast<const volatile uint8_t *>(pp->addr);
+            same = first == (pp->opt.load() == kOptDone ? 0xE9 : 0xCC);
+        }
         if (same) {
             ++it;
             continue;
@@ -441,6 +447,25 @@ void objects_unloaded()
         }
         it = g_points.erase(it);
     }
+}
+
+// Objects can leave without the interposed dlclose seeing it: libc's own unloads (NSS, iconv)
+// call its internal dlclose, and a library loaded by dlopen (the agent, attached) binds its
+// dlclose calls to libc's. Before changing anything, the registry checks the loader's unload
+// counter (dl_iterate_phdr's dlpi_subs) and, if it moved, marks what left as gone: never restore
+// bytes into memory that now belongs to another object.
+void catch_up_with_unloads()
+{
+    static std::atomic<unsigned long long> seen{0};
+    unsigned long long subs = 0;
+    dl_iterate_phdr(
+        [](struct dl_phdr_info *info, size_t size, void *arg) -> int {
+            if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs)
+                *static_cast<unsigned long long *>(arg) = info->dlpi_subs;
+            return 1;
+        },
+        &subs);
+    if (seen.exchange(subs) != subs) objects_unloaded();
 }
 
 Status setup_once()
@@ -550,6 +575,7 @@ Status register_probes(struct kprobe **kps, int num, bool internal)
     for (int i = 0; i < num; ++i)
         if (!kps[i]) return Fail(-EINVAL, "kprobe {} of {} is NULL", i, num);
     if (Status s = setup_once(); !s.ok()) return s;
+    catch_up_with_unloads();
     RegistryLock lk;
     drain_retired();
     os::MapsSnapshot maps;
@@ -591,6 +617,7 @@ Status register_probe(struct kprobe *p)
 
 bool unregister_probe(struct kprobe *p)
 {
+    catch_up_with_unloads();
     RegistryLock lk;
     auto it = g_probes.find(p);
     if (it == g_probes.end()) return false;
@@ -636,6 +663,7 @@ bool unregister_probe(struct kprobe *p)
 
 Status set_enabled(struct kprobe *p, bool enabled)
 {
+    catch_up_with_unloads();
     RegistryLock lk;
     auto it = g_probes.find(p);
     if (it == g_probes.end()) return Fail(-EINVAL, "this struct kprobe is not registered");

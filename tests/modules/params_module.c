@@ -43,6 +43,10 @@ static int __init params_init(void)
 		count, ucount, big, ubig, small, usmall, byte, huge, mask);
 	pr_info("verbose=%d quiet=%d label=%s name=%s nvalues=%d values=%d,%d,%d,%d\n", verbose, quiet,
 		label, name, nvalues, values[0], values[1], values[2], values[3]);
+	pr_info("values:");
+	for (int i = 0; i < nvalues; i++)
+		pr_cont(" %d", values[i]);
+	pr_cont("\n");
 	pr_info("current: pid=%d tgid=%d comm=%s mm=%s\n", current->pid, current->tgid, current->comm,
 		current->mm ? "set" : "NULL");
 	return 0;

@@ -112,11 +112,38 @@ find_package(liveprobe 0.1 REQUIRED)
 add_executable(first_probe first_probe.c)
 set_target_properties(first_probe PROPERTIES C_STANDARD 11 C_STANDARD_REQUIRED ON)
 target_link_libraries(first_probe PRIVATE liveprobe::liveprobe)
+liveprobe_add_module(kretprobe_example kretprobe_example.c)
 EOF
+cp "$src/samples/kretprobe_example.c" "$work/cmake-project/"
 check "cmake configure with find_package(liveprobe) and -DCMAKE_PREFIX_PATH" \
     env -u PKG_CONFIG_PATH cmake -S "$work/cmake-project" -B "$work/cmake-build" -DCMAKE_PREFIX_PATH="$prefix"
 check "cmake build against liveprobe::liveprobe" cmake --build "$work/cmake-build"
 check "first_probe (CMake build) runs, its handler ran" "${run[@]}" "$work/cmake-build/first_probe"
+check "liveprobe_add_module built kretprobe_example.so" test -f "$work/cmake-build/kretprobe_example.so"
+
+# 7. A probe module built against the installed tree, with API.md's command and with the
+# installed tool's build-module, then loaded into a running program by the installed tool.
+export LIVEPROBE_RUNTIME_DIR=$work/run
+# shellcheck disable=SC2086
+check "cc -shared -fPIC kretprobe_example.c \$(pkg-config --cflags --libs liveprobe) -I\$(compatdir)" \
+    "$cc" -shared -fPIC -o "$work/kretprobe_example.so" "$src/samples/kretprobe_example.c" $flags -I"$compatdir"
+check "installed liveprobe build-module kprobe_example.c" \
+    "$prefix/bin/liveprobe" build-module "$src/samples/kprobe_example.c" -o "$work/kprobe_example.so"
+check "cc -O2 samples/target.c" "$cc" -O2 "$src/samples/target.c" -o "$work/target"
+"${run[@]}" "$work/target" 0 20 >/dev/null 2>&1 &
+target_pid=$!
+trap 'kill -9 $target_pid 2>/dev/null; rm -rf "$tmp"' EXIT
+sleep 0.3
+check "installed liveprobe insmod -p PID kretprobe_example.so func=do_sys_open" \
+    "$prefix/bin/liveprobe" insmod -p "$target_pid" "$work/kretprobe_example.so" func=do_sys_open
+check "installed liveprobe insmod -p PID kprobe_example.so (built by build-module)" \
+    "$prefix/bin/liveprobe" insmod -p "$target_pid" "$work/kprobe_example.so"
+sleep 0.5
+check "dmesg shows both modules' lines" bash -c "'$prefix/bin/liveprobe' dmesg -t -p $target_pid | grep -q '^do_sys_open returned' &&
+    '$prefix/bin/liveprobe' dmesg -t -p $target_pid | grep -q '^pre_handler: p->addr=0x'"
+check "installed liveprobe rmmod of both" bash -c "'$prefix/bin/liveprobe' rmmod -p $target_pid kretprobe_example &&
+    '$prefix/bin/liveprobe' rmmod -p $target_pid kprobe_example"
+{ kill -9 "$target_pid" && wait "$target_pid"; } 2>/dev/null
 
 if [ "$failures" -eq 0 ]; then echo "install test: PASSED"; exit 0; fi
 echo "install test: FAILED ($failures failure(s))"

@@ -119,9 +119,11 @@ log=$("$lp" dmesg -t -p "$pid")
 want1="count=-12 ucount=32 big=-5000000000 ubig=18446744073709551615 small=-300 usmall=65535 byte=255 huge=63 mask=0xff"
 want2="verbose=1 quiet=0 label=two words name=seven77 nvalues=3 values=1,-2,3,0"
 want3="current: pid=[0-9]+ tgid=$pid comm=liveprobe mm=set"  # init runs on the agent's thread
-if echo "$log" | grep -qx "$want1" && echo "$log" | grep -qx "$want2" && echo "$log" | grep -Eqx "$want3"; then
+want4="values: 1 -2 3"  # pr_info, then a pr_cont per value: one line
+if echo "$log" | grep -qx "$want1" && echo "$log" | grep -qx "$want2" && echo "$log" | grep -Eqx "$want3" &&
+   echo "$log" | grep -qx "$want4"; then
     pass "params_module: every value as given: $want2"
-else fail "params_module: want '$want1' / '$want2' / '$want3', log:"; echo "$log" | grep -v do_ | tail -4 | sed 's/^/    /'; fi
+else fail "params_module: want '$want1' / '$want2' / '$want3' / '$want4', log:"; echo "$log" | grep -v do_ | tail -4 | sed 's/^/    /'; fi
 "$lp" rmmod -p "$pid" params_module || fail "rmmod params_module"
 
 # 6. Errors: a clear message, exit status 1, nothing loaded.

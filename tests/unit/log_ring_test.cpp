@@ -9,6 +9,8 @@
 #include <thread>
 #include <vector>
 
+#include <liveprobe/ktime.h>
+
 #include "agent/log_ring.hpp"
 
 using liveprobe::agent::LogRing;
@@ -37,6 +39,27 @@ TEST(LogRing, LinesComeBackInOrder)
     auto more = r->read(next, &next);
     ASSERT_EQ(more.size(), 1u);
     EXPECT_EQ(more[0].text, "fourth");
+}
+
+TEST(LogRing, LinesKeepTheirTimeLevelAndContinuation)
+{
+    auto r = fresh();
+    uint64_t before = liveprobe_ktime_ns();
+    r->write("info", 4, 6);
+    r->write(" more", 5, 6, true);
+    r->write("bad level", 9, 42);
+    uint64_t after = liveprobe_ktime_ns();
+    uint64_t next = 0;
+    auto lines = r->read(0, &next);
+    ASSERT_EQ(lines.size(), 3u);
+    EXPECT_EQ(lines[0].level, 6);
+    EXPECT_FALSE(lines[0].cont);
+    EXPECT_TRUE(lines[1].cont);
+    EXPECT_EQ(lines[2].level, LogRing::kDefaultLevel);
+    for (const auto &l : lines) {
+        EXPECT_GE(l.ns, before);
+        EXPECT_LE(l.ns, after);
+    }
 }
 
 TEST(LogRing, LongLinesSpanRecords)

@@ -5,7 +5,8 @@
  * running process by `liveprobe insmod`. Its source includes the kernel's header names
  * (<linux/module.h>, <linux/kprobes.h>, ...), found in the compatibility directory
  * `pkg-config --variable=compatdir liveprobe`; every one of them includes this header, which
- * gives the whole list below, as the kernel's own headers do through their includes:
+ * gives the whole list below, as the kernel's own headers do through their includes (in C++,
+ * `current` is an object and min/max/clamp are std's, not macros):
  *
  *   module_init, module_exit (or init_module()/cleanup_module() defined by the module),
  *   module_param (int uint long ulong short ushort byte ullong hexint bool invbool charp),
@@ -116,13 +117,31 @@ typedef s64 ktime_t;
 #ifndef container_of
 #define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 #endif
+#ifndef __cplusplus /* C++ has std::min, std::max, std::clamp: macros would break its headers */
 #ifndef min
-#define min(a, b) ((a) < (b) ? (a) : (b))
-#define max(a, b) ((a) > (b) ? (a) : (b))
+#define min(a, b)                                                                              \
+    __extension__({                                                                            \
+        __typeof__(a) __lp_a = (a);                                                            \
+        __typeof__(b) __lp_b = (b);                                                            \
+        __lp_a < __lp_b ? __lp_a : __lp_b;                                                     \
+    })
+#define max(a, b)                                                                              \
+    __extension__({                                                                            \
+        __typeof__(a) __lp_a = (a);                                                            \
+        __typeof__(b) __lp_b = (b);                                                            \
+        __lp_a > __lp_b ? __lp_a : __lp_b;                                                     \
+    })
+#endif
+#define clamp(v, lo, hi) min(max(v, lo), hi)
 #endif
 #define min_t(type, a, b) ((type)(a) < (type)(b) ? (type)(a) : (type)(b))
 #define max_t(type, a, b) ((type)(a) > (type)(b) ? (type)(a) : (type)(b))
-#define clamp(v, lo, hi) min(max(v, lo), hi)
+#ifndef NAME_MAX /* <limits.h> gives it only with POSIX names; strict C11 has none */
+#define NAME_MAX 255
+#endif
+#ifndef PATH_MAX
+#define PATH_MAX 4096
+#endif
 #define KSYM_NAME_LEN 512
 #define KSYM_SYMBOL_LEN 640
 #define TASK_COMM_LEN 16
@@ -216,7 +235,9 @@ struct task_struct {
     unsigned int flags;
 };
 LIVEPROBE_API struct task_struct *liveprobe_current(void);
+#ifndef __cplusplus
 #define current (liveprobe_current())
+#endif
 extern int sched_getcpu(void);
 static inline int smp_processor_id(void) { return sched_getcpu(); }
 #define raw_smp_processor_id() smp_processor_id()
@@ -401,6 +422,14 @@ LIVEPROBE_API void liveprobe_module_info_declare(const char *key, const char *na
 
 #ifdef __cplusplus
 } /* extern "C" */
+
+/* In C++, `current` is an object, not a macro (libstdc++ has members named current): the same
+ * current->pid, !current->mm and `struct task_struct *t = current`. */
+struct liveprobe_current_task {
+    struct task_struct *operator->() const { return liveprobe_current(); }
+    operator struct task_struct *() const { return liveprobe_current(); }
+};
+static const liveprobe_current_task current __attribute__((unused)) = {};
 #endif
 
 #endif /* LIVEPROBE_MODULE_H */

@@ -1,12 +1,17 @@
 #include "agent/modules.hpp"
 
 #include <dlfcn.h>
+#include <execinfo.h>
+#include <pthread.h>
+#include <sys/syscall.h>
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
 #include <link.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -17,16 +22,17 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <thread>
 
 #include <fmt/format.h>
 
 #include "agent/log_ring.hpp"
+#include "agent/module_quiesce.hpp"
 #include "core/dispatch.hpp"
 #include "core/registry.hpp"
 #include "core/thread_state.hpp"
 #include "os/linux/loader_events.hpp"
-#include "os/linux/stop_threads.hpp"
 #include "symbols/symbols.hpp"
 
 #define LIVEPROBE_MODULE_NO_MARKER 1
@@ -46,8 +52,12 @@ struct Info {
     const void *where;  // an address inside the declaring object
 };
 
+// Declarations are taken only from the thread that is loading a module, while it loads one (the
+// module's constructors run there, inside its dlopen): a library the program loads that was
+// built with these headers declares nothing that could dangle.
 std::mutex g_decl_mu;
-std::vector<const struct liveprobe_module_param *> g_params;  // declared, not yet claimed by a load
+std::atomic<pid_t> g_loading_tid{0};
+std::vector<const struct liveprobe_module_param *> g_params;  // declared during this load
 std::vector<Info> g_infos;
 
 // The object (its link_map) holding addr.
@@ -93,6 +103,46 @@ struct Module {
 };
 
 std::mutex g_mu;  // one load or unload at a time; guards g_modules
+std::atomic<pid_t> g_mu_owner{0};  // who holds g_mu (a module's init may fork while it runs)
+
+// Holds g_mu, and says who does.
+class ModulesLock {
+public:
+    ModulesLock()
+    {
+        g_mu.lock();
+        g_mu_owner.store(static_cast<pid_t>(syscall(SYS_gettid)));
+    }
+    ~ModulesLock()
+    {
+        g_mu_owner.store(0);
+        g_mu.unlock();
+    }
+    ModulesLock(const ModulesLock &) = delete;
+    ModulesLock &operator=(const ModulesLock &) = delete;
+};
+
+// After fork(), the child must not inherit g_mu or g_decl_mu held by a thread it does not have.
+// They are not taken around fork (a thread holding g_mu may be waiting for the registry's lock,
+// which the registry's own fork handler holds: a deadlock); the child makes them fresh instead,
+// unless the forking thread itself holds them (a module's init that forks). A child forked while
+// another thread was changing the module list may see it half-changed; it is a copy, and only
+// its own agent reads it.
+pid_t g_forking_tid = 0;
+
+[[gnu::constructor]] void modules_atfork()
+{
+    pthread_atfork([] { g_forking_tid = static_cast<pid_t>(syscall(SYS_gettid)); }, nullptr,
+                   [] {
+                       pid_t owner = g_mu_owner.load();
+                       if (owner != 0 && owner != g_forking_tid) {
+                           new (&g_mu) std::mutex();
+                           g_mu_owner.store(0);
+                       }
+                       if (g_loading_tid.load() != g_forking_tid) new (&g_decl_mu) std::mutex();
+                   });
+}
+
 std::vector<std::unique_ptr<Module>> g_modules;
 
 Module *find(const std::string &name)
@@ -228,9 +278,13 @@ size_t type_size(int t)
 std::string set_one(int t, const std::string &v, void *dst, std::vector<char *> *owned)
 {
     if (t == LIVEPROBE_PARAM_BOOL || t == LIVEPROBE_PARAM_INVBOOL) {
+        // The kernel's kstrtobool: by the first character (y Y t T 1 / n N f F 0), or "on"/"off".
         bool b;
-        if (v == "y" || v == "Y" || v == "1" || v == "on" || v == "true") b = true;
-        else if (v == "n" || v == "N" || v == "0" || v == "off" || v == "false") b = false;
+        char c0 = v.empty() ? '\0' : v[0], c1 = v.size() > 1 ? v[1] : '\0';
+        if (std::strchr("yYtT1", c0) && c0) b = true;
+        else if (std::strchr("nNfF0", c0) && c0) b = false;
+        else if ((c0 == 'o' || c0 == 'O') && (c1 == 'n' || c1 == 'N')) b = true;
+        else if ((c0 == 'o' || c0 == 'O') && (c1 == 'f' || c1 == 'F')) b = false;
         else return "not a boolean (y, n, 1, 0, on, off)";
         if (t == LIVEPROBE_PARAM_INVBOOL) b = !b;
         std::memcpy(dst, &b, sizeof b);
@@ -244,10 +298,11 @@ std::string set_one(int t, const std::string &v, void *dst, std::vector<char *> 
         return "";
     }
     std::string s = v;
-    if (!s.empty() && s.back() == '\n') s.pop_back();
+    if (!s.empty() && s.back() == '\n') s.pop_back();  // as kstrto*: one trailing newline
     if (s.empty()) return "empty";
+    if (std::isspace(static_cast<unsigned char>(s[0]))) return "not a number";  // strto* would skip it
     bool is_signed = t == LIVEPROBE_PARAM_INT || t == LIVEPROBE_PARAM_LONG || t == LIVEPROBE_PARAM_SHORT;
-    int base = t == LIVEPROBE_PARAM_HEXINT ? 16 : 0;  // 0: 0x hex, 0 octal, else decimal (kstrto*)
+    int base = 0;  // as kstrto*(s, 0): 0x hex, 0 octal, else decimal (hexint too: it only prints in hex)
     char *end = nullptr;
     errno = 0;
     long long sv = 0;
@@ -304,9 +359,18 @@ std::string set_param(Module *m, const std::string &arg)
 {
     size_t eq = arg.find('=');
     std::string name = arg.substr(0, eq);
+    // As the kernel's parameq: '-' and '_' are the same in a name.
+    auto same = [](const std::string &a, const char *b) {
+        size_t i = 0;
+        for (; i < a.size() && b[i]; ++i) {
+            char x = a[i] == '-' ? '_' : a[i], y = b[i] == '-' ? '_' : b[i];
+            if (x != y) return false;
+        }
+        return i == a.size() && b[i] == '\0';
+    };
     const Param *p = nullptr;
     for (const Param &q : m->params)
-        if (name == q.decl->name) p = &q;
+        if (same(name, q.decl->name)) p = &q;
     if (p == nullptr) {
         std::string have;
         for (const Param &q : m->params) have += (have.empty() ? "" : ", ") + std::string(q.decl->name);
@@ -359,12 +423,22 @@ std::string set_param(Module *m, const std::string &arg)
 
 // ---- probes of a module -------------------------------------------------------------------------
 
-// The registered probes whose struct lies in m's memory.
+// Does the probe belong to m: its struct in m's memory, or a handler in m's code (a struct it
+// allocated)?
+bool belongs(const Module &m, const core::ProbeSummary &s)
+{
+    if (m.contains(reinterpret_cast<uint64_t>(s.kp), false)) return true;
+    for (uint64_t c : s.code)
+        if (c && m.contains(c, true)) return true;
+    return false;
+}
+
+// The registered probes of m.
 std::vector<core::ProbeSummary> probes_of(const Module &m)
 {
     std::vector<core::ProbeSummary> out;
     for (core::ProbeSummary &s : core::list_probes())
-        if (m.contains(reinterpret_cast<uint64_t>(s.kp), false)) out.push_back(std::move(s));
+        if (belongs(m, s)) out.push_back(std::move(s));
     return out;
 }
 
@@ -409,7 +483,7 @@ std::string call_guarded(const std::function<void()> &fn)
 }
 
 // Unloads m: its probes left registered, a wait until no thread runs its code, dlclose.
-// Returns "" or why a thread stayed inside.
+// Returns "" or why it could not (the module stays loaded then).
 std::string drop(Module *m)
 {
     for (const core::ProbeSummary &s : probes_of(*m)) {
@@ -418,17 +492,25 @@ std::string drop(Module *m)
         unregister(s);
     }
     // Handlers are over (unregistering waits for them); a thread may still be in the module's
-    // code by another way (a function pointer it handed out): wait for it, at most 5 s.
+    // code by another way (a thread of its own, a function pointer it handed out): wait for it,
+    // at most 5 s.
     std::string busy;
-    for (int attempt = 0; attempt < 500; ++attempt) {
-        busy.clear();
-        os::WorldStop world;
-        if (!world.stop().ok()) break;  // cannot look (a debugger traces the process): go on
-        for (const os::StoppedThread &t : world.threads())
-            if (m->contains(t.ip, true)) busy = fmt::format("thread {} runs {}", t.tid, symbols::describe(t.ip));
-        world.resume();
-        if (busy.empty()) break;
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    for (int attempt = 0; attempt < 250; ++attempt) {
+        Occupant who;
+        std::string why;
+        int r = find_occupant(m->text, &who, &why);
+        if (r < 0) {
+            busy = fmt::format("cannot see whether a thread is inside it: {}", why);
+            break;
+        }
+        if (r == 0) {
+            busy.clear();
+            break;
+        }
+        busy = who.on_stack ? fmt::format("thread {} has a return address into it on its stack ({})", who.tid,
+                                          symbols::describe(who.where))
+                            : fmt::format("thread {} runs its code ({})", who.tid, symbols::describe(who.where));
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     if (!busy.empty()) return busy;
     dlclose(m->handle);
@@ -437,6 +519,14 @@ std::string drop(Module *m)
     symbols::forget_unloaded();  // its symbol tables: an open file and a mapping of it
     for (char *s : m->owned) std::free(s);
     m->owned.clear();
+    // glibc keeps some objects loaded after their last dlclose (a C++ STB_GNU_UNIQUE symbol,
+    // -z nodelete): say so, it is still mapped and cannot be loaded again as a module.
+    if (void *h = dlopen(m->path.c_str(), RTLD_LAZY | RTLD_NOLOAD)) {
+        dlclose(h);
+        log_line(fmt::format("liveprobe: module {}: the dynamic loader keeps {} loaded after its unload (a "
+                             "STB_GNU_UNIQUE symbol or -z nodelete); it stays mapped",
+                             m->name, m->path));
+    }
     return "";
 }
 
@@ -444,7 +534,7 @@ std::string drop(Module *m)
 
 int load_module(const std::string &path, const std::vector<std::string> &args, std::string *name, std::string *why)
 {
-    std::lock_guard lk(g_mu);
+    ModulesLock lk;
     *name = module_name(path);
     if (find(*name)) {
         *why = fmt::format("module {} is already loaded (liveprobe rmmod it first)", *name);
@@ -456,68 +546,81 @@ int load_module(const std::string &path, const std::vector<std::string> &args, s
     m->name = *name;
     char real[PATH_MAX];
     m->path = realpath(path.c_str(), real) ? real : path;
+    // Already in the process (the program loaded it, or it stayed resident after an rmmod): its
+    // constructors would not run again, nor declare its parameters.
+    if (void *h = dlopen(m->path.c_str(), RTLD_LAZY | RTLD_NOLOAD)) {
+        dlclose(h);
+        *why = fmt::format("{} is already loaded in this process, not as a module (the program loaded it, or the "
+                           "dynamic loader kept it after an rmmod): it cannot be loaded as a module again",
+                           m->path);
+        return -EEXIST;
+    }
     // Its constructors declare its parameters (liveprobe_module_param_declare, below).
+    g_loading_tid.store(static_cast<pid_t>(syscall(SYS_gettid)));
     m->handle = dlopen(m->path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    g_loading_tid.store(0);
+    std::vector<const struct liveprobe_module_param *> params;
+    std::vector<Info> infos;
+    {
+        std::lock_guard dk(g_decl_mu);
+        params.swap(g_params);
+        infos.swap(g_infos);
+    }
     if (m->handle == nullptr) {
         const char *e = dlerror();
         *why = fmt::format("{}: cannot load it: {}", path, e ? e : "dlopen failed");
         return -ENOEXEC;
     }
-    {
-        std::lock_guard dk(g_decl_mu);
-        for (auto it = g_params.begin(); it != g_params.end();) {
-            if (object_of(*it) == m->handle) {
-                m->params.push_back(Param{*it, {}});
-                it = g_params.erase(it);
-            } else {
-                ++it;
-            }
-        }
-        for (auto it = g_infos.begin(); it != g_infos.end();) {
-            if (object_of(it->where) != m->handle) {
-                ++it;
-                continue;
-            }
-            if (it->key == "parmdesc") {
-                for (Param &p : m->params)
-                    if (it->name == p.decl->name) p.desc = it->value;
-            } else {
-                m->info[it->key] = it->value;
-            }
-            it = g_infos.erase(it);
+    for (const auto *p : params)  // the module's own (a dependency it brought may declare some)
+        if (object_of(p) == m->handle) m->params.push_back(Param{p, {}});
+    for (const Info &i : infos) {
+        if (object_of(i.where) != m->handle) continue;
+        if (i.key == "parmdesc") {
+            for (Param &p : m->params)
+                if (i.name == p.decl->name) p.desc = i.value;
+        } else {
+            m->info[i.key] = i.value;
         }
     }
     find_ranges(m.get());
     m->init = reinterpret_cast<int (*)()>(own_symbol(m->handle, "init_module"));
     m->exit = reinterpret_cast<void (*)()>(own_symbol(m->handle, "cleanup_module"));
 
-    for (const std::string &a : args) {
-        std::string e = set_param(m.get(), a);
-        if (!e.empty()) {
-            *why = e;
-            drop(m.get());
-            return -EINVAL;
+    // A failed load unloads the module; if a thread stays inside it, it stays listed (without
+    // init or exit: rmmod only unloads it).
+    auto fail = [&](int err, std::string reason) {
+        *why = std::move(reason);
+        if (std::string busy = drop(m.get()); !busy.empty()) {
+            *why += fmt::format("; it could not be unloaded ({}), rmmod it later", busy);
+            m->init = nullptr;
+            m->exit = nullptr;
+            g_modules.push_back(std::move(m));
         }
-    }
+        return err;
+    };
+    for (const std::string &a : args)
+        if (std::string e = set_param(m.get(), a); !e.empty()) return fail(-EINVAL, e);
+    // dump_stack's backtrace() loads libgcc_s on its first call: not in a handler.
+    static bool warmed = [] {
+        void *pcs[2];
+        return backtrace(pcs, 2) >= 0;
+    }();
+    (void)warmed;
     if (m->init) {
         auto t0 = std::chrono::steady_clock::now();
         int r = 0;
         std::string fault = call_guarded([&] { r = m->init(); });
         m->init_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         if (!fault.empty()) {
-            *why = fmt::format("module {}: its init faulted ({}) and was abandoned; the module is unloaded", m->name,
-                               fault);
-            log_line(fmt::format("liveprobe: {}", *why));
-            drop(m.get());
-            return -EFAULT;
+            std::string e = fmt::format("module {}: its init faulted ({}) and was abandoned; the module is unloaded",
+                                        m->name, fault);
+            log_line("liveprobe: " + e);
+            return fail(-EFAULT, e);
         }
         if (r != 0) {
             // As the kernel: a positive return is reported as is; the module is gone either way.
             int err = r < 0 ? -r : r;
-            *why = fmt::format("module {}: its init failed with {} ({})", m->name, r < 0 ? r : -r,
-                               std::strerror(err));
-            drop(m.get());
-            return r < 0 ? r : -r;
+            return fail(-err, fmt::format("module {}: its init failed with {} ({})", m->name, -err, std::strerror(err)));
         }
     }
     g_modules.push_back(std::move(m));
@@ -526,7 +629,7 @@ int load_module(const std::string &path, const std::vector<std::string> &args, s
 
 int unload_module(const std::string &name, std::string *why)
 {
-    std::lock_guard lk(g_mu);
+    ModulesLock lk;
     Module *m = find(name);
     if (m == nullptr) {
         std::string have;
@@ -564,7 +667,7 @@ int unload_module(const std::string &name, std::string *why)
 
 std::vector<std::string> list_modules()
 {
-    std::lock_guard lk(g_mu);
+    ModulesLock lk;
     std::vector<std::string> out;
     out.push_back(fmt::format("{:<24} {:>8}  {:>6}  {}", "Module", "Size", "Probes", "Path"));
     std::vector<core::ProbeSummary> all = core::list_probes();
@@ -572,7 +675,7 @@ std::vector<std::string> list_modules()
     for (auto &m : g_modules) {
         std::vector<std::string> lines;
         for (size_t i = 0; i < all.size(); ++i)
-            if (m->contains(reinterpret_cast<uint64_t>(all[i].kp), false)) {
+            if (!claimed[i] && belongs(*m, all[i])) {
                 claimed[i] = true;
                 lines.push_back(probe_line(all[i]));
             }
@@ -591,7 +694,7 @@ std::vector<std::string> list_modules()
 
 size_t module_count()
 {
-    std::lock_guard lk(g_mu);
+    ModulesLock lk;
     return g_modules.size();
 }
 
@@ -599,16 +702,20 @@ size_t module_count()
 
 using namespace liveprobe::agent;
 
+namespace {
+bool loading_here() { return g_loading_tid.load() == static_cast<pid_t>(syscall(SYS_gettid)); }
+}  // namespace
+
 extern "C" void liveprobe_module_param_declare(const struct liveprobe_module_param *p)
 {
-    if (p == nullptr || p->size < sizeof(struct liveprobe_module_param)) return;
+    if (p == nullptr || p->size < sizeof(struct liveprobe_module_param) || !loading_here()) return;
     std::lock_guard dk(g_decl_mu);
     g_params.push_back(p);
 }
 
 extern "C" void liveprobe_module_info_declare(const char *key, const char *name, const char *value)
 {
-    if (!key || !name || !value) return;
+    if (!key || !name || !value || !loading_here()) return;
     std::lock_guard dk(g_decl_mu);
     g_infos.push_back(Info{key, name, value, value});
 }

@@ -37,6 +37,7 @@ struct KprobeState {
     // liveprobe's own probe (core/unwinder_hooks.cpp): its pre handler runs even while a
     // handler runs on the thread, where other probes' hits are missed.
     bool internal = false;
+    std::string symbol;  // kp->symbol_name at registration, copied (for listings)
 };
 
 struct Members {

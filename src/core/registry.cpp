@@ -410,10 +410,17 @@ void retire(ProbePoint *pp, Members *old, KprobeState *ks, bool free_point)
 // After dlclose: points whose address no longer holds the same object are gone. Their bytes
 // are not restored (the memory may belong to another object now); they leave the table and
 // their kprobes get KPROBE_FLAG_GONE, staying registered until unregistered.
+void objects_unloaded_locked();
+
 void objects_unloaded()
 {
     if (tl_holds_registry) return;  // our own lookup's dlclose: it unloads nothing
     RegistryLock lk;
+    objects_unloaded_locked();
+}
+
+void objects_unloaded_locked()
+{
     forget_vector_proofs();
     if (g_points.empty()) return;
     auto maps = os::read_maps();
@@ -453,7 +460,8 @@ void objects_unloaded()
 // call its internal dlclose, and a library loaded by dlopen (the agent, attached) binds its
 // dlclose calls to libc's. Before changing anything, the registry checks the loader's unload
 // counter (dl_iterate_phdr's dlpi_subs) and, if it moved, marks what left as gone: never restore
-// bytes into memory that now belongs to another object.
+// bytes into memory that now belongs to another object. Called with the registry's lock held
+// (so no other thread changes anything on the strength of the old state meanwhile).
 void catch_up_with_unloads()
 {
     static std::atomic<unsigned long long> seen{0};
@@ -465,7 +473,7 @@ void catch_up_with_unloads()
             return 1;
         },
         &subs);
-    if (seen.exchange(subs) != subs) objects_unloaded();
+    if (seen.exchange(subs) != subs) objects_unloaded_locked();
 }
 
 Status setup_once()
@@ -548,6 +556,8 @@ Status register_locked(struct kprobe *p, bool internal, const os::MapsSnapshot &
     ks->faults_base = sum_counter(id + 1);
     ks->enabled.store(!(p->flags & KPROBE_FLAG_DISABLED));
     ks->internal = internal;
+    // Copied: the caller's string need not outlive the registration (lsmod shows it later).
+    if (p->symbol_name) ks->symbol = p->symbol_name;
 
     p->addr = reinterpret_cast<kprobe_opcode_t *>(addr);
     p->flags &= KPROBE_FLAG_DISABLED | KPROBE_FLAG_NOVEC | KPROBE_FLAG_FPREGS;  // the input flags
@@ -575,8 +585,8 @@ Status register_probes(struct kprobe **kps, int num, bool internal)
     for (int i = 0; i < num; ++i)
         if (!kps[i]) return Fail(-EINVAL, "kprobe {} of {} is NULL", i, num);
     if (Status s = setup_once(); !s.ok()) return s;
-    catch_up_with_unloads();
     RegistryLock lk;
+    catch_up_with_unloads();
     drain_retired();
     os::MapsSnapshot maps;
     std::vector<ProbePoint *> batch;
@@ -617,8 +627,8 @@ Status register_probe(struct kprobe *p)
 
 bool unregister_probe(struct kprobe *p)
 {
-    catch_up_with_unloads();
     RegistryLock lk;
+    catch_up_with_unloads();
     auto it = g_probes.find(p);
     if (it == g_probes.end()) return false;
     KprobeState *ks = it->second;
@@ -663,8 +673,8 @@ bool unregister_probe(struct kprobe *p)
 
 Status set_enabled(struct kprobe *p, bool enabled)
 {
-    catch_up_with_unloads();
     RegistryLock lk;
+    catch_up_with_unloads();
     auto it = g_probes.find(p);
     if (it == g_probes.end()) return Fail(-EINVAL, "this struct kprobe is not registered");
     KprobeState *ks = it->second;
@@ -709,8 +719,25 @@ std::vector<ProbeSummary> list_probes()
                     &reinterpret_cast<const struct kretprobe *>(reinterpret_cast<const char *>(kp) -
                                                                offsetof(struct kretprobe, kp))->nmissed,
                     __ATOMIC_RELAXED));
-            if (kp->symbol_name) s.symbol = kp->symbol_name;
+            s.symbol = ks->symbol;
             s.offset = kp->offset;
+            // The code its handlers are: a module's probes are the ones whose struct or handlers
+            // lie in it.
+            s.code[0] = reinterpret_cast<uint64_t>(kp->post_handler);
+            s.code[1] = reinterpret_cast<uint64_t>(kp->fault_handler);
+            if (s.kind == 'r') {
+                const auto *rp = reinterpret_cast<const struct kretprobe *>(reinterpret_cast<const char *>(kp) -
+                                                                           offsetof(struct kretprobe, kp));
+                s.code[2] = reinterpret_cast<uint64_t>(rp->handler);
+                s.code[3] = reinterpret_cast<uint64_t>(rp->entry_handler);
+                s.code[4] = reinterpret_cast<uint64_t>(rp->unwind_handler);
+            } else if (s.kind == 'j') {
+                s.code[2] = reinterpret_cast<uint64_t>(
+                    reinterpret_cast<const struct jprobe *>(reinterpret_cast<const char *>(kp) -
+                                                            offsetof(struct jprobe, kp))->entry);
+            } else {
+                s.code[2] = reinterpret_cast<uint64_t>(kp->pre_handler);
+            }
             all.push_back(std::move(s));
         }
     }

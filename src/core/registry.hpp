@@ -44,8 +44,9 @@ struct ProbeSummary {
     char kind = 'k';       // 'k' kprobe, 'r' a kretprobe's entry, 'j' a jprobe's
     unsigned flags = 0;    // kp->flags (KPROBE_FLAG_GONE, _DISABLED, _OPTIMIZED)
     uint64_t kret_nmissed = 0;  // a kretprobe's rp->nmissed (calls that found maxactive in flight)
-    std::string symbol;    // kp->symbol_name when it was registered by name, else ""
+    std::string symbol;    // kp->symbol_name when it was registered by name (a copy), else ""
     unsigned offset = 0;   // kp->offset
+    uint64_t code[5] = {};  // its handlers (the user's, for a kretprobe's or jprobe's), 0 if none
     ProbeCounters counters;
 };
 // Every registered kprobe, by address.

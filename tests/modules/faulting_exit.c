@@ -7,11 +7,12 @@ static int pre(struct kprobe *p, struct pt_regs *regs) { return 0; }
 static struct kprobe kp = { .symbol_name = "sys_open", .pre_handler = pre };
 
 static int __init faulting_init(void) { return register_kprobe(&kp); }
+static volatile int *volatile bad = (volatile int *)16; /* not NULL: UBSan would stop there first */
+
 static void __exit faulting_exit(void)
 {
-	volatile int *p = NULL;
 	unregister_kprobe(&kp);
-	*p = 1;
+	*bad = 1;
 }
 module_init(faulting_init);
 module_exit(faulting_exit);

@@ -1,11 +1,12 @@
 /* A module whose init dereferences NULL: insmod fails with the fault, the process lives on. */
 #include <linux/module.h>
 
+static volatile int *volatile bad = (volatile int *)16; /* not NULL: UBSan would stop there first */
+
 static int __init faulting_init(void)
 {
-	volatile int *p = NULL;
 	printk("faulting_init: about to fault\n");
-	return *p;
+	return *bad;
 }
 static void __exit faulting_exit(void) {}
 module_init(faulting_init);

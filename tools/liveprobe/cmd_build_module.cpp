@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -73,9 +74,14 @@ Runner add_build_module(CLI::App &app)
         if (size_t dot = base.rfind('.'); dot != std::string::npos) base.resize(dot);
         std::string out = o->output.empty() ? base + ".so" : o->output;
         std::string libdir = library.substr(0, library.rfind('/'));
+        // $CC may be a command with words ("ccache gcc"), as make takes it.
+        std::vector<std::string> argv;
         const char *cc = std::getenv("CC");
-        std::vector<std::string> argv{cc && *cc ? cc : "cc", "-shared", "-fPIC", "-O2", "-g", "-Wall", "-o", out,
-                                      o->source, "-I" + inc + "/liveprobe/compat", "-I" + inc};
+        std::istringstream words(cc && *cc ? cc : "cc");
+        for (std::string w; words >> w;) argv.push_back(w);
+        if (argv.empty()) argv.push_back("cc");
+        argv.insert(argv.end(), {"-shared", "-fPIC", "-O2", "-g", "-Wall", "-o", out, o->source,
+                                 "-I" + inc + "/liveprobe/compat", "-I" + inc});
         argv.insert(argv.end(), o->cflags.begin(), o->cflags.end());
         // The library by its full path (the build tree has no unversioned name to -l), found again
         // at run time where it is.
@@ -86,6 +92,10 @@ Runner add_build_module(CLI::App &app)
             std::fprintf(stderr, "%s\n", line.c_str());
         }
         pid_t pid = fork();
+        if (pid < 0) {
+            complain(fmt::format("build-module: fork: {}", std::strerror(errno)));
+            return kExitFailure;
+        }
         if (pid == 0) {
             std::vector<char *> args;
             for (const std::string &a : argv) args.push_back(const_cast<char *>(a.c_str()));
@@ -95,7 +105,12 @@ Runner add_build_module(CLI::App &app)
             _exit(127);
         }
         int status = 0;
-        waitpid(pid, &status, 0);
+        while (waitpid(pid, &status, 0) < 0) {
+            if (errno != EINTR) {
+                complain(fmt::format("build-module: waitpid: {}", std::strerror(errno)));
+                return kExitFailure;
+            }
+        }
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
             complain(fmt::format("build-module: {} did not compile (the compiler's messages are above)", o->source));
             return kExitFailure;

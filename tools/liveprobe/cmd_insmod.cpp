@@ -6,7 +6,6 @@
 
 #include <limits.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -34,9 +33,16 @@ int load(pid_t pid, uid_t uid, const std::string &path, const std::vector<std::s
     int r = agent::request(uid, pid, "insmod", args, &reply, &why, 60000);
     std::string file = path.substr(path.rfind('/') + 1);
     if (r < 0) {
-        std::string ignored;
-        auto info = process_info(pid, &ignored);
-        if (!info || info->state == 'Z' || info->state == 'X') why = fmt::format("process {} exited during insmod", pid);
+        // A process that died under the request may take a moment to show it.
+        for (int i = 0; i < 50; ++i) {
+            std::string ignored;
+            auto info = process_info(pid, &ignored);
+            if (!info || info->state == 'Z' || info->state == 'X') {
+                why = fmt::format("process {} exited during insmod", pid);
+                break;
+            }
+            usleep(10000);
+        }
         complain(fmt::format("insmod {} into process {}: {}", file, pid, why));
         return kExitFailure;
     }
@@ -46,13 +52,6 @@ int load(pid_t pid, uid_t uid, const std::string &path, const std::vector<std::s
     }
     for (const std::string &l : reply.lines) std::fprintf(stderr, "liveprobe: process %d: %s\n", pid, l.c_str());
     return 0;
-}
-
-// Has the program exited (without reaping it)?
-bool exited(pid_t pid)
-{
-    siginfo_t si{};
-    return waitid(P_PID, static_cast<id_t>(pid), &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid;
 }
 
 }  // namespace
@@ -107,22 +106,12 @@ Runner add_insmod(CLI::App &app)
                 std::fprintf(stderr, "liveprobe: agent loaded into process %d in %.1f ms\n", o->pid, rep.ms);
             return load(o->pid, info->uid, path, params);
         }
-        return run_program(command, [&](pid_t pid) {
-            // The agent starts in the library's constructor, before main: wait until it answers.
-            std::string why;
-            for (int i = 0; i < 1000; ++i) {
-                if (exited(pid)) {
-                    complain(fmt::format("insmod: process {} exited before its agent answered", pid));
-                    return false;
-                }
-                agent::Reply reply;
-                if (agent::request(getuid(), pid, "hello", {}, &reply, &why, 1000) == 0 && reply.ok)
-                    return load(pid, getuid(), path, params) == 0;
-                usleep(10000);
-            }
-            complain(fmt::format("insmod: the agent of process {} did not answer in 10 s: {}", pid, why));
-            return false;
-        });
+        // A program to start: the library loads the module before the program's main runs
+        // (src/agent/preload_insmod.cpp), and says so, or why not, on stderr.
+        std::string spec = agent::encode_arg(path);
+        for (const std::string &p : params) spec += " " + agent::encode_arg(p);
+        setenv("LIVEPROBE_INSMOD", spec.c_str(), 1);
+        return run_program(command, nullptr);
     };
 }
 

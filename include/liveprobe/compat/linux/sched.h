@@ -1,3 +1,5 @@
-/* liveprobe compatibility header <linux/sched.h> for probe modules: gives everything of
+/* liveprobe compatibility header <linux/sched.h> for probe modules: the system's own <linux/sched.h>
+ * first (the kernel's UAPI part, which other UAPI headers include), then everything of
  * <liveprobe/module.h> (API.md section 2), as the kernel's headers do through their includes. */
+#include_next <linux/sched.h>
 #include <liveprobe/module.h>

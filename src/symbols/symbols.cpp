@@ -4,6 +4,7 @@
 #include "symbols/symbols.hpp"
 
 #include <dlfcn.h>
+#include <fnmatch.h>
 #include <link.h>
 #include <unistd.h>
 
@@ -439,6 +440,58 @@ size_t symbolize(uint64_t addr, bool with_offset, bool return_address, char* buf
     size_t len = std::min(n, text.size());
     std::memcpy(buf, text.data(), len);
     return len;
+}
+
+}  // namespace liveprobe::symbols
+
+namespace liveprobe::symbols {
+
+int match(std::string_view pattern, std::vector<Match> *out, std::string *why) {
+    out->clear();
+    std::string object, glob(pattern);
+    if (size_t colon = pattern.find(':'); colon != std::string_view::npos && pattern.substr(colon, 2) != "::") {
+        object = std::string(pattern.substr(0, colon));
+        glob = std::string(pattern.substr(colon + 1));
+    }
+    if (glob.empty()) {
+        *why = "no function pattern after the object (write OBJECT:* for all of them)";
+        return -EINVAL;
+    }
+    std::lock_guard lock(g_mutex);
+    refresh();
+    bool any_object = false;
+    for (Module &m : g_modules) {
+        if (m.is_own) continue;
+        if (object.empty() ? !m.is_main : !names::object_matches(object, m.path)) continue;
+        any_object = true;
+        ElfObject *elf = tables(m);
+        if (elf == nullptr) continue;
+        std::string prefix = m.is_main && object.empty() ? "" : std::string(names::base_name(m.path)) + ":";
+        std::map<uint64_t, Match> found;  // one per address
+        for (const Symbol &sym : elf->symbols()) {
+            if (sym.type != STT_FUNC || sym.size == 0) continue;
+            std::string base = sym.name.substr(0, sym.name.find('@'));
+            if (base == "_start" || base == "_init" || base == "_fini") continue;
+            bool hit = fnmatch(glob.c_str(), base.c_str(), 0) == 0;
+            if (!hit && base.rfind("_Z", 0) == 0) {
+                std::string d = names::demangle(base.c_str());
+                hit = !d.empty() && fnmatch(glob.c_str(), d.c_str(), 0) == 0;
+            }
+            if (!hit) continue;
+            uint64_t addr = m.bias + sym.value;
+            if (found.count(addr)) continue;
+            const Symbol *best = elf->function_starting(sym.value);
+            std::string name = best ? best->name.substr(0, best->name.find('@')) : base;
+            found.emplace(addr, Match{addr, sym.size, prefix + name});
+        }
+        for (auto &[a, mt] : found) out->push_back(std::move(mt));
+    }
+    if (!any_object) {
+        *why = object.empty() ? "no main program" : "no loaded object matches '" + object + "'";
+        return -ENOENT;
+    }
+    std::sort(out->begin(), out->end(), [](const Match &a, const Match &b) { return a.addr < b.addr; });
+    return 0;
 }
 
 }  // namespace liveprobe::symbols

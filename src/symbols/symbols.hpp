@@ -48,6 +48,19 @@ std::string jump_slot_symbol(uint64_t got);
 // "name+0xOFF" (or "OBJECT+0xOFF" without a symbol, or "0xADDR" when unmapped), for messages.
 std::string describe(uint64_t addr);
 
+// The functions a glob names, for tracers: "GLOB" matches the main program's functions,
+// "OBJECT:GLOB" those of one object (OBJECT as in resolve(); liveprobe's own object never). A
+// name matches by its symbol name (without "@VERSION") or its demangled name. Sized FUNC
+// symbols only (an IFUNC's resolver is not the function), one per address (the best alias),
+// without _start, _init and _fini; sorted by address. -EINVAL (malformed) or -ENOENT (no such
+// object) with *why; an empty result is not an error.
+struct Match {
+    uint64_t addr = 0;
+    uint64_t size = 0;
+    std::string name;  // as resolve() takes it back: "name" in the main program, else "OBJECT:name"
+};
+int match(std::string_view pattern, std::vector<Match> *out, std::string *why);
+
 // For printk's %pS and dump_stack: "name+0xOFF/0xSIZE" (with_offset) or "name", followed by
 // " [object]" when the function is not the main program's (object: its file's base name, without
 // ".so" when it ends so, like the kernel's module names). `return_address`: addr is a return

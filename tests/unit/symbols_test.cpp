@@ -471,3 +471,46 @@ TEST(Symbols, WarmLookupIsFast) {
 }
 
 }  // namespace
+
+// ---- Globs (symbols::match, for tracers) ----
+
+TEST(SymbolsMatch, MainProgramByGlobAndDemangledName) {
+    std::vector<symbols::Match> found;
+    std::string why;
+    ASSERT_EQ(symbols::match("lp_symtest_*", &found, &why), 0) << why;
+    bool c_function = false, static_helper = false;
+    for (const auto &m : found) {
+        c_function |= m.name == "lp_symtest_c_function" && m.addr == addr_of(&lp_symtest_c_function);
+        EXPECT_NE(m.name, "_start");
+        EXPECT_EQ(m.name.find(':'), std::string::npos) << "main program names carry no object: " << m.name;
+    }
+    EXPECT_TRUE(c_function);
+    ASSERT_EQ(symbols::match("lp_static_*", &found, &why), 0) << why;
+    for (const auto &m : found) static_helper |= m.addr == addr_of(&lp_static_helper);
+    EXPECT_TRUE(static_helper) << "static functions come from .symtab";
+    // A C++ function by its demangled name; every match resolves back to its address.
+    ASSERT_EQ(symbols::match("lp_ns::*", &found, &why), 0) << why;
+    EXPECT_FALSE(found.empty());
+    for (const auto &m : found) {
+        uint64_t a = 0;
+        ASSERT_EQ(symbols::resolve(m.name, &a, &why), 0) << m.name << ": " << why;
+        EXPECT_EQ(a, m.addr) << m.name;
+    }
+    // '*' never names the entry point or the init/fini sections' functions.
+    ASSERT_EQ(symbols::match("*", &found, &why), 0) << why;
+    for (const auto &m : found) EXPECT_TRUE(m.name != "_start" && m.name != "_init" && m.name != "_fini") << m.name;
+}
+
+TEST(SymbolsMatch, OneLibraryAndErrors) {
+    std::vector<symbols::Match> found;
+    std::string why;
+    ASSERT_EQ(symbols::match("libc.so.6:getpi*", &found, &why), 0) << why;
+    bool getpid = false;
+    for (const auto &m : found) getpid |= m.name == "libc.so.6:getpid";
+    EXPECT_TRUE(getpid);
+    EXPECT_EQ(symbols::match("libnosuch.so.1:*", &found, &why), -ENOENT);
+    EXPECT_NE(why.find("libnosuch.so.1"), std::string::npos) << why;
+    EXPECT_EQ(symbols::match("libc:", &found, &why), -EINVAL);
+    EXPECT_EQ(symbols::match("nothing_is_called_this_*", &found, &why), 0);
+    EXPECT_TRUE(found.empty());
+}

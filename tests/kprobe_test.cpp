@@ -382,6 +382,38 @@ TEST(Kprobe, RegisteredDisabledIsNotArmed)
 
 // ---- Batches ----
 
+TEST(Kprobe, RegisterEachRegistersWhatItCanAndSaysWhyNotForTheRest)
+{
+    g_seen = {};
+    kprobe add{}, missing{}, twice{}, compute{};
+    add.symbol_name = "lp_c_add";
+    add.pre_handler = record_pre;
+    missing.symbol_name = "lp_no_such_function_anywhere";
+    compute.symbol_name = "lp_c_compute";
+    compute.pre_handler = record_pre;
+    static int not_code = 0;
+    twice.addr = reinterpret_cast<kprobe_opcode_t *>(&not_code);
+    kprobe *batch[] = {&add, &missing, nullptr, &twice, &compute};
+    int results[5] = {1, 1, 1, 1, 1};
+    EXPECT_EQ(liveprobe_register_kprobes_each(batch, 5, results), 2);
+    EXPECT_EQ(results[0], 0);
+    EXPECT_EQ(results[1], -ENOENT);
+    EXPECT_EQ(results[2], -EINVAL);
+    EXPECT_EQ(results[3], -EINVAL);
+    EXPECT_EQ(results[4], 0);
+    EXPECT_NE(reason(-EINVAL).find("not"), std::string::npos) << reason(-EINVAL);
+    lp_c_add(1, 1);
+    lp_c_compute(1);
+    EXPECT_EQ(g_seen.pre_calls, 2) << "both registered probes fire";
+    liveprobe_info info;
+    EXPECT_EQ(liveprobe_kprobe_info(&missing, &info), -EINVAL) << "the failed one is not registered";
+    EXPECT_EQ(liveprobe_register_kprobes_each(batch, 0, results), -EINVAL);
+    unregister_kprobe(&add);
+    unregister_kprobe(&compute);
+    lp_c_add(1, 1);
+    EXPECT_EQ(g_seen.pre_calls, 2);
+}
+
 TEST(Kprobe, RegisterKprobesIsAllOrNothing)
 {
     g_seen = {};

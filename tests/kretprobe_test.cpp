@@ -225,6 +225,33 @@ TEST(Kretprobe, SeveralOnOneFunctionAndBatchRegistration)
     unregister_kretprobes(rps, 2);
 }
 
+TEST(Kretprobe, RegisterEachRegistersWhatItCan)
+{
+    g.reset();
+    kretprobe a = make(reinterpret_cast<void *>(&kr_add));
+    kretprobe big = make(reinterpret_cast<void *>(&kr_add), 0, 4097);
+    kretprobe mid{};
+    mid.kp.symbol_name = "lp_k_callsite";
+    mid.kp.offset = 4;  // not an entry
+    mid.handler = count_return;
+    kretprobe b = make(reinterpret_cast<void *>(&kr_add));
+    kretprobe *rps[] = {&a, &big, &mid, &b};
+    int results[4] = {1, 1, 1, 1};
+    ASSERT_EQ(liveprobe_register_kretprobes_each(rps, 4, results), 2) << liveprobe_strerror(-1);
+    EXPECT_EQ(results[0], 0);
+    EXPECT_EQ(results[1], -E2BIG);
+    EXPECT_EQ(results[2], -EINVAL);
+    EXPECT_EQ(results[3], 0);
+    EXPECT_EQ(big.kp.pre_handler, nullptr) << "a refused kretprobe is left as it was";
+    EXPECT_EQ(kr_add(2, 3), 5);
+    EXPECT_EQ(g.entries.load(), 2);
+    EXPECT_EQ(g.returns.load(), 2);
+    unregister_kretprobe(&a);
+    unregister_kretprobe(&b);
+    EXPECT_EQ(kr_add(2, 3), 5);
+    EXPECT_EQ(g.returns.load(), 2);
+}
+
 TEST(Kretprobe, BadInputIsRefusedAndChangesNothing)
 {
     kretprobe rp = make(reinterpret_cast<void *>(&kr_add), 0, 4097);

@@ -281,6 +281,13 @@ LIVEPROBE_API void liveprobe_set_optimization(int enabled);
  * returned; a generic text when this thread's last failure had another code. The string stays
  * valid until this thread's next liveprobe call. */
 LIVEPROBE_API const char *liveprobe_strerror(int err);
+/* Best effort, for tracers that probe many functions: registers every probe of the array that
+ * can be, in one batch (one int3 pass and one stop of the other threads for all of them, as
+ * register_kprobes), and leaves out the others. results[i] (num entries) gets 0 or probe i's
+ * negative errno. Returns how many were registered; liveprobe_strerror() gives the reason of
+ * the last one that failed. */
+LIVEPROBE_API int liveprobe_register_kprobes_each(struct kprobe **kps, int num, int *results);
+LIVEPROBE_API int liveprobe_register_kretprobes_each(struct kretprobe **rps, int num, int *results);
 
 #ifdef __cplusplus
 } /* extern "C" */

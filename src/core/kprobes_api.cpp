@@ -1,6 +1,8 @@
 // The C API of <liveprobe/kprobes.h>: argument checks, error recording, and the registry.
 #include <liveprobe/kprobes.h>
 
+#include <vector>
+
 #include <cerrno>
 #include <string>
 
@@ -24,6 +26,16 @@ int register_kprobes(struct kprobe **kps, int num)
 {
     if (!kps || num <= 0) return record(Fail(-EINVAL, "no kprobes to register (kps={}, num={})", fmt::ptr(kps), num));
     return record(core::register_probes(kps, num));
+}
+
+int liveprobe_register_kprobes_each(struct kprobe **kps, int num, int *results)
+{
+    if (!kps || !results || num <= 0)
+        return record(Fail(-EINVAL, "no kprobes to register (kps={}, results={}, num={})", fmt::ptr(kps),
+                           fmt::ptr(results), num));
+    std::vector<Status> each(static_cast<size_t>(num));
+    core::register_probes_each(kps, num, each.data());
+    return core::tally_outcomes(each, results);
 }
 
 void unregister_kprobes(struct kprobe **kps, int num)

@@ -146,6 +146,61 @@ Status register_kretprobes(struct kretprobe **rps, int num)
     return Status::Ok();
 }
 
+void register_kretprobes_each(struct kretprobe **rps, int num, Status *each)
+{
+    std::vector<KretState *> states(static_cast<size_t>(num), nullptr);
+    std::vector<struct kprobe *> kps(static_cast<size_t>(num), nullptr);
+    for (int i = 0; i < num; ++i) {
+        each[i] = Status::Ok();
+        if (!rps[i]) {
+            each[i] = Fail(-EINVAL, "kretprobe {} of {} is NULL", i, num);
+            continue;
+        }
+        {
+            std::lock_guard lk(g_mu);
+            if (g_krets.count(rps[i])) {
+                each[i] = Fail(-EINVAL, "this kretprobe is already registered");
+                continue;
+            }
+        }
+        if (Status s = check_entry(rps[i]); !s.ok()) {
+            each[i] = s;
+            continue;
+        }
+        if (Status s = make_state(rps[i], &states[i]); !s.ok()) {
+            each[i] = s;
+            continue;
+        }
+        struct kprobe &kp = rps[i]->kp;
+        kp.pre_handler = kret_pre;
+        kp.__lp_reserved[0] = reinterpret_cast<unsigned long>(states[i]);
+        kp.flags = (kp.flags | KPROBE_FLAG_NOVEC) & ~KPROBE_FLAG_FPREGS;
+        rps[i]->nmissed = 0;
+        kps[i] = &kp;
+    }
+    // The ones still in the running, in one batch (a null entry fails there and is skipped).
+    std::vector<Status> outcome(static_cast<size_t>(num));
+    register_probes_each(kps.data(), num, outcome.data());
+    bool any = false;
+    for (int i = 0; i < num; ++i) {
+        if (!kps[i]) continue;
+        if (!outcome[i].ok()) {
+            each[i] = outcome[i];
+            detach(rps[i]);
+            kret_unref(states[i]);
+            continue;
+        }
+        states[i]->fault_id = static_cast<const KprobeState *>(rps[i]->kp.__lp_state)->fault_id;
+        std::lock_guard lk(g_mu);
+        g_krets[rps[i]] = states[i];
+        any = true;
+    }
+    if (any) {
+        hook_unwinders();
+        describe_trampoline_to_debuggers();
+    }
+}
+
 bool unregister_kretprobe(struct kretprobe *rp)
 {
     KretState *ks = nullptr;
@@ -186,6 +241,16 @@ int register_kretprobe(struct kretprobe *rp)
 }
 
 int register_kretprobes(struct kretprobe **rps, int num) { return record(core::register_kretprobes(rps, num)); }
+
+int liveprobe_register_kretprobes_each(struct kretprobe **rps, int num, int *results)
+{
+    if (!rps || !results || num <= 0)
+        return record(Fail(-EINVAL, "no kretprobes to register (rps={}, results={}, num={})", fmt::ptr(rps),
+                           fmt::ptr(results), num));
+    std::vector<Status> each(static_cast<size_t>(num));
+    core::register_kretprobes_each(rps, num, each.data());
+    return core::tally_outcomes(each, results);
+}
 
 void unregister_kretprobe(struct kretprobe *rp)
 {

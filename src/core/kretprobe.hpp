@@ -20,10 +20,12 @@
 
 #include <liveprobe/kprobes.h>
 
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 
+#include "core/error.hpp"
 #include "core/thread_state.hpp"
 
 namespace liveprobe::core {
@@ -98,6 +100,10 @@ int kret_catch_enter(struct kprobe *kp, struct pt_regs *regs) noexcept;
 
 // Reaps every call in flight of rec's thread (it is gone); set as g_thread_gone_hook.
 void kret_thread_gone(ThreadRecord *rec) noexcept;
+
+// Best effort, for tracers: every kretprobe of the batch that can be is registered, in one
+// batch of the engine (one stop of the other threads); each[i] is kretprobe i's outcome.
+void register_kretprobes_each(struct kretprobe **rps, int num, Status *each);
 
 }  // namespace liveprobe::core
 

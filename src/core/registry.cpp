@@ -580,10 +580,38 @@ Status register_locked(struct kprobe *p, bool internal, const os::MapsSnapshot &
 
 Status prepare_guarded_calls() { return setup_once(); }
 
-Status register_probes(struct kprobe **kps, int num, bool internal)
+Status register_batch(struct kprobe **kps, int num, bool internal, Status *each);
+
+Status register_probes(struct kprobe **kps, int num, bool internal) { return register_batch(kps, num, internal, nullptr); }
+
+void register_probes_each(struct kprobe **kps, int num, Status *each)
+{
+    Status s = register_batch(kps, num, false, each);
+    if (!s.ok())  // the batch as a whole failed (setup, arming): every probe with it
+        for (int i = 0; i < num; ++i)
+            if (each[i].ok() && kps[i]) {
+                unregister_probe(kps[i]);
+                each[i] = s;
+            }
+}
+
+int tally_outcomes(const std::vector<Status> &each, int *results)
+{
+    int ok = 0;
+    const Status *last = nullptr;
+    for (size_t i = 0; i < each.size(); ++i) {
+        results[i] = each[i].ok() ? 0 : each[i].err;
+        if (each[i].ok()) ++ok;
+        else last = &each[i];
+    }
+    if (last) record(*last);
+    return ok;
+}
+
+Status register_batch(struct kprobe **kps, int num, bool internal, Status *each)
 {
     for (int i = 0; i < num; ++i)
-        if (!kps[i]) return Fail(-EINVAL, "kprobe {} of {} is NULL", i, num);
+        if (!kps[i] && !each) return Fail(-EINVAL, "kprobe {} of {} is NULL", i, num);
     if (Status s = setup_once(); !s.ok()) return s;
     RegistryLock lk;
     catch_up_with_unloads();
@@ -595,7 +623,12 @@ Status register_probes(struct kprobe **kps, int num, bool internal)
     for (int i = 0; i < num; ++i) {
         ProbePoint *pp = nullptr;
         Members *old = nullptr;
-        Status s = register_locked(kps[i], internal, maps, &pp, &old);
+        Status s = kps[i] ? register_locked(kps[i], internal, maps, &pp, &old)
+                          : Fail(-EINVAL, "kprobe {} of {} is NULL", i, num);
+        if (each) {  // best effort: this one fails, the others go on
+            each[i] = s;
+            if (!s.ok()) continue;
+        }
         if (!s.ok()) {
             lk.unlock();
             for (auto &[rpp, rold] : to_retire) retire(rpp, rold, nullptr, false);
@@ -610,7 +643,11 @@ Status register_probes(struct kprobe **kps, int num, bool internal)
     if (Status s = arm_points(batch); !s.ok()) {
         lk.unlock();
         for (auto &[rpp, rold] : to_retire) retire(rpp, rold, nullptr, false);
-        for (int j = num - 1; j >= 0; --j) unregister_probe(kps[j]);
+        for (int j = num - 1; j >= 0; --j)
+            if (!each || each[j].ok()) unregister_probe(kps[j]);
+        if (each)
+            for (int j = 0; j < num; ++j)
+                if (each[j].ok()) each[j] = s;
         return s;
     }
     optimize_batch(batch);

@@ -17,6 +17,12 @@ Status register_probe(struct kprobe *p);
 // All or nothing; the probes that can be are optimized in one stop of the other threads.
 // `internal`: liveprobe's own probes (KprobeState::internal).
 Status register_probes(struct kprobe **kps, int num, bool internal = false);
+// Best effort, for tracers: registers every probe of the batch that can be (one arm pass, one
+// stop of the other threads for all of them); each[i] is probe i's outcome.
+void register_probes_each(struct kprobe **kps, int num, Status *each);
+// For the C API's *_each: results[i] = each[i].err; records the last failure as the thread's
+// reason; returns how many succeeded.
+int tally_outcomes(const std::vector<Status> &each, int *results);
 // Returns false if p was not registered.
 bool unregister_probe(struct kprobe *p);
 Status set_enabled(struct kprobe *p, bool enabled);

@@ -42,6 +42,8 @@ char g_socket[sizeof(sockaddr_un::sun_path)];
 std::atomic<const char *> g_reason{"api"};
 uint64_t g_started_ns = 0;
 
+constexpr size_t kMaxRequest = 64u << 20;
+
 uint64_t monotonic_ns()
 {
     struct timespec ts {};
@@ -150,18 +152,28 @@ void handle(int fd)
     } else if (cred.uid != getuid() && cred.uid != 0) {
         out.error(EACCES, fmt::format("user {} may not control process {} of user {}", cred.uid, getpid(), getuid()));
     } else {
+        // One line, read in chunks (a tracer's request names thousands of functions), up to
+        // kMaxRequest; the client sends nothing after its newline.
         std::string line;
-        char c;
+        bool complete = false;
+        char buf[65536];
         struct pollfd p = {fd, POLLIN, 0};
-        while (line.size() < 4096) {
+        while (!complete && line.size() < kMaxRequest) {
             if (poll(&p, 1, 2000) <= 0) break;
-            ssize_t n = recv(fd, &c, 1, 0);
-            if (n <= 0 || c == '\n') break;
-            line += c;
+            ssize_t n = recv(fd, buf, sizeof buf, 0);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) break;
+            const char *nl = static_cast<const char *>(std::memchr(buf, '\n', static_cast<size_t>(n)));
+            line.append(buf, nl ? static_cast<size_t>(nl - buf) : static_cast<size_t>(n));
+            complete = nl != nullptr;
         }
         Request rq;
         std::string why;
-        if (!parse_request(line, &rq, &why))
+        if (!complete)
+            out.error(EPROTO, line.size() >= kMaxRequest
+                                  ? fmt::format("request longer than {} bytes", kMaxRequest)
+                                  : std::string("request without its end of line"));
+        else if (!parse_request(line, &rq, &why))
             out.error(EPROTO, why);
         else if (rq.version != kProtocolVersion)
             out.error(EPROTONOSUPPORT, fmt::format("protocol version {} is not served (this agent speaks {})", rq.version,

@@ -354,6 +354,13 @@ std::string set_one(int t, const std::string &v, void *dst, std::vector<char *> 
     return "";
 }
 
+// A value as error messages quote it: a long one cut short.
+std::string quoted(const std::string &v)
+{
+    if (v.size() <= 64) return "'" + v + "'";
+    return fmt::format("'{}...' ({} characters)", v.substr(0, 48), v.size());
+}
+
 // Sets one `name=value` (or a bare `name`): "" on success, else the whole error message.
 std::string set_param(Module *m, const std::string &arg)
 {
@@ -398,7 +405,7 @@ std::string set_param(Module *m, const std::string &arg)
     }
     if (!d->is_array) {
         std::string e = set_one(d->type, value, d->var, &m->owned);
-        return e.empty() ? e : fmt::format("bad value '{}' for parameter '{}' ({}): {}", value, name, tn, e);
+        return e.empty() ? e : fmt::format("bad value {} for parameter '{}' ({}): {}", quoted(value), name, tn, e);
     }
     std::vector<std::string> items;
     for (size_t start = 0;;) {
@@ -408,13 +415,13 @@ std::string set_param(Module *m, const std::string &arg)
         start = comma + 1;
     }
     if (items.size() > d->len)
-        return fmt::format("bad value '{}' for parameter '{}' ({} array): {} values, and it takes at most {}", value,
+        return fmt::format("bad value {} for parameter '{}' ({} array): {} values, and it takes at most {}", quoted(value),
                            name, tn, items.size(), d->len);
     size_t es = type_size(d->type);
     for (size_t i = 0; i < items.size(); ++i) {
         std::string e = set_one(d->type, items[i], static_cast<char *>(d->var) + i * es, &m->owned);
         if (!e.empty())
-            return fmt::format("bad value '{}' for parameter '{}' ({} array), element {}: {}", items[i], name, tn, i + 1,
+            return fmt::format("bad value {} for parameter '{}' ({} array), element {}: {}", quoted(items[i]), name, tn, i + 1,
                                e);
     }
     if (d->nump) *d->nump = static_cast<unsigned>(items.size());

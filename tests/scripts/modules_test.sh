@@ -147,6 +147,9 @@ expect "hexint as the kernel reads it (base 0: ff is not a number)" 1 "bad value
     "$lp" insmod -p "$pid" "$mods/params_module.so" mask=ff
 expect "a value with a leading space" 1 "bad value ' -1' for parameter 'ubig' \(ulong\): not a number" \
     "$lp" insmod -p "$pid" "$mods/params_module.so" "ubig= -1"
+long=$(head -c 100000 /dev/zero | tr "\\0" x)  # a request of 100 KB reaches the agent whole
+expect "a charp value of 100,000 characters" 1 "bad value 'x{48}\.\.\.' \(100000 characters\) for parameter 'label' \(charp\): longer than 1024 characters" \
+    "$lp" insmod -p "$pid" "$mods/params_module.so" "label=$long"
 expect "a bad bool" 1 "parameter 'verbose' \(bool\): not a boolean" "$lp" insmod -p "$pid" "$mods/params_module.so" verbose=maybe
 expect "too many array values" 1 "5 values, and it takes at most 4" \
     "$lp" insmod -p "$pid" "$mods/params_module.so" values=1,2,3,4,5

@@ -21,6 +21,9 @@ LIVEPROBE_API const char *liveprobe_version(void);
 // Appends one line to the process's log (what `liveprobe dmesg` shows; printk writes there).
 // Never blocks; async-signal-safe.
 LIVEPROBE_API void liveprobe_log_write(const char *text, size_t len);
+// Loads the module LIVEPROBE_INSMOD names (`liveprobe insmod ... -- CMD`), before main: 0 when
+// there is none or it loaded; a module that does not load ends the process with status 1.
+LIVEPROBE_API int liveprobe_insmod_from_environment(void);
 }
 
 namespace liveprobe::agent {

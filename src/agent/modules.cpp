@@ -57,8 +57,9 @@ struct Info {
 // built with these headers declares nothing that could dangle.
 std::mutex g_decl_mu;
 std::atomic<pid_t> g_loading_tid{0};
-std::vector<const struct liveprobe_module_param *> g_params;  // declared during this load
-std::vector<Info> g_infos;
+// Never destroyed (no exit-time destructor: the library registers none, see log_ring.cpp).
+std::vector<const struct liveprobe_module_param *> &g_params = *new std::vector<const struct liveprobe_module_param *>;
+std::vector<Info> &g_infos = *new std::vector<Info>;
 
 // The object (its link_map) holding addr.
 const void *object_of(const void *addr)
@@ -143,7 +144,7 @@ pid_t g_forking_tid = 0;
                    });
 }
 
-std::vector<std::unique_ptr<Module>> g_modules;
+std::vector<std::unique_ptr<Module>> &g_modules = *new std::vector<std::unique_ptr<Module>>;
 
 Module *find(const std::string &name)
 {

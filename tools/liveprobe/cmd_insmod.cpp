@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "agent/channel.hpp"
+#include "agent_library.hpp"
 #include "commands.hpp"
 #include "injector.hpp"
 #include "process.hpp"
@@ -106,12 +107,24 @@ Runner add_insmod(CLI::App &app)
                 std::fprintf(stderr, "liveprobe: agent loaded into process %d in %.1f ms\n", o->pid, rep.ms);
             return load(o->pid, info->uid, path, params);
         }
-        // A program to start: the library loads the module before the program's main runs
-        // (src/agent/preload_insmod.cpp), and says so, or why not, on stderr.
+        // A program to start: libliveprobe-start.so, preloaded after the library, has the
+        // module loaded before the program's main runs (src/preload/start_main.cpp), and the
+        // library says so, or why not, on stderr.
+        std::string why;
+        std::string library = agent_library(&why);
+        if (library.empty()) {
+            complain(why);
+            return kExitFailure;
+        }
+        std::string start = library.substr(0, library.rfind('/')) + "/libliveprobe-start.so";
+        if (access(start.c_str(), R_OK) != 0) {
+            complain(fmt::format("insmod: {} is missing (it loads the module before main)", start));
+            return kExitFailure;
+        }
         std::string spec = agent::encode_arg(path);
         for (const std::string &p : params) spec += " " + agent::encode_arg(p);
         setenv("LIVEPROBE_INSMOD", spec.c_str(), 1);
-        return run_program(command, nullptr);
+        return run_program(command, nullptr, start);
     };
 }
 

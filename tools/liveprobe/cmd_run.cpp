@@ -38,7 +38,8 @@ Runner add_run(CLI::App &app)
     return [argv] { return run_program(*argv, nullptr); };
 }
 
-int run_program(std::vector<std::string> argv, const std::function<bool(pid_t)> &on_started)
+int run_program(std::vector<std::string> argv, const std::function<bool(pid_t)> &on_started,
+                const std::string &extra_preload)
 {
     std::string why;
     std::string library = agent_library(&why);
@@ -66,6 +67,7 @@ int run_program(std::vector<std::string> argv, const std::function<bool(pid_t)> 
         sigprocmask(SIG_SETMASK, &old, nullptr);
         const char *pre = std::getenv("LD_PRELOAD");
         std::string preload = pre && *pre ? std::string(pre) + ":" + library : library;  // theirs first
+        if (!extra_preload.empty()) preload += ":" + extra_preload;
         setenv("LD_PRELOAD", preload.c_str(), 1);
         setenv("LIVEPROBE_AGENT", "1", 1);
         std::vector<char *> args;

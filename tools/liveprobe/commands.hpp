@@ -35,9 +35,11 @@ Runner add_build_module(CLI::App &app);
 // `liveprobe insmod ... -- CMD [ARGS]`: the words after "--", split off before parsing (main.cpp).
 std::vector<std::string> &insmod_command();
 
-// Starts argv with the agent preloaded and stays its parent (`liveprobe run`); on_started (if
-// any) runs once it has started: false kills the program and fails. Returns the tool's status.
-int run_program(std::vector<std::string> argv, const std::function<bool(pid_t)> &on_started);
+// Starts argv with the agent preloaded (and `extra_preload` after it, if any) and stays its
+// parent (`liveprobe run`); on_started (if any) runs once it has started: false kills the
+// program and fails. Returns the tool's status.
+int run_program(std::vector<std::string> argv, const std::function<bool(pid_t)> &on_started,
+                const std::string &extra_preload = "");
 
 // "liveprobe: MESSAGE" on stderr.
 void complain(const std::string &message);

@@ -70,14 +70,15 @@ int main(int argc, char **argv)
     for (long n = 0; rounds == 0 || n < rounds; ++n) {
         long fd = sys_open("/proc/self/status", O_RDONLY, 0);
         long missing = sys_open("/nonexistent/liveprobe-target", O_RDONLY, 0);
-        printf("round %ld: open %s, missing %ld", n, fd >= 0 ? "ok" : "failed", missing);
         if (fd >= 0) close((int)fd);
+        const char *forked = "";
         if (n % 10 == 0) {
             int ptid = 0, ctid = 0;
             long child = do_fork(0x11 /* SIGCHLD */, 0, NULL, 0, &ptid, &ctid);
-            printf(", fork %s", child > 0 && ptid == child ? "ok" : "failed");
+            forked = child > 0 && ptid == child ? ", fork ok" : ", fork failed";
         }
-        printf("\n");
+        /* One printf a round, after the fork: no half line in the buffer the child inherits. */
+        printf("round %ld: open %s, missing %ld%s\n", n, fd >= 0 ? "ok" : "failed", missing, forked);
         struct timespec ts = {interval_ms / 1000, (interval_ms % 1000) * 1000000L};
         while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
         }

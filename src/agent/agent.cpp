@@ -23,6 +23,7 @@
 #include "core/error.hpp"
 #include "core/registry.hpp"
 #include "symbols/symbols.hpp"
+#include "trace/session.hpp"
 
 #ifndef LIVEPROBE_VERSION
 #define LIVEPROBE_VERSION "0.0.0"
@@ -40,6 +41,7 @@ int g_listen_fd = -1;
 // initializers.
 char g_socket[sizeof(sockaddr_un::sun_path)];
 std::atomic<const char *> g_reason{"api"};
+pid_t g_trace_owner = 0;  // the tool that started the trace session (the agent's thread only)
 uint64_t g_started_ns = 0;
 
 constexpr size_t kMaxRequest = 64u << 20;
@@ -132,11 +134,41 @@ void serve(const Request &rq, Out &out)
         if (int r = unload_module(rq.args[0], &why); r < 0) return out.error(-r, why);
         if (!why.empty()) out.line("warning: " + why);
         out.ok();
+    } else if (rq.verb == "trace-start" || rq.verb == "trace-info") {
+        // "trace-start MODE MAXACTIVE SPEC...": starts the process's trace session;
+        // "trace-info": the one running. Lines: "memfd FD", "mode MODE", "probe I ADDR NAME"
+        // each, "skipped WHY" each.
+        trace::Started started;
+        trace::Mode mode;
+        if (rq.verb == "trace-start") {
+            if (rq.args.size() < 3 || !trace::parse_mode(rq.args[0], &mode))
+                return out.error(EINVAL, "trace-start: MODE (events, count, hist) MAXACTIVE SPEC...");
+            std::string why;
+            // A session whose tool is gone (killed before its trace-stop) is stopped first.
+            if (g_trace_owner > 0 && g_trace_owner != rq.peer && kill(g_trace_owner, 0) != 0 && errno == ESRCH)
+                trace::stop(&why);
+            g_trace_owner = rq.peer;
+            int r = trace::start(mode, {rq.args.begin() + 2, rq.args.end()}, std::atoi(rq.args[1].c_str()), &started,
+                                 &why);
+            if (r < 0) return out.error(-r, why);
+        } else if (trace::running(&started, &mode) < 0) {
+            return out.error(ENOENT, "no trace session runs in this process");
+        }
+        out.line(fmt::format("memfd {}", started.memfd));
+        out.line(fmt::format("mode {}", mode == trace::Mode::count ? "count" : mode == trace::Mode::hist ? "hist" : "events"));
+        for (size_t i = 0; i < started.names.size(); ++i)
+            out.line(fmt::format("probe {} {:#x} {}", i, started.addrs[i], started.names[i]));
+        for (const std::string &s : started.skipped) out.line("skipped " + s);
+        out.ok();
+    } else if (rq.verb == "trace-stop") {
+        std::string why;
+        if (int r = trace::stop(&why); r < 0) return out.error(-r, why);
+        out.ok();
     } else if (rq.verb == "lsmod") {
         for (const std::string &l : list_modules()) out.line(l);
         out.ok();
     } else {
-        out.error(EINVAL, fmt::format("unknown request '{}' (this agent serves: hello, status, log, insmod, rmmod, lsmod)",
+        out.error(EINVAL, fmt::format("unknown request '{}' (this agent serves: hello, status, log, insmod, rmmod, lsmod, trace-start, trace-info, trace-stop)",
                                       rq.verb));
     }
 }
@@ -173,7 +205,7 @@ void handle(int fd)
             out.error(EPROTO, line.size() >= kMaxRequest
                                   ? fmt::format("request longer than {} bytes", kMaxRequest)
                                   : std::string("request without its end of line"));
-        else if (!parse_request(line, &rq, &why))
+        else if (rq.peer = cred.pid; !parse_request(line, &rq, &why))
             out.error(EPROTO, why);
         else if (rq.version != kProtocolVersion)
             out.error(EPROTONOSUPPORT, fmt::format("protocol version {} is not served (this agent speaks {})", rq.version,

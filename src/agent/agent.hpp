@@ -24,6 +24,9 @@ LIVEPROBE_API void liveprobe_log_write(const char *text, size_t len);
 // Loads the module LIVEPROBE_INSMOD names (`liveprobe insmod ... -- CMD`), before main: 0 when
 // there is none or it loaded; a module that does not load ends the process with status 1.
 LIVEPROBE_API int liveprobe_insmod_from_environment(void);
+// Starts the trace LIVEPROBE_TRACE describes (`liveprobe trace ... -- CMD`), before main: 0 when
+// there is none or it started; a trace that cannot start ends the process with status 1.
+LIVEPROBE_API int liveprobe_trace_from_environment(void);
 }
 
 namespace liveprobe::agent {

@@ -43,6 +43,7 @@ int unix_socket(const std::string &path, struct sockaddr_un *sa, std::string *wh
 
 // A parsed request line.
 struct Request {
+    pid_t peer = 0;  // the process that sent it (SO_PEERCRED), set by the agent
     int version = 0;
     std::string verb;
     std::vector<std::string> args;

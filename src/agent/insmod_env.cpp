@@ -1,4 +1,5 @@
-// liveprobe_insmod_from_environment(): the module LIVEPROBE_INSMOD names, loaded before the
+// liveprobe_insmod_from_environment() and liveprobe_trace_from_environment(): the module
+// LIVEPROBE_INSMOD names loaded, and the trace LIVEPROBE_TRACE describes started, before the
 // program's main (called by libliveprobe-start.so, src/preload/start_main.cpp).
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include "agent/agent.hpp"
 #include "agent/channel.hpp"
 #include "agent/modules.hpp"
+#include "trace/session.hpp"
 
 using namespace liveprobe::agent;
 
@@ -39,3 +41,5 @@ extern "C" int liveprobe_insmod_from_environment(void)
                  std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     return 0;
 }
+
+extern "C" int liveprobe_trace_from_environment(void) { return liveprobe::trace::start_from_environment(); }

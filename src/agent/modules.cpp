@@ -18,7 +18,6 @@
 #include <cstdlib>
 #include <csignal>
 #include <cstring>
-#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -27,11 +26,10 @@
 
 #include <fmt/format.h>
 
+#include "agent/guarded_call.hpp"
 #include "agent/log_ring.hpp"
 #include "agent/module_quiesce.hpp"
-#include "core/dispatch.hpp"
 #include "core/registry.hpp"
-#include "core/thread_state.hpp"
 #include "os/linux/loader_events.hpp"
 #include "symbols/symbols.hpp"
 
@@ -474,20 +472,11 @@ std::string probe_line(const core::ProbeSummary &s)
 
 void log_line(const std::string &text) { log_ring().write(text.data(), text.size(), 4); }
 
-// Runs a module's init or exit with its faults caught, as a handler's are: "" when it returned,
-// else what the fault was ("SIGSEGV at 0x0 in params_init+0x12/0x40 [mymodule]").
-std::string call_guarded(const std::function<void()> &fn)
+// What a fault was: "SIGSEGV at address 0x10".
+std::string fault_text(const GuardedOutcome &g)
 {
-    core::ThreadRecord *rec = core::this_thread_claim();
-    if (rec == nullptr || !core::prepare_guarded_calls().ok()) {  // cannot guard: run it as it is
-        fn();
-        return "";
-    }
-    int sig = 0;
-    siginfo_t info{};
-    if (core::run_guarded(rec, [&] { fn(); }, &sig, &info)) return "";
-    return fmt::format("{} at address {:#x}", sigabbrev_np(sig) ? std::string("SIG") + sigabbrev_np(sig) : "a signal",
-                       reinterpret_cast<uint64_t>(info.si_addr));
+    const char *abbrev = sigabbrev_np(g.sig);
+    return fmt::format("{} at address {:#x}", abbrev ? std::string("SIG") + abbrev : "a signal", g.addr);
 }
 
 // Unloads m: its probes left registered, a wait until no thread runs its code, dlclose.
@@ -616,12 +605,12 @@ int load_module(const std::string &path, const std::vector<std::string> &args, s
     (void)warmed;
     if (m->init) {
         auto t0 = std::chrono::steady_clock::now();
-        int r = 0;
-        std::string fault = call_guarded([&] { r = m->init(); });
+        GuardedOutcome g = run_module_function(m->init, nullptr);
+        int r = g.result;
         m->init_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-        if (!fault.empty()) {
+        if (!g.returned) {
             std::string e = fmt::format("module {}: its init faulted ({}) and was abandoned; the module is unloaded",
-                                        m->name, fault);
+                                        m->name, fault_text(g));
             log_line("liveprobe: " + e);
             return fail(-EFAULT, e);
         }
@@ -650,10 +639,12 @@ int unload_module(const std::string &name, std::string *why)
         *why = fmt::format("module {} has an init and no exit: it cannot be unloaded (as in the kernel)", name);
         return -EBUSY;
     }
-    std::string fault;
-    if (m->exit) fault = call_guarded(m->exit);
-    if (!fault.empty()) {
-        *why = fmt::format("module {}: its exit faulted ({}) and was abandoned; it was unloaded anyway", name, fault);
+    GuardedOutcome g;
+    g.returned = true;
+    if (m->exit) g = run_module_function(nullptr, m->exit);
+    if (!g.returned) {
+        *why = fmt::format("module {}: its exit faulted ({}) and was abandoned; it was unloaded anyway", name,
+                           fault_text(g));
         log_line("liveprobe: " + *why);
     }
     std::string busy = drop(m);

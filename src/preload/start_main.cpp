@@ -1,5 +1,6 @@
-// libliveprobe-start.so: preloaded after libliveprobe.so by `liveprobe insmod FILE.so ... -- CMD`,
-// so that the module is loaded before the program's main() runs and sees it from its first call.
+// libliveprobe-start.so: preloaded after libliveprobe.so by `liveprobe insmod FILE.so ... -- CMD`
+// and `liveprobe trace ... -- CMD`, so that the module is loaded, or the trace started, before the
+// program's main() runs: they see it from its first call.
 //
 // The tool starts CMD with both libraries preloaded and LIVEPROBE_INSMOD set to the module's path
 // and arguments (each encoded as the agent's protocol encodes arguments, space-separated). This
@@ -14,6 +15,7 @@
 #include <dlfcn.h>
 
 extern "C" int liveprobe_insmod_from_environment(void);
+extern "C" int liveprobe_trace_from_environment(void);
 
 namespace {
 using MainFn = int (*)(int, char **, char **);
@@ -21,6 +23,7 @@ MainFn g_program_main = nullptr;
 
 int load_then_main(int argc, char **argv, char **envp)
 {
+    liveprobe_trace_from_environment();   // exits with status 1 when the trace cannot start
     liveprobe_insmod_from_environment();  // exits with status 1 when the module does not load
     return g_program_main(argc, argv, envp);
 }

@@ -144,7 +144,8 @@ check "dmesg shows both modules' lines" bash -c "'$prefix/bin/liveprobe' dmesg -
 check "installed liveprobe rmmod of both" bash -c "'$prefix/bin/liveprobe' rmmod -p $target_pid kretprobe_example &&
     '$prefix/bin/liveprobe' rmmod -p $target_pid kprobe_example"
 { kill -9 "$target_pid" && wait "$target_pid"; } 2>/dev/null
-check "installed liveprobe insmod ... -- target: loaded before main" bash -c "'$prefix/bin/liveprobe' insmod '$work/kretprobe_example.so' func=sys_open -- '$work/target' 3 5 2>&1 | grep -q 'loaded kretprobe_example in .* ms, before main'"
+runq=; [ ${#run[@]} -gt 0 ] && runq=$(printf '%q ' "${run[@]}")
+check "installed liveprobe insmod ... -- target: loaded before main" bash -c "$runq '$prefix/bin/liveprobe' insmod '$work/kretprobe_example.so' func=sys_open -- '$work/target' 3 5 2>&1 | grep -q 'loaded kretprobe_example in .* ms, before main'"
 
 if [ "$failures" -eq 0 ]; then echo "install test: PASSED"; exit 0; fi
 echo "install test: FAILED ($failures failure(s))"

@@ -31,8 +31,10 @@ Runner add_insmod(CLI::App &app);
 Runner add_rmmod(CLI::App &app);
 Runner add_lsmod(CLI::App &app);
 Runner add_build_module(CLI::App &app);
+Runner add_trace(CLI::App &app);
 
-// `liveprobe insmod ... -- CMD [ARGS]`: the words after "--", split off before parsing (main.cpp).
+// `liveprobe insmod|trace ... -- CMD [ARGS]`: the words after "--", split off before parsing
+// (main.cpp).
 std::vector<std::string> &insmod_command();
 
 // Starts argv with the agent preloaded (and `extra_preload` after it, if any) and stays its

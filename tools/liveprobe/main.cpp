@@ -34,11 +34,12 @@ int main(int argc, char **argv)
     Runner rmmod = add_rmmod(app);
     Runner lsmod = add_lsmod(app);
     Runner build_module = add_build_module(app);
-    // insmod's module parameters and the program after "--" are both free words: the program is
-    // split off here (CLI11 would take it for more parameters).
+    Runner trace = add_trace(app);
+    // insmod's module parameters (trace's specs) and the program after "--" are both free words:
+    // the program is split off here (CLI11 would take it for more of them).
     for (int i = 1; i < argc; ++i) {
         if (argv[i][0] == '-') continue;  // options before the sub-command
-        if (std::string(argv[i]) != "insmod") break;
+        if (std::string(argv[i]) != "insmod" && std::string(argv[i]) != "trace") break;
         for (int j = i + 1; j < argc; ++j)
             if (std::string(argv[j]) == "--") {
                 insmod_command().assign(argv + j + 1, argv + argc);
@@ -68,5 +69,6 @@ int main(int argc, char **argv)
     if (app.got_subcommand("rmmod")) return rmmod();
     if (app.got_subcommand("lsmod")) return lsmod();
     if (app.got_subcommand("build-module")) return build_module();
+    if (app.got_subcommand("trace")) return trace();
     return kExitUsage;
 }

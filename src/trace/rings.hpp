@@ -1,0 +1,96 @@
+// The tracer's shared memory: one single-producer event ring per thread of the target, and the
+// per-thread counters of --count and --hist, in a memfd that
+// the `liveprobe` tool maps too (through /proc/PID/fd/N), so that events leave the target with
+// no system call and no lock. A ring never blocks its thread: a full ring drops the event and
+// counts it. A thread claims a ring on its first event; when every ring is taken, its events are
+// dropped and counted in the header.
+//
+// Layout (all little-endian, fixed): Header, then kRings RingHead, then kRings rings of
+// kRingRecords records of 64 bytes. The writer fills a record, then publishes `head` (release);
+// the reader copies records below `head`, then publishes `tail` (release). The mapping is shared
+// between two processes: every field is an atomic of lock-free size.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace liveprobe::trace {
+
+constexpr uint64_t kRingsMagic = 0x31676e6972706c;  // "lpring1"
+constexpr uint32_t kRings = 64;
+constexpr uint32_t kRingRecords = 4096;  // 256 KiB a thread
+
+struct Record {  // one call that returned
+    uint32_t probe;
+    uint32_t tid;
+    uint64_t entry_ns;  // liveprobe_ktime_ns at the entry
+    uint64_t exit_ns;   // at the return
+    uint64_t retval;    // rax
+    uint64_t args[4];   // rdi rsi rdx rcx at the entry
+};
+static_assert(sizeof(Record) == 64);
+
+struct alignas(64) RingHead {
+    std::atomic<uint64_t> head{0};     // records written (the writer's)
+    std::atomic<uint64_t> tail{0};     // records read (the reader's)
+    std::atomic<uint64_t> dropped{0};  // records the full ring did not take
+    std::atomic<int32_t> tid{0};       // the thread that claimed it, 0 while free
+};
+
+struct alignas(64) Header {
+    uint64_t magic;
+    uint32_t rings;
+    uint32_t records;
+    std::atomic<uint64_t> unringed{0};  // events of threads that found no free ring
+    uint32_t probes;                    // how many probes the session has
+    uint32_t hist;                      // 1: the hist area is there
+    std::atomic<uint32_t> final{0};     // 1: nmissed copied (the session stopped or the process exited)
+    uint64_t names_offset;              // "ADDRESS NAME\n" for each probe, in order
+    uint64_t names_bytes;
+    std::atomic<uint32_t> ready{0};     // 1: the session is set up (probes, names)
+};
+
+constexpr uint32_t kHistBuckets = 40;  // log2 of nanoseconds: bucket b holds [2^(b-1), 2^b)
+
+// After the rings, per probe: its nmissed (copied from the target's kretprobe when the session
+// stops or the process exits), then per ring (thread) and probe: a count, and for --hist the
+// buckets. The file is sparse: rows no thread touched take no memory.
+constexpr size_t kRingsBytes = sizeof(Header) + kRings * sizeof(RingHead) + size_t{kRings} * kRingRecords * sizeof(Record);
+inline size_t missed_offset() { return kRingsBytes; }
+inline size_t counts_offset(uint32_t probes) { return kRingsBytes + size_t{probes} * 8; }
+inline size_t hist_offset(uint32_t probes) { return counts_offset(probes) + size_t{kRings} * probes * 8; }
+inline size_t names_offset(uint32_t probes, bool hist)
+{
+    return hist_offset(probes) + (hist ? size_t{kRings} * probes * kHistBuckets * 4 : 0);
+}
+// A memfd the tool makes for a program it starts: sparse, large enough for any session.
+constexpr size_t kToolMemfdBytes = size_t{1} << 32;
+
+// The views of a mapping.
+inline Header *header_of(void *base) { return static_cast<Header *>(base); }
+inline RingHead *ring_head(void *base, uint32_t i)
+{
+    return reinterpret_cast<RingHead *>(static_cast<char *>(base) + sizeof(Header)) + i;
+}
+inline Record *ring_records(void *base, uint32_t i)
+{
+    return reinterpret_cast<Record *>(static_cast<char *>(base) + sizeof(Header) + kRings * sizeof(RingHead)) +
+           size_t{i} * kRingRecords;
+}
+inline std::atomic<uint64_t> *missed_of(void *base, uint32_t probe)
+{
+    return reinterpret_cast<std::atomic<uint64_t> *>(static_cast<char *>(base) + missed_offset()) + probe;
+}
+inline std::atomic<uint64_t> *count_of(void *base, uint32_t probes, uint32_t ring, uint32_t probe)
+{
+    return reinterpret_cast<std::atomic<uint64_t> *>(static_cast<char *>(base) + counts_offset(probes)) +
+           size_t{ring} * probes + probe;
+}
+inline std::atomic<uint32_t> *hist_of(void *base, uint32_t probes, uint32_t ring, uint32_t probe)
+{
+    return reinterpret_cast<std::atomic<uint32_t> *>(static_cast<char *>(base) + hist_offset(probes)) +
+           (size_t{ring} * probes + probe) * kHistBuckets;
+}
+
+}  // namespace liveprobe::trace

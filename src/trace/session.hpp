@@ -1,0 +1,51 @@
+// The tracer inside the target (`liveprobe trace`): one session per process at a time, a probe
+// on each function the specs name, and handlers that write into the shared memory of
+// trace/rings.hpp, which the tool reads.
+//
+// Modes:
+//   events  a kretprobe per function; each call that returns becomes a Record in the calling
+//           thread's ring (entry and exit time, return value, first four arguments);
+//   count   a kprobe at each function's entry; the thread's counter of it goes up;
+//   hist    a kretprobe per function; the call's duration goes into the thread's log2 buckets.
+// Counters are per thread (one row per ring) and summed by the reader: nothing is shared
+// between threads on the hit path.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace liveprobe::trace {
+
+enum class Mode { events, count, hist };
+// "events", "count" or "hist".
+bool parse_mode(const std::string &word, Mode *mode);
+
+struct Started {
+    int memfd = -1;                    // the shared memory, a descriptor of this process
+    std::vector<std::string> names;    // probe i's function, as resolve() takes it back
+    std::vector<uint64_t> addrs;       // and its address
+    std::vector<std::string> skipped;  // "SPEC-or-NAME: why" of each function not probed
+};
+
+// Starts the session: each spec is a function ("name", "OBJECT:name", a C++ name) or a glob
+// ("*", "libz.so.1:*"). 0, or -errno with *why: -EBUSY (a session runs), -ENOENT (no function
+// at all), -EINVAL (a malformed spec).
+// `given_fd`: a memfd of the tool's to use (a program it started), else -1: one is made.
+int start(Mode mode, const std::vector<std::string> &specs, int maxactive, Started *out, std::string *why,
+          int given_fd = -1);
+
+// What start() said of the running session (for a tool that connects to a session started
+// before main by LIVEPROBE_TRACE): 0, or -ENOENT when none runs.
+int running(Started *out, Mode *mode);
+
+// Starts the session LIVEPROBE_TRACE describes ("MODE MAXACTIVE SPEC...", each word encoded as
+// the agent's protocol encodes arguments) in the memfd LIVEPROBE_TRACE_FD names, before the
+// program's main: 0, or the error printed on stderr and the process ended with status 1.
+int start_from_environment();
+
+// Stops it: unregisters every probe (each one's nmissed is copied into the shared memory
+// first), closes the descriptor. -ENOENT when none runs.
+int stop(std::string *why);
+
+}  // namespace liveprobe::trace

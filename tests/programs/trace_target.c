@@ -1,0 +1,63 @@
+/*
+ * The target of tests/scripts/trace_test.sh: calls whose counts, return values and nesting are
+ * known in advance, so the tracer's output can be checked exactly.
+ *
+ *   lp_tr_square(n)      n = 1..5, returns n * n                       5 calls
+ *   lp_tr_leaf()         1000 calls from main                          1000 calls
+ *   lp_tr_fib(n)         fib(10), recursive                            177 calls, returns 55
+ *   lp_tr_step(i)        4 threads x 250                               1000 calls
+ *   lp_tr_jump(depth)    longjmp out of the 3rd level, 10 times        30 entries, 0 returns
+ *   lp_tr_slow()         sleeps 2 ms                                   1 call, >= 2 ms
+ *
+ * Usage: trace_target [wait]   (wait: sleep 1 s first, then run; for -p)
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TRACED __attribute__((noipa, used))
+
+TRACED long lp_tr_square(long n) { return n * n; }
+TRACED int lp_tr_leaf(void) { return 7; }
+TRACED long lp_tr_fib(long n) { return n < 2 ? n : lp_tr_fib(n - 1) + lp_tr_fib(n - 2); }
+TRACED long lp_tr_step(long i) { return i + 1; }
+
+static jmp_buf g_jb;
+TRACED long lp_tr_jump(long depth)
+{
+    if (depth == 3) longjmp(g_jb, 1);
+    return lp_tr_jump(depth + 1) + 1;
+}
+
+TRACED void lp_tr_slow(void)
+{
+    struct timespec ts = {0, 2000000};
+    nanosleep(&ts, NULL);
+}
+
+static void *worker(void *arg)
+{
+    long sum = 0;
+    for (long i = 0; i < 250; i++) sum += lp_tr_step(i);
+    return (void *)sum;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "wait") == 0) sleep(1);
+    long total = 0;
+    for (long n = 1; n <= 5; n++) total += lp_tr_square(n);
+    for (int i = 0; i < 1000; i++) total += lp_tr_leaf();
+    total += lp_tr_fib(10);
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++) pthread_create(&t[i], NULL, worker, NULL);
+    for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+    for (int k = 0; k < 10; k++)
+        if (setjmp(g_jb) == 0) lp_tr_jump(1);
+    lp_tr_slow();
+    printf("trace_target done: %ld\n", total);  /* 55 + 7000 + 55 = 7110 */
+    return 0;
+}

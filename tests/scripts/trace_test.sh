@@ -63,6 +63,12 @@ if grep -q "lp_tr_slow returned" "$tmp/min.out" && ! grep -q "lp_tr_leaf returne
     pass "--min-duration 1 ms: the 2 ms call only"
 else fail "--min-duration:"; sed 's/^/    /' "$tmp/min.out" | head; fi
 
+"${launch[@]}" "$lp" trace --chrome "$tmp/trace.json" lp_tr_square -- "$target" >"$tmp/chrome.out" 2>&1
+if grep -q "wrote $tmp/trace.json" "$tmp/chrome.out" && head -c 15 "$tmp/trace.json" | grep -q '^{"traceEvents":' &&
+   [ "$(grep -c '"name":"lp_tr_square","ph":"X"' "$tmp/trace.json")" -eq 5 ] && tail -1 "$tmp/trace.json" | grep -q '^\],"displayTimeUnit":"ns"}$'; then
+    pass "--chrome: 5 complete events in a trace file"
+else fail "--chrome:"; cat "$tmp/chrome.out"; head -5 "$tmp/trace.json"; fi
+
 # 4. --hist: the 2 ms sleep in [1M, 2M) or [2M, 4M) ns, the 1000 leaves under 64 K.
 "${launch[@]}" "$lp" trace --hist lp_tr_slow lp_tr_leaf -- "$target" >"$tmp/hist.out" 2>&1
 check "--hist: log2 buckets" "$tmp/hist.out" '^@ns\[lp_tr_slow\]: 1 calls$' '^\[(1M, 2M|2M, 4M)\) +1 \|@+ *\|$' \

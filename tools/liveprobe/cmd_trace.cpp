@@ -47,6 +47,10 @@ using trace::Record;
 struct Opts {
     int pid = 0;
     bool count = false, hist = false, json = false;
+    std::string chrome;      // --chrome FILE
+    FILE *chrome_out = nullptr;
+    bool chrome_first = true;
+    int traced = 0;  // the process traced (-p, or the program started)
     int maxactive = 64;
     double duration = 0;
     int tid = 0;
@@ -81,7 +85,7 @@ std::string retval_text(uint64_t v)
 }
 
 // Drains every ring, prints the events (time order within the batch); returns how many.
-uint64_t drain(const Shm &shm, const Opts &o)
+uint64_t drain(const Shm &shm, Opts &o)
 {
     std::vector<Record> batch;
     for (uint32_t i = 0; i < kRings; ++i) {
@@ -98,6 +102,16 @@ uint64_t drain(const Shm &shm, const Opts &o)
         uint64_t took = r.exit_ns - r.entry_ns;
         if ((o.tid && static_cast<int>(r.tid) != o.tid) || took < o.min_duration) continue;
         const std::string &name = r.probe < shm.names.size() ? shm.names[r.probe] : "?";
+        if (o.chrome_out) {
+            // A complete event ("X") per call, in microseconds, as chrome://tracing and Perfetto read them.
+            std::fprintf(o.chrome_out, "%s\n{\"name\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%u,"
+                                       "\"args\":{\"retval\":%" PRId64 "}}",
+                         o.chrome_first ? "" : ",", name.c_str(), static_cast<double>(r.entry_ns) / 1e3,
+                         static_cast<double>(took) / 1e3, o.traced, r.tid, static_cast<int64_t>(r.retval));
+            o.chrome_first = false;
+            ++shown;
+            continue;
+        }
         if (o.json)
             std::printf("{\"time_ns\":%" PRIu64 ",\"tid\":%u,\"function\":\"%s\",\"retval\":%" PRId64
                         ",\"duration_ns\":%" PRIu64 ",\"args\":[%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 "]}\n",
@@ -193,6 +207,7 @@ Runner add_trace(CLI::App &app)
     auto *c = cmd->add_flag("--count", o->count, "At the end, how many times each function was called");
     cmd->add_flag("--hist", o->hist, "At the end, a log2 histogram of each function's durations")->excludes(c);
     cmd->add_flag("--json", o->json, "One JSON object per call instead of a line");
+    cmd->add_option("--chrome", o->chrome, "Write the calls to FILE as Chrome trace events (chrome://tracing, Perfetto)");
     cmd->add_option("--maxactive", o->maxactive, "Calls of one function followed at once (default 64)")
         ->check(CLI::Range(1, 100000));
     cmd->add_option("--duration", o->duration, "Stop after this many seconds");
@@ -208,6 +223,18 @@ Runner add_trace(CLI::App &app)
             return kExitUsage;
         }
         const char *mode = o->count ? "count" : o->hist ? "hist" : "events";
+        if (!o->chrome.empty()) {
+            if (o->count || o->hist) {
+                complain("trace: --chrome writes calls: not with --count or --hist");
+                return kExitUsage;
+            }
+            o->chrome_out = std::fopen(o->chrome.c_str(), "w");
+            if (!o->chrome_out) {
+                complain(fmt::format("trace: {}: {}", o->chrome, std::strerror(errno)));
+                return kExitFailure;
+            }
+            std::fprintf(o->chrome_out, "{\"traceEvents\":[");
+        }
         signal(SIGPIPE, SIG_IGN);  // a reader that goes away (| head) ends the trace, cleanly
         Shm shm;
         pid_t child = 0;
@@ -225,6 +252,7 @@ Runner add_trace(CLI::App &app)
                 complain(why);
                 return kExitFailure;
             }
+            o->traced = o->pid;
             AttachReport rep;
             if (attach_agent(o->pid, &rep, &why) < 0) {
                 complain(fmt::format("trace: attach {}: {}", o->pid, why));
@@ -294,6 +322,7 @@ Runner add_trace(CLI::App &app)
                 _exit(127);
             }
             close(mfd);
+            o->traced = child;
             std::fprintf(stderr, "liveprobe: started PID %d\n", child);
         }
         if (shm.base == MAP_FAILED || shm.base == nullptr) {
@@ -341,6 +370,11 @@ Runner add_trace(CLI::App &app)
         if (!o->count && !o->hist) events += drain(shm, *o);
         if (o->count) print_counts(shm);
         if (o->hist) print_hists(shm);
+        if (o->chrome_out) {
+            std::fprintf(o->chrome_out, "\n],\"displayTimeUnit\":\"ns\"}\n");
+            std::fclose(o->chrome_out);
+            std::fprintf(stderr, "liveprobe: wrote %s\n", o->chrome.c_str());
+        }
         std::fflush(stdout);  // the summary (stderr) after what it sums up
         print_summary(shm, events, !o->count && !o->hist);
         if (child) return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);

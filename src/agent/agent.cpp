@@ -141,15 +141,22 @@ void serve(const Request &rq, Out &out)
         trace::Started started;
         trace::Mode mode;
         if (rq.verb == "trace-start") {
-            if (rq.args.size() < 3 || !trace::parse_mode(rq.args[0], &mode))
-                return out.error(EINVAL, "trace-start: MODE (events, count, hist) MAXACTIVE SPEC...");
+            // MODE[:nofollow]: without following forks.
+            std::string mode_word = rq.args.empty() ? std::string() : rq.args[0];
+            bool follow = true;
+            if (size_t colon = mode_word.find(':'); colon != std::string::npos) {
+                follow = mode_word.substr(colon + 1) != "nofollow";
+                mode_word.resize(colon);
+            }
+            if (rq.args.size() < 3 || !trace::parse_mode(mode_word, &mode))
+                return out.error(EINVAL, "trace-start: MODE[:nofollow] (events, count, hist) MAXACTIVE SPEC...");
             std::string why;
             // A session whose tool is gone (killed before its trace-stop) is stopped first.
             if (g_trace_owner > 0 && g_trace_owner != rq.peer && kill(g_trace_owner, 0) != 0 && errno == ESRCH)
                 trace::stop(&why);
             g_trace_owner = rq.peer;
             int r = trace::start(mode, {rq.args.begin() + 2, rq.args.end()}, std::atoi(rq.args[1].c_str()), &started,
-                                 &why);
+                                 &why, -1, follow);
             if (r < 0) return out.error(-r, why);
         } else if (trace::running(&started, &mode) < 0) {
             return out.error(ENOENT, "no trace session runs in this process");

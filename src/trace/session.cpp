@@ -1,5 +1,6 @@
 #include "trace/session.hpp"
 
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -55,6 +56,19 @@ Started g_started;
 
 thread_local int32_t t_ring = -1;
 thread_local uint64_t t_generation = 0;
+// After fork, the child's threads take rings of their own (the mapping is shared, so a child is
+// traced with its parent: its events come with its own thread ids); without following
+// (LIVEPROBE_TRACE_NOFOLLOW, `--no-follow`), a child's handlers write nothing.
+bool g_follow = true;
+std::atomic<bool> g_silent{false};
+
+[[gnu::constructor]] void trace_atfork()
+{
+    pthread_atfork(nullptr, nullptr, [] {
+        g_generation.fetch_add(1, std::memory_order_release);
+        if (!g_follow) g_silent.store(true, std::memory_order_relaxed);
+    });
+}
 
 // The calling thread's ring, claimed on its first event: -1 when every ring is taken (rings of
 // threads that have exited, drained, are taken back).
@@ -96,6 +110,7 @@ uint32_t index_of(const struct kretprobe *rp) noexcept
 
 int count_pre(struct kprobe *kp, struct pt_regs *) noexcept
 {
+    if (g_silent.load(std::memory_order_relaxed)) return 0;
     int32_t ring = my_ring();
     if (ring < 0) {
         header_of(g_base)->unringed.fetch_add(1, std::memory_order_relaxed);
@@ -120,6 +135,7 @@ int entry_stamp(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept
 
 int event_return(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept
 {
+    if (g_silent.load(std::memory_order_relaxed)) return 0;
     uint64_t now = liveprobe_ktime_ns();
     const auto *d = reinterpret_cast<const EntryData *>(ri->data);
     uint32_t idx = index_of(ri->rp);
@@ -149,6 +165,7 @@ int event_return(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept
 
 int hist_return(struct kretprobe_instance *ri, struct pt_regs *) noexcept
 {
+    if (g_silent.load(std::memory_order_relaxed)) return 0;
     uint64_t delta = liveprobe_ktime_ns() - reinterpret_cast<const EntryData *>(ri->data)->entry_ns;
     uint32_t idx = index_of(ri->rp);
     int32_t ring = my_ring();
@@ -181,9 +198,12 @@ void publish_missed() noexcept
 
 }  // namespace
 
-int start(Mode mode, const std::vector<std::string> &specs, int maxactive, Started *out, std::string *why, int given_fd)
+int start(Mode mode, const std::vector<std::string> &specs, int maxactive, Started *out, std::string *why, int given_fd,
+          bool follow_forks)
 {
     std::lock_guard lk(g_mu);
+    g_follow = follow_forks;
+    g_silent.store(false);
     if (g_running) {
         *why = "a trace session already runs in this process";
         return -EBUSY;
@@ -347,8 +367,10 @@ int start_from_environment()
         Started started;
         const char *fd = std::getenv("LIVEPROBE_TRACE_FD");
         unsetenv("LIVEPROBE_TRACE_FD");
+        bool follow = std::getenv("LIVEPROBE_TRACE_NOFOLLOW") == nullptr;
+        unsetenv("LIVEPROBE_TRACE_NOFOLLOW");
         r = start(mode, {words.begin() + 2, words.end()}, std::atoi(words[1].c_str()), &started, &why,
-                  fd ? std::atoi(fd) : -1);
+                  fd ? std::atoi(fd) : -1, follow);
         // As `liveprobe trace -p` says them: the first five, then how many more.
         for (size_t i = 0; r == 0 && i < started.skipped.size() && i < 5; ++i)
             std::fprintf(stderr, "liveprobe: not traced: %s\n", started.skipped[i].c_str());

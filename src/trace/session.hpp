@@ -8,7 +8,8 @@
 //   count   a kprobe at each function's entry; the thread's counter of it goes up;
 //   hist    a kretprobe per function; the call's duration goes into the thread's log2 buckets.
 // Counters are per thread (one row per ring) and summed by the reader: nothing is shared
-// between threads on the hit path.
+// between threads on the hit path. A forked child goes on writing into the same shared memory
+// (its threads take rings of their own), unless the session does not follow forks.
 #pragma once
 
 #include <cstdint>
@@ -33,7 +34,7 @@ struct Started {
 // at all), -EINVAL (a malformed spec).
 // `given_fd`: a memfd of the tool's to use (a program it started), else -1: one is made.
 int start(Mode mode, const std::vector<std::string> &specs, int maxactive, Started *out, std::string *why,
-          int given_fd = -1);
+          int given_fd = -1, bool follow_forks = true);
 
 // What start() said of the running session (for a tool that connects to a session started
 // before main by LIVEPROBE_TRACE): 0, or -ENOENT when none runs.

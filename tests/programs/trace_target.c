@@ -8,6 +8,7 @@
  *   lp_tr_step(i)        4 threads x 250                               1000 calls
  *   lp_tr_jump(depth)    longjmp out of the 3rd level, 10 times        30 entries, 0 returns
  *   lp_tr_slow()         sleeps 2 ms                                   1 call, >= 2 ms
+ *   lp_tr_square(6)      in a forked child, which exits                 returns 36 there
  *
  * Usage: trace_target [wait]   (wait: sleep 1 s first, then run; for -p)
  */
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define TRACED __attribute__((noipa, used))
@@ -58,6 +60,11 @@ int main(int argc, char **argv)
     for (int k = 0; k < 10; k++)
         if (setjmp(g_jb) == 0) lp_tr_jump(1);
     lp_tr_slow();
-    printf("trace_target done: %ld\n", total);  /* 55 + 7000 + 55 = 7110 */
+    fflush(stdout);
+    pid_t child = fork();
+    if (child == 0) _exit(lp_tr_square(6) == 36 ? 0 : 1);
+    int status = 0;
+    waitpid(child, &status, 0);
+    printf("trace_target done: %ld, child %s\n", total, WIFEXITED(status) && WEXITSTATUS(status) == 0 ? "ok" : "failed");
     return 0;
 }

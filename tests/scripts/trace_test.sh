@@ -33,10 +33,10 @@ check() {
 "${launch[@]}" "$lp" trace --count 'lp_tr_*' -- "$target" >"$tmp/count.out" 2>&1; rc=$?
 [ "$rc" -eq 0 ] || fail "trace --count -- target: exit $rc"
 check "--count: exact counts, most called first" "$tmp/count.out" \
-    '^trace_target done: 7110$' '^lp_tr_leaf +1000$' '^lp_tr_step +1000$' '^lp_tr_fib +177$' '^lp_tr_jump +30$' \
-    '^lp_tr_square +5$' '^lp_tr_slow +1$' '^\(6 of 6 functions called\)$' \
-    '^liveprobe: 6 functions traced, 2213 calls, 0 dropped \(ring full\), 0 without a ring, missed 0$'
-if [ "$(grep -E '^lp_tr_' "$tmp/count.out" | awk '{print $2}' | tr '\n' ' ')" != "1000 1000 177 30 5 1 " ]; then
+    '^trace_target done: 7110, child ok$' '^lp_tr_leaf +1000$' '^lp_tr_step +1000$' '^lp_tr_fib +177$' '^lp_tr_jump +30$' \
+    '^lp_tr_square +6$' '^lp_tr_slow +1$' '^\(6 of 6 functions called\)$' \
+    '^liveprobe: 6 functions traced, 2214 calls, 0 dropped \(ring full\), 0 without a ring, missed 0$'
+if [ "$(grep -E '^lp_tr_' "$tmp/count.out" | awk '{print $2}' | tr '\n' ' ')" != "1000 1000 177 30 6 1 " ]; then
     fail "--count: not most called first: $(grep -E '^lp_tr_' "$tmp/count.out" | tr '\n' ' ')"
 fi
 
@@ -47,12 +47,21 @@ check "events: every square's return value, in order" "$tmp/events.out" \
     "^\[ *[0-9]+\.[0-9]{6}\] $pid lp_tr_square returned 1 and took [0-9]+ ns to execute$" \
     "lp_tr_square returned 4 and" "lp_tr_square returned 9 and" "lp_tr_square returned 16 and" \
     "lp_tr_square returned 25 and" "lp_tr_fib returned 55 and" \
-    '^liveprobe: 2 functions traced, 182 calls \(182 events read\), 0 dropped'
-if [ "$(grep -o 'lp_tr_square returned [0-9]*' "$tmp/events.out" | awk '{print $3}' | tr '\n' ' ')" != "1 4 9 16 25 " ]; then
+    "^\[ *[0-9]+\.[0-9]{6}\] [0-9]+ lp_tr_square returned 36 and" \
+    '^liveprobe: 2 functions traced, 183 calls \(183 events read\), 0 dropped'
+if [ "$(grep -o 'lp_tr_square returned [0-9]*' "$tmp/events.out" | awk '{print $3}' | tr '\n' ' ')" != "1 4 9 16 25 36 " ]; then
     fail "events: squares out of order: $(grep -o 'lp_tr_square returned [0-9]*' "$tmp/events.out" | tr '\n' ' ')"
 fi
 n=$(grep -c 'lp_tr_fib returned' "$tmp/events.out")
 [ "$n" -eq 177 ] && pass "events: 177 fib returns, recursion nested" || fail "events: $n fib returns, want 177"
+
+child=$(grep 'lp_tr_square returned 36' "$tmp/events.out" | awk '{print $2}')
+[ -n "$child" ] && [ "$child" != "$pid" ] && pass "a forked child is followed: its call has its own pid ($child)" ||
+    fail "the forked child's call: tid '$child', parent $pid"
+"${launch[@]}" "$lp" trace --no-follow lp_tr_square -- "$target" >"$tmp/nofollow.out" 2>&1
+if grep -q 'lp_tr_square returned 25' "$tmp/nofollow.out" && ! grep -q 'lp_tr_square returned 36' "$tmp/nofollow.out" &&
+   grep -q 'child ok' "$tmp/nofollow.out"; then pass "--no-follow: the child's call is not traced"
+else fail "--no-follow:"; sed 's/^/    /' "$tmp/nofollow.out"; fi
 
 # 3. --json, --tid and --min-duration.
 "${launch[@]}" "$lp" trace --json lp_tr_square -- "$target" >"$tmp/json.out" 2>&1
@@ -65,8 +74,8 @@ else fail "--min-duration:"; sed 's/^/    /' "$tmp/min.out" | head; fi
 
 "${launch[@]}" "$lp" trace --chrome "$tmp/trace.json" lp_tr_square -- "$target" >"$tmp/chrome.out" 2>&1
 if grep -q "wrote $tmp/trace.json" "$tmp/chrome.out" && head -c 15 "$tmp/trace.json" | grep -q '^{"traceEvents":' &&
-   [ "$(grep -c '"name":"lp_tr_square","ph":"X"' "$tmp/trace.json")" -eq 5 ] && tail -1 "$tmp/trace.json" | grep -q '^\],"displayTimeUnit":"ns"}$'; then
-    pass "--chrome: 5 complete events in a trace file"
+   [ "$(grep -c '"name":"lp_tr_square","ph":"X"' "$tmp/trace.json")" -eq 6 ] && tail -1 "$tmp/trace.json" | grep -q '^\],"displayTimeUnit":"ns"}$'; then
+    pass "--chrome: 6 complete events (the child's too) in a trace file"
 else fail "--chrome:"; cat "$tmp/chrome.out"; head -5 "$tmp/trace.json"; fi
 
 # 4. --hist: the 2 ms sleep in [1M, 2M) or [2M, 4M) ns, the 1000 leaves under 64 K.
@@ -76,7 +85,7 @@ check "--hist: log2 buckets" "$tmp/hist.out" '^@ns\[lp_tr_slow\]: 1 calls$' '^\[
 
 # 5. longjmp out of traced frames: the program is unharmed (events mode sees no return).
 "${launch[@]}" "$lp" trace lp_tr_jump -- "$target" >"$tmp/jump.out" 2>&1; rc=$?
-[ "$rc" -eq 0 ] && grep -q '^trace_target done: 7110$' "$tmp/jump.out" && ! grep -q 'lp_tr_jump returned' "$tmp/jump.out" &&
+[ "$rc" -eq 0 ] && grep -q '^trace_target done: 7110, child ok$' "$tmp/jump.out" && ! grep -q 'lp_tr_jump returned' "$tmp/jump.out" &&
     pass "longjmp through traced frames: exit 0, no return reported" || { fail "longjmp:"; cat "$tmp/jump.out"; }
 
 # 6. A running process (-p): samples/target, for a second, in each mode; then again (the

@@ -46,7 +46,7 @@ using trace::Record;
 
 struct Opts {
     int pid = 0;
-    bool count = false, hist = false, json = false;
+    bool count = false, hist = false, json = false, no_follow = false;
     std::string chrome;      // --chrome FILE
     FILE *chrome_out = nullptr;
     bool chrome_first = true;
@@ -207,6 +207,7 @@ Runner add_trace(CLI::App &app)
     auto *c = cmd->add_flag("--count", o->count, "At the end, how many times each function was called");
     cmd->add_flag("--hist", o->hist, "At the end, a log2 histogram of each function's durations")->excludes(c);
     cmd->add_flag("--json", o->json, "One JSON object per call instead of a line");
+    cmd->add_flag("--no-follow", o->no_follow, "Do not trace the children the process forks (they are by default)");
     cmd->add_option("--chrome", o->chrome, "Write the calls to FILE as Chrome trace events (chrome://tracing, Perfetto)");
     cmd->add_option("--maxactive", o->maxactive, "Calls of one function followed at once (default 64)")
         ->check(CLI::Range(1, 100000));
@@ -258,7 +259,8 @@ Runner add_trace(CLI::App &app)
                 complain(fmt::format("trace: attach {}: {}", o->pid, why));
                 return kExitFailure;
             }
-            std::vector<std::string> args{mode, std::to_string(o->maxactive)};
+            std::vector<std::string> args{std::string(mode) + (o->no_follow ? ":nofollow" : ""),
+                                          std::to_string(o->maxactive)};
             args.insert(args.end(), o->specs.begin(), o->specs.end());
             std::fprintf(stderr, "liveprobe: placing probes in process %d...\n", o->pid);
             agent::Reply reply;
@@ -314,6 +316,7 @@ Runner add_trace(CLI::App &app)
                 setenv("LIVEPROBE_AGENT", "1", 1);
                 setenv("LIVEPROBE_TRACE", spec.c_str(), 1);
                 setenv("LIVEPROBE_TRACE_FD", std::to_string(mfd).c_str(), 1);
+                if (o->no_follow) setenv("LIVEPROBE_TRACE_NOFOLLOW", "1", 1);
                 std::vector<char *> argv;
                 for (const std::string &a : command) argv.push_back(const_cast<char *>(a.c_str()));
                 argv.push_back(nullptr);

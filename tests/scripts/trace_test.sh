@@ -103,10 +103,10 @@ check "-p --hist after a tool was killed" "$tmp/ph.out" '^@ns\[do_sys_open\]: [0
 kill -0 "$tpid" 2>/dev/null && pass "the traced process lives on" || fail "the traced process died"
 
 # 7. Errors.
-out=$("$lp" trace --count nothing_is_called_this 'lp_none_*' -- "$target" 2>&1); rc=$?
+out=$("${launch[@]}" "$lp" trace --count nothing_is_called_this 'lp_none_*' -- "$target" 2>&1); rc=$?
 [ "$rc" -eq 1 ] && echo "$out" | grep -q "nothing_is_called_this" && pass "no function at all: $(echo "$out" | tail -1)" ||
     fail "no function: exit $rc: $out"
-out=$("$lp" trace --count lp_tr_leaf nothing_is_called_this -- "$target" 2>&1); rc=$?
+out=$("${launch[@]}" "$lp" trace --count lp_tr_leaf nothing_is_called_this -- "$target" 2>&1); rc=$?
 [ "$rc" -eq 0 ] && echo "$out" | grep -Eq "^lp_tr_leaf +1000$" && echo "$out" | grep -q "nothing_is_called_this" &&
     pass "one unknown among others: traced the rest, said which" || fail "one unknown: exit $rc: $out"
 out=$("$lp" trace lp_tr_leaf 2>&1); rc=$?

@@ -41,6 +41,7 @@
 #endif
 
 #include <liveprobe/kprobes.h>
+#include <liveprobe/kernel_types.h>
 #include <liveprobe/ktime.h>
 
 #ifdef __cplusplus
@@ -64,18 +65,7 @@ extern "C" {
 #define CONFIG_64BIT 1
 #endif
 
-/* ---- types (also in <linux/types.h>) ------------------------------------------------------ */
-#ifndef LIVEPROBE_KERNEL_INT_TYPES
-#define LIVEPROBE_KERNEL_INT_TYPES
-typedef unsigned char u8;
-typedef unsigned short u16;
-typedef unsigned int u32;
-typedef unsigned long long u64;
-typedef signed char s8;
-typedef short s16;
-typedef int s32;
-typedef long long s64;
-#endif
+/* ---- types ---------------------------------------------------------------------------------- */
 typedef unsigned int gfp_t;
 typedef s64 ktime_t;
 

@@ -85,7 +85,6 @@ struct Module {
     std::vector<Param> params;
     std::map<std::string, std::string> info;  // license, author, description, ...
     std::vector<char *> owned;                 // charp values, freed after the module is gone
-    double init_ms = 0;
 
     uint64_t size() const
     {
@@ -323,33 +322,9 @@ std::string set_one(int t, const std::string &v, void *dst, std::vector<char *> 
     default: break;
     }
     if (range) return "out of range";
-    size_t n = type_size(t);
-    if (is_signed) {
-        int64_t x = sv;
-        if (n == 2) {
-            int16_t y = static_cast<int16_t>(x);
-            std::memcpy(dst, &y, 2);
-        } else if (n == 4) {
-            int32_t y = static_cast<int32_t>(x);
-            std::memcpy(dst, &y, 4);
-        } else {
-            std::memcpy(dst, &x, 8);
-        }
-    } else {
-        uint64_t x = uv;
-        if (n == 1) {
-            uint8_t y = static_cast<uint8_t>(x);
-            std::memcpy(dst, &y, 1);
-        } else if (n == 2) {
-            uint16_t y = static_cast<uint16_t>(x);
-            std::memcpy(dst, &y, 2);
-        } else if (n == 4) {
-            uint32_t y = static_cast<uint32_t>(x);
-            std::memcpy(dst, &y, 4);
-        } else {
-            std::memcpy(dst, &x, 8);
-        }
-    }
+    // x86-64 is little-endian: the value's low type_size(t) bytes are the element, signed or not.
+    uint64_t bits = is_signed ? static_cast<uint64_t>(sv) : uv;
+    std::memcpy(dst, &bits, type_size(t));
     return "";
 }
 
@@ -604,10 +579,8 @@ int load_module(const std::string &path, const std::vector<std::string> &args, s
     }();
     (void)warmed;
     if (m->init) {
-        auto t0 = std::chrono::steady_clock::now();
         GuardedOutcome g = run_module_function(m->init, nullptr);
         int r = g.result;
-        m->init_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         if (!g.returned) {
             std::string e = fmt::format("module {}: its init faulted ({}) and was abandoned; the module is unloaded",
                                         m->name, fault_text(g));

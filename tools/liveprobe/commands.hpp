@@ -43,6 +43,10 @@ std::vector<std::string> &insmod_command();
 int run_program(std::vector<std::string> argv, const std::function<bool(pid_t)> &on_started,
                 const std::string &extra_preload = "");
 
+// Sends VERB (no arguments) to the agent of pid and prints its data lines (`status`, `lsmod`):
+// the tool's exit status. `no_agent_hint` follows the message when the process has no agent.
+int print_agent_reply(pid_t pid, const std::string &verb, const std::string &no_agent_hint);
+
 // "liveprobe: MESSAGE" on stderr.
 void complain(const std::string &message);
 

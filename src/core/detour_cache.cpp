@@ -1,4 +1,5 @@
 #include "core/detour_cache.hpp"
+#include "core/immortal.hpp"
 
 #include <algorithm>
 #include <map>
@@ -25,8 +26,10 @@ struct Entry {
                                      // enter the detour
 };
 using Detours = std::map<DetourKey, Entry>;
-Detours g_detours;
-std::unordered_map<uint64_t, Detours::iterator> g_by_block;
+Immortal<Detours> g_detours_storage;
+Detours &g_detours = g_detours_storage.value;
+Immortal<std::unordered_map<uint64_t, Detours::iterator>> g_by_block_storage;
+std::unordered_map<uint64_t, Detours::iterator> &g_by_block = g_by_block_storage.value;
 size_t g_retired = 0;
 
 constexpr size_t kReclaimEvery = 64;

@@ -8,6 +8,7 @@
 // state (ThreadRecord::saved_xmm): the live registers may have been used by the other pre
 // handlers that ran first, and on the breakpoint path they are the signal handler's.
 #include "core/jprobe.hpp"
+#include "core/immortal.hpp"
 
 #include <cerrno>
 #include <mutex>
@@ -20,8 +21,10 @@ namespace liveprobe::core {
 namespace {
 
 std::mutex g_mu;
-std::unordered_map<uint64_t, struct jprobe *> g_by_addr;  // one jprobe per address
-std::unordered_map<const struct jprobe *, uint64_t> g_addr_of;
+Immortal<std::unordered_map<uint64_t, struct jprobe *>> g_by_addr_storage;
+std::unordered_map<uint64_t, struct jprobe *> &g_by_addr = g_by_addr_storage.value;  // one jprobe per address
+Immortal<std::unordered_map<const struct jprobe *, uint64_t>> g_addr_of_storage;
+std::unordered_map<const struct jprobe *, uint64_t> &g_addr_of = g_addr_of_storage.value;
 
 }  // namespace
 

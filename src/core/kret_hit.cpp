@@ -84,7 +84,17 @@ Inst *take_global(KretState *ks) noexcept
     uint64_t top = ks->free_top.load(std::memory_order_acquire);
     for (;;) {
         uint32_t idx1 = static_cast<uint32_t>(top);
-        if (idx1 == 0) return nullptr;
+        if (idx1 == 0) {
+            // No instance came back yet: a fresh one, built here (its memory is touched first now).
+            uint32_t i = ks->fresh.load(std::memory_order_relaxed);
+            do {
+                if (i >= ks->count) return nullptr;
+            } while (!ks->fresh.compare_exchange_weak(i, i + 1, std::memory_order_relaxed));
+            Inst *in = new (ks->at(i)) Inst();
+            in->index = i;
+            ks->refs.fetch_add(1, std::memory_order_relaxed);
+            return in;
+        }
         Inst *in = ks->at(idx1 - 1);
         // A stale next_free (another thread took `in` meanwhile) fails the CAS: the tag moved.
         uint64_t next = ((top >> 32) + 1) << 32 | in->next_free;

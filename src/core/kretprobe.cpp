@@ -1,5 +1,6 @@
 // Registration of return probes (see kretprobe.hpp) and their C API.
 #include "core/kretprobe.hpp"
+#include "core/immortal.hpp"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -23,7 +24,8 @@ namespace {
 constexpr size_t kMaxDataSize = 4096;
 
 std::mutex g_mu;  // after the registry mutex when both are held
-std::unordered_map<const struct kretprobe *, KretState *> g_krets;
+Immortal<std::unordered_map<const struct kretprobe *, KretState *>> g_krets_storage;
+std::unordered_map<const struct kretprobe *, KretState *> &g_krets = g_krets_storage.value;
 
 int default_maxactive()
 {
@@ -68,12 +70,7 @@ Status make_state(struct kretprobe *rp, KretState **out)
     ks->pool = ks->base + header;
     ks->stride = stride;
     ks->count = static_cast<uint32_t>(count);
-    for (uint32_t i = 0; i < ks->count; ++i) {
-        Inst *in = new (ks->at(i)) Inst();
-        in->index = i;
-        in->next_free = i + 1 < ks->count ? i + 2 : 0;
-    }
-    ks->free_top.store(1);  // instance 0 first, tag 0
+    ks->free_top.store(0);  // empty: every instance is fresh (kret_hit.cpp take_global)
     // KPROBE_FLAG_FPREGS: the handlers read the thread's floating-point registers, which must
     // then be saved (liveprobe_get_fpregs), proof or not.
     bool fp = rp->kp.flags & KPROBE_FLAG_FPREGS;

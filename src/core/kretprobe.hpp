@@ -55,6 +55,9 @@ struct alignas(64) KretState {
     size_t stride = 0;
     uint32_t count = 0;
     std::atomic<uint64_t> free_top{0};  // (ABA tag << 32) | (index + 1)
+    // Instances [fresh, count) were never taken: built on first use, when the free list is
+    // empty, so that registering thousands of kretprobes touches no instance memory.
+    std::atomic<uint32_t> fresh{0};
     std::atomic<int64_t> refs{1};       // 1 for the registration + instances taken
     std::atomic<bool> live{true};       // false once unregistering: no handler runs any more
     bool entry_vec = true;              // the handler may touch vector state: save around it

@@ -1,4 +1,5 @@
 #include "core/optimizer.hpp"
+#include "core/immortal.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -30,7 +31,8 @@ struct UnwrittenDetour {
     uint64_t block;
     std::vector<uint8_t> bytes;
 };
-std::vector<UnwrittenDetour> g_unwritten;
+constinit Immortal<std::vector<UnwrittenDetour>> g_unwritten_storage;
+std::vector<UnwrittenDetour> &g_unwritten = g_unwritten_storage.value;
 
 Status write_detours()
 {
@@ -102,7 +104,8 @@ struct BranchIndex {
     std::string path;
     std::vector<uint64_t> targets;
 };
-std::vector<BranchIndex> g_branch_index;
+constinit Immortal<std::vector<BranchIndex>> g_branch_index_storage;
+std::vector<BranchIndex> &g_branch_index = g_branch_index_storage.value;
 
 const BranchIndex *branch_index_for(uint64_t addr, const std::map<uint64_t, ProbePoint *> &points)
 {
@@ -234,7 +237,8 @@ namespace {
 // Handler address -> proven vector-free (registry mutex). A batch of 10,000 probes sharing a
 // handler decodes it once. Dropped when objects are unloaded (an address may then hold other
 // code).
-std::unordered_map<uint64_t, bool> g_vector_free_memo;
+Immortal<std::unordered_map<uint64_t, bool>> g_vector_free_memo_storage;
+std::unordered_map<uint64_t, bool> &g_vector_free_memo = g_vector_free_memo_storage.value;
 
 bool vector_free_memo(uint64_t h)
 {

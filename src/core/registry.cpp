@@ -1,4 +1,5 @@
 #include "core/registry.hpp"
+#include "core/immortal.hpp"
 
 #include <dlfcn.h>
 #include <link.h>
@@ -77,9 +78,12 @@ private:
     bool held_ = false;
     ThreadRecord *rec_ = nullptr;
 };
-std::unordered_map<const struct kprobe *, KprobeState *> g_probes;
-std::map<uint64_t, ProbePoint *> g_points;  // ordered: the boundary check overlays a range
-std::vector<uint32_t> g_free_ids;
+Immortal<std::unordered_map<const struct kprobe *, KprobeState *>> g_probes_storage;
+std::unordered_map<const struct kprobe *, KprobeState *> &g_probes = g_probes_storage.value;
+Immortal<std::map<uint64_t, ProbePoint *>> g_points_storage;
+std::map<uint64_t, ProbePoint *> &g_points = g_points_storage.value;  // ordered: the boundary check overlays a range
+constinit Immortal<std::vector<uint32_t>> g_free_ids_storage;
+std::vector<uint32_t> &g_free_ids = g_free_ids_storage.value;
 uint32_t g_next_id = 0;
 // Snapshots and points retired by a thread that was itself dispatching their probe point
 // (a handler unregistering a sibling): freed by a later registry call once nobody uses them.
@@ -89,7 +93,8 @@ struct Retired {
     KprobeState *ks;
     bool free_point;
 };
-std::vector<Retired> g_retired;
+constinit Immortal<std::vector<Retired>> g_retired_storage;
+std::vector<Retired> &g_retired = g_retired_storage.value;
 
 std::atomic<bool> g_optimize{[] {
     const char *e = getenv("LIVEPROBE_OPTIMIZE");
@@ -800,7 +805,7 @@ bool probe_counters(const struct kprobe *p, ProbeCounters *out)
     out->why_not = nullptr;
     if (!out->optimized) {
         // Reasons are interned: the pointer stays valid for the life of the process.
-        static std::set<std::string> reasons;
+        static std::set<std::string> &reasons = *new std::set<std::string>;
         std::string why = ks->pp->why_not;
         if (!ks->enabled.load()) why = "the probe is disabled";
         if (why.empty()) why = "not optimized";

@@ -1,4 +1,5 @@
 #include "core/slot.hpp"
+#include "core/immortal.hpp"
 
 #include <cstddef>
 #include <cstring>
@@ -17,7 +18,8 @@ struct Cached {
     uint64_t slot;
     bool written;
 };
-std::map<std::pair<uint64_t, std::string>, Cached> g_slots;
+Immortal<std::map<std::pair<uint64_t, std::string>, Cached>> g_slots_storage;
+std::map<std::pair<uint64_t, std::string>, Cached> &g_slots = g_slots_storage.value;
 
 std::pair<uint64_t, std::string> key_of(const ProbePoint *pp)
 {

@@ -1,4 +1,5 @@
 #include "core/unwinder_hooks.hpp"
+#include "core/immortal.hpp"
 
 #include <link.h>
 
@@ -40,8 +41,10 @@ constexpr Target kTargets[] = {
 };
 
 std::mutex g_mu;
-std::deque<struct kprobe> g_probes;  // never unregistered: stable addresses
-std::set<uint64_t> g_done;           // function entries probed (or found unprobeable)
+Immortal<std::deque<struct kprobe>> g_probes_storage;
+std::deque<struct kprobe> &g_probes = g_probes_storage.value;  // never unregistered: stable addresses
+Immortal<std::set<uint64_t>> g_done_storage;
+std::set<uint64_t> &g_done = g_done_storage.value;  // function entries probed (or found unprobeable)
 unsigned long long g_seen_loads = ~0ull;
 
 unsigned long long objects_loaded()
@@ -60,7 +63,7 @@ unsigned long long objects_loaded()
 // Whether the function at `target` (a PLT stub, typically) is one of libc's that never return.
 bool never_returns(uint64_t target)
 {
-    static const std::set<std::string> names = {"abort", "__stack_chk_fail", "__assert_fail", "__libc_fatal",
+    static const std::set<std::string> &names = *new std::set<std::string>{"abort", "__stack_chk_fail", "__assert_fail", "__libc_fatal",
                                                  "exit", "_exit", "__fortify_fail", "__chk_fail"};
     std::string name;
     if (uint64_t got = arch::plt_got_slot(target)) {

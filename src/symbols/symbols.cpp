@@ -2,6 +2,7 @@
 // (dl_iterate_phdr), their parsed tables (ElfObject, cached by path and load bias), and the
 // name rules of API.md "Symbol names".
 #include "symbols/symbols.hpp"
+#include "core/immortal.hpp"
 
 #include <dlfcn.h>
 #include <fnmatch.h>
@@ -45,7 +46,8 @@ struct Module {
 // All of it protected by g_mutex.
 std::timed_mutex g_mutex;
 
-std::vector<Module> g_modules;  // in dl_iterate_phdr order: the main program first
+constinit core::Immortal<std::vector<Module>> g_modules_storage;
+std::vector<Module> &g_modules = g_modules_storage.value;  // in dl_iterate_phdr order: the main program first
 unsigned long long g_adds = 0, g_subs = 0;
 bool g_valid = false;
 

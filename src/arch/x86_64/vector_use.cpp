@@ -25,6 +25,7 @@
 #include <liveprobe/ktime.h>
 
 #include "arch/x86_64/region.hpp"
+#include "core/immortal.hpp"
 #include "symbols/symbols.hpp"
 
 namespace liveprobe::arch {
@@ -51,8 +52,10 @@ struct Scan {
 // Guards g_scans and g_reasons. Never held while calling into symbols:: (which has its own
 // mutex, taken by the registry's fork handlers), so the two are never nested.
 std::mutex g_mutex;
-std::map<uint64_t, std::shared_ptr<const Scan>> g_scans;  // by function start
-std::set<std::string> g_reasons;                          // interned reasons; never erased
+core::Immortal<std::map<uint64_t, std::shared_ptr<const Scan>>> g_scans_storage;
+core::Immortal<std::set<std::string>> g_reasons_storage;
+std::map<uint64_t, std::shared_ptr<const Scan>> &g_scans = g_scans_storage.value;  // by function start
+std::set<std::string> &g_reasons = g_reasons_storage.value;  // interned reasons; never erased
 
 const char *intern(std::string s) {
     std::lock_guard lock(g_mutex);

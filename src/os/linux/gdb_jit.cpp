@@ -1,4 +1,5 @@
 #include "os/linux/gdb_jit.hpp"
+#include "core/immortal.hpp"
 
 #include <elf.h>
 
@@ -28,7 +29,8 @@ namespace liveprobe::os {
 namespace {
 
 std::mutex g_mu;
-std::deque<std::vector<uint8_t>> g_images;  // never freed: GDB may read them any time
+core::Immortal<std::deque<std::vector<uint8_t>>> g_images_storage;
+std::deque<std::vector<uint8_t>> &g_images = g_images_storage.value;  // never freed: GDB may read them any time
 
 template <typename T>
 void put(std::vector<uint8_t> &out, size_t at, const T &v)

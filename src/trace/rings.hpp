@@ -17,19 +17,28 @@
 
 namespace liveprobe::trace {
 
-constexpr uint64_t kRingsMagic = 0x31676e6972706c;  // "lpring1"
+constexpr uint64_t kRingsMagic = 0x32676e6972706c;  // "lpring2"
 constexpr uint32_t kRings = 64;
 constexpr uint32_t kRingRecords = 4096;  // 256 KiB a thread
 
-struct Record {  // one call that returned
+// One event: a call that returned (FUNC), or a hit (p:, FUNC+OFF) or return (r:) with the
+// spec's fetched values, which start at `args` and go on in the records after it when they do
+// not fit (trace/spec.hpp's payload; the reader knows each probe's size from its spec).
+struct Record {
     uint32_t probe;
     uint32_t tid;
     uint64_t entry_ns;  // liveprobe_ktime_ns at the entry
     uint64_t exit_ns;   // at the return
-    uint64_t retval;    // rax
-    uint64_t args[4];   // rdi rsi rdx rcx at the entry
+    uint64_t retval;    // rax (a p: hit: the instruction's address)
+    uint64_t args[4];   // rdi rsi rdx rcx at the entry (p:, r:: the first 32 bytes of the values)
 };
 static_assert(sizeof(Record) == 64);
+
+// The records an event with `payload` bytes of values takes: the first holds 32 of them.
+inline uint32_t record_slots(size_t payload)
+{
+    return payload <= 32 ? 1 : 1 + static_cast<uint32_t>((payload - 32 + sizeof(Record) - 1) / sizeof(Record));
+}
 
 struct alignas(64) RingHead {
     std::atomic<uint64_t> head{0};     // records written (the writer's)
@@ -46,7 +55,7 @@ struct alignas(64) Header {
     uint32_t probes;                    // how many probes the session has
     uint32_t hist;                      // 1: the hist area is there
     std::atomic<uint32_t> final{0};     // 1: nmissed copied (the session stopped or the process exited)
-    uint64_t names_offset;              // "ADDRESS NAME\n" for each probe, in order
+    uint64_t names_offset;              // "ADDRESS SPEC NAME\n" for each probe, in order (SPEC: its index)
     uint64_t names_bytes;
     std::atomic<uint32_t> ready{0};     // 1: the session is set up (probes, names)
 };

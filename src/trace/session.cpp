@@ -1,4 +1,5 @@
 #include "trace/session.hpp"
+#include "core/immortal.hpp"
 
 #include <pthread.h>
 #include <sys/mman.h>
@@ -25,20 +26,24 @@
 #include "agent/channel.hpp"
 #include "os/linux/raw_syscall.hpp"
 #include "symbols/symbols.hpp"
+#include "trace/fetch.hpp"
 #include "trace/rings.hpp"
+#include "trace/spec.hpp"
 
 namespace liveprobe::trace {
 namespace {
 
 struct Probe {
-    struct kretprobe rp {};  // events, hist (rp.kp is the entry kprobe)
-    struct kprobe kp {};     // count
+    struct kretprobe rp {};  // a call or a return probe (rp.kp is the entry kprobe)
+    struct kprobe kp {};     // an instruction (p:, FUNC+OFF), or any probe of --count
     uint32_t index = 0;
+    const Spec *spec = nullptr;  // what to fetch
+    uint32_t slots = 1;          // ring records an event takes
 };
 
-struct EntryData {  // a kretprobe instance's data
+struct EntryData {  // a kretprobe instance's data: at the entry, the time, di si dx cx r8 r9, sp
     uint64_t entry_ns;
-    uint64_t args[4];
+    uint64_t regs[7];
 };
 
 // The session. Handlers read g_base, g_probes and g_generation; they change only while no probe
@@ -52,7 +57,9 @@ size_t g_bytes = 0;
 int g_fd = -1;
 uint32_t g_probes = 0;
 std::atomic<uint64_t> g_generation{0};
-Started g_started;
+core::Immortal<Started> g_started_storage;
+Started &g_started = g_started_storage.value;
+std::vector<Spec> *g_specs = nullptr;
 
 thread_local int32_t t_ring = -1;
 thread_local uint64_t t_generation = 0;
@@ -125,11 +132,91 @@ int count_pre(struct kprobe *kp, struct pt_regs *) noexcept
 int entry_stamp(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept
 {
     auto *d = reinterpret_cast<EntryData *>(ri->data);
-    d->args[0] = regs->di;
-    d->args[1] = regs->si;
-    d->args[2] = regs->dx;
-    d->args[3] = regs->cx;
+    d->regs[0] = regs->di;
+    d->regs[1] = regs->si;
+    d->regs[2] = regs->dx;
+    d->regs[3] = regs->cx;
+    d->regs[4] = regs->r8;
+    d->regs[5] = regs->r9;
+    d->regs[6] = regs->sp;
     d->entry_ns = liveprobe_ktime_ns();  // last: the arguments' copy is not timed
+    return 0;
+}
+
+// Writes one event of `slots` records into the thread's ring: the first record's header, then
+// `payload` from the first record's args on. Returns false when the ring was full (counted).
+bool put_event(uint32_t idx, uint32_t slots, uint32_t tid, uint64_t entry_ns, uint64_t exit_ns, uint64_t retval,
+               const unsigned char *payload, size_t bytes) noexcept
+{
+    int32_t ring = my_ring();
+    if (ring < 0) {
+        header_of(g_base)->unringed.fetch_add(1, std::memory_order_relaxed);
+        return false;
+    }
+    RingHead *h = ring_head(g_base, static_cast<uint32_t>(ring));
+    std::atomic<uint64_t> *c = count_of(g_base, g_probes, static_cast<uint32_t>(ring), idx);
+    c->store(c->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    uint64_t head = h->head.load(std::memory_order_relaxed);
+    if (head + slots - h->tail.load(std::memory_order_acquire) > kRingRecords) {
+        h->dropped.fetch_add(1, std::memory_order_relaxed);
+        return false;
+    }
+    Record *recs = ring_records(g_base, static_cast<uint32_t>(ring));
+    Record *r = recs + head % kRingRecords;
+    r->probe = idx;
+    r->tid = tid;
+    r->entry_ns = entry_ns;
+    r->exit_ns = exit_ns;
+    r->retval = retval;
+    size_t first = bytes < sizeof r->args ? bytes : sizeof r->args;
+    std::memcpy(r->args, payload, first);
+    for (uint32_t k = 1; k < slots; ++k) {
+        size_t off = first + (k - 1) * sizeof(Record);
+        size_t n = bytes - off < sizeof(Record) ? bytes - off : sizeof(Record);
+        std::memcpy(recs + (head + k) % kRingRecords, payload + off, n);
+    }
+    h->head.store(head + slots, std::memory_order_release);
+    return true;
+}
+
+const Probe *probe_of_kp(const struct kprobe *kp) noexcept
+{
+    return reinterpret_cast<const Probe *>(reinterpret_cast<const char *>(kp) - offsetof(Probe, kp));
+}
+const Probe *probe_of_rp(const struct kretprobe *rp) noexcept
+{
+    return reinterpret_cast<const Probe *>(reinterpret_cast<const char *>(rp) - offsetof(Probe, rp));
+}
+
+// p:, FUNC+OFF: an event at the instruction, with its values.
+int fetch_pre(struct kprobe *kp, struct pt_regs *regs) noexcept
+{
+    if (g_silent.load(std::memory_order_relaxed)) return 0;
+    uint64_t now = liveprobe_ktime_ns();
+    const Probe *p = probe_of_kp(kp);
+    alignas(8) unsigned char payload[kMaxPayload];
+    FetchContext ctx;
+    ctx.regs = regs;
+    fetch_all(*p->spec, ctx, payload);
+    put_event(p->index, p->slots, static_cast<uint32_t>(os::raw_gettid()), now, now, regs->ip, payload,
+              payload_bytes(*p->spec));
+    return 0;
+}
+
+// r:: at the return, with its values ($argN as they were at the entry).
+int fetch_return(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept
+{
+    if (g_silent.load(std::memory_order_relaxed)) return 0;
+    uint64_t now = liveprobe_ktime_ns();
+    const Probe *p = probe_of_rp(ri->rp);
+    const auto *d = reinterpret_cast<const EntryData *>(ri->data);
+    alignas(8) unsigned char payload[kMaxPayload];
+    FetchContext ctx;
+    ctx.regs = regs;
+    ctx.entry = d->regs;
+    fetch_all(*p->spec, ctx, payload);
+    put_event(p->index, p->slots, static_cast<uint32_t>(ri->tid), d->entry_ns, now, regs->ax, payload,
+              payload_bytes(*p->spec));
     return 0;
 }
 
@@ -138,28 +225,8 @@ int event_return(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept
     if (g_silent.load(std::memory_order_relaxed)) return 0;
     uint64_t now = liveprobe_ktime_ns();
     const auto *d = reinterpret_cast<const EntryData *>(ri->data);
-    uint32_t idx = index_of(ri->rp);
-    int32_t ring = my_ring();
-    if (ring < 0) {
-        header_of(g_base)->unringed.fetch_add(1, std::memory_order_relaxed);
-        return 0;
-    }
-    RingHead *h = ring_head(g_base, static_cast<uint32_t>(ring));
-    std::atomic<uint64_t> *c = count_of(g_base, g_probes, static_cast<uint32_t>(ring), idx);
-    c->store(c->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    uint64_t head = h->head.load(std::memory_order_relaxed);
-    if (head - h->tail.load(std::memory_order_acquire) >= kRingRecords) {
-        h->dropped.fetch_add(1, std::memory_order_relaxed);
-        return 0;
-    }
-    Record *r = ring_records(g_base, static_cast<uint32_t>(ring)) + head % kRingRecords;
-    r->probe = idx;
-    r->tid = static_cast<uint32_t>(ri->tid);
-    r->entry_ns = d->entry_ns;
-    r->exit_ns = now;
-    r->retval = regs->ax;
-    for (int i = 0; i < 4; ++i) r->args[i] = d->args[i];
-    h->head.store(head + 1, std::memory_order_release);
+    put_event(index_of(ri->rp), 1, static_cast<uint32_t>(ri->tid), d->entry_ns, now, regs->ax,
+              reinterpret_cast<const unsigned char *>(d->regs), 4 * sizeof(uint64_t));
     return 0;
 }
 
@@ -184,6 +251,12 @@ int hist_return(struct kretprobe_instance *ri, struct pt_regs *) noexcept
 
 bool is_glob(const std::string &s) { return s.find_first_of("*?[") != std::string::npos; }
 
+// FUNC, FUNC+0x10, as the skipped list says a probe.
+std::string probe_text(const std::string &name, const Spec &spec)
+{
+    return spec.offset ? fmt::format("{}+{:#x}", name, spec.offset) : name;
+}
+
 // Copies each kretprobe's nmissed into the shared memory (the reader may outlive the process).
 void publish_missed() noexcept
 {
@@ -198,34 +271,59 @@ void publish_missed() noexcept
 
 }  // namespace
 
-int start(Mode mode, const std::vector<std::string> &specs, int maxactive, Started *out, std::string *why, int given_fd,
-          bool follow_forks)
+int start(Mode mode, const std::vector<std::string> &spec_texts, int maxactive, Started *out, std::string *why,
+          int given_fd, bool follow_forks)
 {
     std::lock_guard lk(g_mu);
+    uint64_t t0 = liveprobe_ktime_ns();
     g_follow = follow_forks;
     g_silent.store(false);
     if (g_running) {
         *why = "a trace session already runs in this process";
         return -EBUSY;
     }
-    // The functions: each spec, globs expanded, each address once.
-    std::vector<std::pair<uint64_t, std::string>> fns;
-    std::set<uint64_t> seen;
-    for (const std::string &spec : specs) {
-        if (is_glob(spec)) {
+    // The specs, parsed and checked against the mode.
+    auto specs = std::make_unique<std::vector<Spec>>(spec_texts.size());
+    for (size_t i = 0; i < spec_texts.size(); ++i) {
+        Spec &spec = (*specs)[i];
+        std::string error;
+        size_t at = 0;
+        if (!parse_spec(spec_texts[i], &spec, &error, &at)) {
+            *why = point_at(spec_texts[i], at, error);
+            return -EINVAL;
+        }
+        if (std::string c = mode_conflict(spec, mode == Mode::count, mode == Mode::hist); !c.empty()) {
+            *why = c;
+            return -EINVAL;
+        }
+        if (int r = resolve_fetch_symbols(&spec, why); r < 0) return r;
+    }
+    // The functions: each spec, globs expanded, each address once a spec.
+    struct Target {
+        uint64_t addr;  // the probe's: the function's plus the spec's offset
+        std::string name;
+        uint32_t spec;
+    };
+    std::vector<Target> fns;
+    // A probe once: calls (FUNC) once whichever spec names them, others once a spec.
+    std::set<std::pair<uint32_t, uint64_t>> seen;
+    for (uint32_t si = 0; si < specs->size(); ++si) {
+        const Spec &spec = (*specs)[si];
+        uint32_t key = spec.kind == SpecKind::call ? UINT32_MAX : si;
+        if (is_glob(spec.target)) {
             std::vector<symbols::Match> found;
-            if (int r = symbols::match(spec, &found, why); r < 0) return r;
-            if (found.empty()) out->skipped.push_back(spec + ": no function matches");
+            if (int r = symbols::match(spec.target, &found, why); r < 0) return r;
+            if (found.empty()) out->skipped.push_back(spec.target + ": no function matches");
             for (auto &m : found)
-                if (seen.insert(m.addr).second) fns.emplace_back(m.addr, m.name);
+                if (seen.insert({key, m.addr}).second) fns.push_back({m.addr + spec.offset, m.name, si});
         } else {
             uint64_t addr = 0;
             std::string reason;
-            if (symbols::resolve(spec, &addr, &reason) < 0) {
-                out->skipped.push_back(spec + ": " + reason);
+            if (symbols::resolve(spec.target, &addr, &reason) < 0) {
+                out->skipped.push_back(spec.target + ": " + reason);
                 continue;
             }
-            if (seen.insert(addr).second) fns.emplace_back(addr, spec);
+            if (seen.insert({key, addr}).second) fns.push_back({addr + spec.offset, spec.target, si});
         }
     }
     if (fns.empty()) {
@@ -236,7 +334,7 @@ int start(Mode mode, const std::vector<std::string> &specs, int maxactive, Start
     // our own that it opens through /proc/PID/fd.
     uint32_t n = static_cast<uint32_t>(fns.size());
     std::string names;
-    for (auto &[addr, name] : fns) names += fmt::format("{:#x} {}\n", addr, name);
+    for (auto &f : fns) names += fmt::format("{:#x} {} {}\n", f.addr, f.spec, f.name);
     size_t bytes = (names_offset(n, mode == Mode::hist) + names.size() + 4095) & ~size_t{4095};
     int fd = given_fd;
     if (fd >= 0) {
@@ -278,41 +376,56 @@ int start(Mode mode, const std::vector<std::string> &specs, int maxactive, Start
     g_mode = mode;
     g_generation.fetch_add(1, std::memory_order_release);
 
+    // Each probe: a kprobe (--count; an instruction) or a kretprobe (a call; a return).
     auto *list = new std::vector<std::unique_ptr<Probe>>();
     list->reserve(n);
+    std::vector<struct kprobe *> kps;
+    std::vector<struct kretprobe *> rps;
+    std::vector<uint32_t> kp_index, rp_index;
     for (uint32_t i = 0; i < n; ++i) {
         auto p = std::make_unique<Probe>();
+        const Spec &spec = (*specs)[fns[i].spec];
         p->index = i;
-        if (mode == Mode::count) {
-            p->kp.addr = reinterpret_cast<kprobe_opcode_t *>(fns[i].first);
-            p->kp.pre_handler = count_pre;
+        p->spec = &spec;
+        p->slots = record_slots(payload_bytes(spec));
+        if (mode == Mode::count || spec.kind == SpecKind::probe) {
+            p->kp.addr = reinterpret_cast<kprobe_opcode_t *>(fns[i].addr);
+            p->kp.pre_handler = mode == Mode::count ? count_pre : fetch_pre;
             p->kp.flags = KPROBE_FLAG_NOVEC;
+            kps.push_back(&p->kp);
+            kp_index.push_back(i);
         } else {
-            p->rp.kp.addr = reinterpret_cast<kprobe_opcode_t *>(fns[i].first);
+            p->rp.kp.addr = reinterpret_cast<kprobe_opcode_t *>(fns[i].addr);
             p->rp.entry_handler = entry_stamp;
-            p->rp.handler = mode == Mode::hist ? hist_return : event_return;
+            p->rp.handler = mode == Mode::hist ? hist_return : spec.kind == SpecKind::ret ? fetch_return : event_return;
             p->rp.kp.flags = KPROBE_FLAG_NOVEC;
             p->rp.data_size = sizeof(EntryData);
-            p->rp.maxactive = maxactive;
+            p->rp.maxactive = spec.maxactive ? spec.maxactive : maxactive;
+            rps.push_back(&p->rp);
+            rp_index.push_back(i);
         }
         list->push_back(std::move(p));
     }
-    std::vector<int> results(n);
-    int registered;
-    if (mode == Mode::count) {
-        std::vector<struct kprobe *> kps;
-        for (auto &p : *list) kps.push_back(&p->kp);
-        registered = liveprobe_register_kprobes_each(kps.data(), static_cast<int>(n), results.data());
-    } else {
-        std::vector<struct kretprobe *> rps;
-        for (auto &p : *list) rps.push_back(&p->rp);
-        registered = liveprobe_register_kretprobes_each(rps.data(), static_cast<int>(n), results.data());
-    }
+    std::vector<int> results(n), kp_results(kps.size()), rp_results(rps.size());
+    int registered = 0;
+    if (!kps.empty())
+        registered += std::max(0, liveprobe_register_kprobes_each(kps.data(), static_cast<int>(kps.size()), kp_results.data()));
+    if (!rps.empty())
+        registered += std::max(0, liveprobe_register_kretprobes_each(rps.data(), static_cast<int>(rps.size()), rp_results.data()));
+    for (size_t k = 0; k < kps.size(); ++k) results[kp_index[k]] = kp_results[k];
+    for (size_t k = 0; k < rps.size(); ++k) results[rp_index[k]] = rp_results[k];
     // The failed ones stay in the list (their index is the shared memory's), unregistered.
     for (uint32_t i = 0; i < n; ++i) {
-        out->names.push_back(fns[i].second);
-        out->addrs.push_back(fns[i].first);
-        if (results[i] < 0) out->skipped.push_back(fmt::format("{}: {}", fns[i].second, std::strerror(-results[i])));
+        out->names.push_back(fns[i].name);
+        out->addrs.push_back(fns[i].addr);
+        out->specs.push_back(fns[i].spec);
+        if (results[i] < 0) {
+            (*list)[i]->kp.addr = nullptr;  // not to be unregistered
+            (*list)[i]->rp.kp.addr = nullptr;
+            out->skipped.push_back(fmt::format("{}: {}", probe_text(fns[i].name, (*specs)[fns[i].spec]),
+                                               results[i] == -EILSEQ ? "not the start of an instruction"
+                                                                     : std::strerror(-results[i])));
+        }
     }
     if (registered <= 0) {
         delete list;
@@ -322,9 +435,13 @@ int start(Mode mode, const std::vector<std::string> &specs, int maxactive, Start
         *why = out->skipped.empty() ? "no probe could be registered" : "no probe could be registered: " + out->skipped.back();
         out->names.clear();
         out->addrs.clear();
+        out->specs.clear();
         return -ENOENT;
     }
+    out->placed = static_cast<size_t>(registered);
+    out->place_ms = static_cast<double>(liveprobe_ktime_ns() - t0) / 1e6;
     g_list = list;
+    g_specs = specs.release();
     g_running = true;
     out->memfd = fd;
     g_started = *out;
@@ -371,6 +488,8 @@ int start_from_environment()
         unsetenv("LIVEPROBE_TRACE_NOFOLLOW");
         r = start(mode, {words.begin() + 2, words.end()}, std::atoi(words[1].c_str()), &started, &why,
                   fd ? std::atoi(fd) : -1, follow);
+        if (r == 0)
+            std::fprintf(stderr, "liveprobe: placed %zu probes in %.1f ms\n", started.placed, started.place_ms);
         // As `liveprobe trace -p` says them: the first five, then how many more.
         for (size_t i = 0; r == 0 && i < started.skipped.size() && i < 5; ++i)
             std::fprintf(stderr, "liveprobe: not traced: %s\n", started.skipped[i].c_str());
@@ -392,16 +511,23 @@ int stop(std::string *why)
         return -ENOENT;
     }
     publish_missed();
+    // Each probe of the list as start() registered it (a failed one has no address); in batches.
+    std::vector<struct kprobe *> kps;
+    std::vector<struct kretprobe *> rps;
     for (auto &p : *g_list) {
-        if (g_mode == Mode::count) unregister_kprobe(&p->kp);
-        else unregister_kretprobe(&p->rp);
+        if (p->kp.addr) kps.push_back(&p->kp);
+        if (p->rp.kp.addr) rps.push_back(&p->rp);
     }
+    if (!kps.empty()) unregister_kprobes(kps.data(), static_cast<int>(kps.size()));
+    if (!rps.empty()) unregister_kretprobes(rps.data(), static_cast<int>(rps.size()));
     publish_missed();  // the misses of the calls in flight meanwhile
     g_running = false;
     // Unregistering waited for every handler: nothing touches the mapping any more. The probes'
     // memory goes; the mapping stays the tool's through its own descriptor.
     delete g_list;
     g_list = nullptr;
+    delete g_specs;
+    g_specs = nullptr;
     munmap(g_base, g_bytes);
     close(g_fd);
     g_fd = -1;

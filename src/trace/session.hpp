@@ -2,10 +2,14 @@
 // on each function the specs name, and handlers that write into the shared memory of
 // trace/rings.hpp, which the tool reads.
 //
-// Modes:
-//   events  a kretprobe per function; each call that returns becomes a Record in the calling
-//           thread's ring (entry and exit time, return value, first four arguments);
-//   count   a kprobe at each function's entry; the thread's counter of it goes up;
+// Each spec (trace/spec.hpp) names functions; each function it names gets a probe:
+//   events  FUNC: a kretprobe; each call that returns becomes a Record in the calling thread's
+//           ring (entry and exit time, return value, first four arguments);
+//           p:, FUNC+OFF: a kprobe; each hit becomes an event with the spec's fetched values
+//           (a Record, followed by more when they do not fit in it);
+//           r:: a kretprobe; each return becomes an event with its values and duration;
+//   count   a kprobe at each function's entry (or the spec's instruction); the thread's counter
+//           of it goes up;
 //   hist    a kretprobe per function; the call's duration goes into the thread's log2 buckets.
 // Counters are per thread (one row per ring) and summed by the reader: nothing is shared
 // between threads on the hit path. A forked child goes on writing into the same shared memory
@@ -25,13 +29,16 @@ bool parse_mode(const std::string &word, Mode *mode);
 struct Started {
     int memfd = -1;                    // the shared memory, a descriptor of this process
     std::vector<std::string> names;    // probe i's function, as resolve() takes it back
-    std::vector<uint64_t> addrs;       // and its address
+    std::vector<uint64_t> addrs;       // and its address (the function's plus the spec's offset)
+    std::vector<uint32_t> specs;       // and the spec that named it (its index)
     std::vector<std::string> skipped;  // "SPEC-or-NAME: why" of each function not probed
+    size_t placed = 0;                 // probes registered
+    double place_ms = 0;               // the time start() took
 };
 
-// Starts the session: each spec is a function ("name", "OBJECT:name", a C++ name) or a glob
-// ("*", "libz.so.1:*"). 0, or -errno with *why: -EBUSY (a session runs), -ENOENT (no function
-// at all), -EINVAL (a malformed spec).
+// Starts the session: each spec as trace/spec.hpp parses it ("do_sys_open", "libz.so.1:*",
+// "p:open +0(%di):string"). 0, or -errno with *why: -EBUSY (a session runs), -ENOENT (no
+// function at all), -EINVAL (a malformed spec: *why points at the mistake).
 // `given_fd`: a memfd of the tool's to use (a program it started), else -1: one is made.
 int start(Mode mode, const std::vector<std::string> &specs, int maxactive, Started *out, std::string *why,
           int given_fd = -1, bool follow_forks = true);

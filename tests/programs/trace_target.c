@@ -10,9 +10,19 @@
  *   lp_tr_slow()         sleeps 2 ms                                   1 call, >= 2 ms
  *   lp_tr_square(6)      in a forked child, which exits                 returns 36 there
  *
+ * For the values a p: or r: probe fetches (lp_fa_*, lp_sg_*, outside the lp_tr_* glob):
+ *   lp_fa_open(path, flags)  ("/etc/hostname", 2) returns 15, (NULL, 0) returns -2
+ *   lp_fa_area(&point)       {x 3, y 4, label "box"} returns 12; {x -7, y 5, "a long label
+ *                            of more than sixty-three characters, to be cut where it must"}
+ *   lp_fa_asm(a, b)          lea 1(%rdi),%rax; add %rsi,%rax; ret: at +4, %ax is a + 1
+ *                            called with (41, 100): returns 142
+ *   lp_fa_counter            a global: 42, then 43 while lp_fa_open(NULL) runs
+ *   lp_sg_handler(sig)       the SIGUSR1 handler, raised 3 times: returns the signal number
+ *
  * Usage: trace_target [wait]   (wait: sleep 1 s first, then run; for -p)
  */
 #include <pthread.h>
+#include <signal.h>
 #include <setjmp.h>
 #include <stdio.h>
 #include <string.h>
@@ -26,6 +36,24 @@ TRACED long lp_tr_square(long n) { return n * n; }
 TRACED int lp_tr_leaf(void) { return 7; }
 TRACED long lp_tr_fib(long n) { return n < 2 ? n : lp_tr_fib(n - 1) + lp_tr_fib(n - 2); }
 TRACED long lp_tr_step(long i) { return i + 1; }
+
+struct lp_fa_point {
+    long x;
+    long y;
+    const char *label;
+};
+long lp_fa_counter = 42;
+TRACED long lp_fa_open(const char *path, int flags)
+{
+    if (!path) return lp_fa_counter++, -2;
+    return (long)strlen(path) + flags;
+}
+TRACED long lp_fa_area(const struct lp_fa_point *p) { return p->x * p->y; }
+long lp_fa_asm(long a, long b);
+__asm__(".text\n.globl lp_fa_asm\n.type lp_fa_asm,@function\nlp_fa_asm:\n"
+        "  lea 1(%rdi),%rax\n  add %rsi,%rax\n  ret\n.size lp_fa_asm,.-lp_fa_asm\n");
+static volatile sig_atomic_t g_signals;
+TRACED void lp_sg_handler(int sig) { g_signals += sig; }
 
 static jmp_buf g_jb;
 TRACED long lp_tr_jump(long depth)
@@ -60,6 +88,13 @@ int main(int argc, char **argv)
     for (int k = 0; k < 10; k++)
         if (setjmp(g_jb) == 0) lp_tr_jump(1);
     lp_tr_slow();
+    struct lp_fa_point box = {3, 4, "box"};
+    struct lp_fa_point strip = {-7, 5, "a long label of more than sixty-three characters, to be cut where it must"};
+    long fa = lp_fa_open("/etc/hostname", 2) + lp_fa_open(NULL, 0) + lp_fa_area(&box) + lp_fa_area(&strip) +
+              lp_fa_asm(41, 100);
+    signal(SIGUSR1, lp_sg_handler);
+    for (int i = 0; i < 3; i++) raise(SIGUSR1);
+    printf("fetch values: %ld, signals %d\n", fa, (int)g_signals);
     fflush(stdout);
     pid_t child = fork();
     if (child == 0) _exit(lp_tr_square(6) == 36 ? 0 : 1);

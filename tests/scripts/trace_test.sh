@@ -6,6 +6,8 @@ set -uo pipefail
 bin=${LIVEPROBE_BINARY_DIR:?LIVEPROBE_BINARY_DIR is not set}
 lp=$bin/tools/liveprobe/liveprobe
 target=$bin/tests/lp_trace_target
+cxx_target=$bin/tests/lp_trace_target_cxx
+plugin=$bin/tests/liblp_cxx_plugin.so
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/liveprobe-trace.XXXXXX")
 export LIVEPROBE_RUNTIME_DIR=$tmp/run
 launch=()
@@ -102,7 +104,89 @@ check "-p --count '*'" "$tmp/pc.out" '^do_sys_open +[1-9][0-9]*$' '^sys_open +[1
 check "-p --hist after a tool was killed" "$tmp/ph.out" '^@ns\[do_sys_open\]: [0-9]+ calls$'
 kill -0 "$tpid" 2>/dev/null && pass "the traced process lives on" || fail "the traced process died"
 
-# 7. Errors.
+# 7. p: and r: probes with the values they fetch (kprobe_events' FETCHARGS): arguments, a
+# string through a pointer, struct fields, a global by name, an instruction inside a function
+# (lp_fa_asm+4, where %ax is the first argument + 1), $comm, a bad pointer (fault), a string cut.
+"${launch[@]}" "$lp" trace 'p:lp_fa_open path=+0($arg1):string flags=$arg2:s32 c=@lp_fa_counter:s64' \
+    'r:lp_fa_open ret=$retval:s64 c=@lp_fa_counter:u32' \
+    'p:lp_fa_area x=+0(%di):s64 y=+8(%di):s32 label=+0(+16(%di)):string' 'p:lp_fa_asm+4 a1=%ax:s64 b=%si:u64' \
+    'p:sq lp_tr_square n=%di:s64 who=$comm' 'r3:lp_tr_fib $retval:u8' -- "$target" >"$tmp/fetch.out" 2>&1
+pid=$(sed -n 's/^liveprobe: started PID \([0-9]*\)$/\1/p' "$tmp/fetch.out")
+check "p:/r: fetched values" "$tmp/fetch.out" \
+    "^\[ *[0-9]+\.[0-9]{6}\] $pid lp_fa_open\+0x0 path=\"/etc/hostname\" flags=2 c=42$" \
+    ' lp_fa_open\+0x0 path=\(fault\) flags=0 c=42$' ' lp_fa_open returned after [0-9]+ ns ret=15 c=42$' \
+    ' lp_fa_open returned after [0-9]+ ns ret=-2 c=43$' ' lp_fa_area\+0x0 x=3 y=4 label="box"$' \
+    ' lp_fa_area\+0x0 x=-7 y=5 label="a long label of more than sixty-three characters, to be cut whe"\.\.\.$' \
+    ' lp_fa_asm\+0x4 a1=42 b=100$' ' sq \(lp_tr_square\+0x0\) n=5 who="lp_trace_target"$' \
+    ' lp_tr_fib returned after [0-9]+ ns arg1=55$' '^fetch values: 132, signals 30$'
+# r3: three calls of fib followed at once: the deeper ones are missed, and counted.
+n=$(grep -c ' lp_tr_fib returned after' "$tmp/fetch.out")
+if [ "$n" -gt 0 ] && [ "$n" -lt 177 ] && grep -Eq "missed $((177 - n))\$" "$tmp/fetch.out"; then
+    pass "r3: $n returns seen, the other $((177 - n)) counted as missed"
+else fail "r3: $n returns; $(tail -1 "$tmp/fetch.out")"; fi
+"${launch[@]}" "$lp" trace --json 'r:lp_fa_open ret=$retval:s32 p=+0($arg1):string f=$arg2:x16' -- "$target" >"$tmp/fjson.out" 2>&1
+check "--json: fetched values as members" "$tmp/fjson.out" \
+    '^\{"time_ns":[0-9]+,"tid":[0-9]+,"function":"lp_fa_open","return":true,"duration_ns":[0-9]+,"values":\{"ret":15,"p":"/etc/hostname","f":"0x2"\}\}$' \
+    '"values":\{"ret":-2,"p":null,"f":"0x0"\}\}$'
+"${launch[@]}" "$lp" trace --count lp_fa_asm+4 lp_fa_asm lp_sg_handler -- "$target" >"$tmp/insn.out" 2>&1
+check "--count of an instruction (FUNC+OFF), and of a signal handler" "$tmp/insn.out" '^lp_fa_asm\+0x4 +1$' '^lp_fa_asm +1$' \
+    '^lp_sg_handler +3$'
+"${launch[@]}" "$lp" trace lp_sg_handler -- "$target" >"$tmp/sig.out" 2>&1
+n=$(grep -Ec ' lp_sg_handler returned (10|20|30) and took' "$tmp/sig.out")
+[ "$n" -eq 3 ] && grep -q 'signals 30' "$tmp/sig.out" && pass "a signal handler: its 3 runs, each returned" ||
+    { fail "signal handler: $n returns"; cat "$tmp/sig.out"; }
+
+# 8. A spec with a mistake: the error points at it (exit 2), and nothing runs.
+spec_error() {  # SPEC MESSAGE COLUMN
+    local out rc want
+    out=$("$lp" trace "$1" -- "$target" 2>&1); rc=$?
+    want=$(printf '  %*s^' "$3" '')
+    if [ "$rc" -eq 2 ] && echo "$out" | grep -qF -- "$2" && echo "$out" | grep -qxF -- "  $1" && echo "$out" | grep -qxF -- "$want" &&
+       ! echo "$out" | grep -q 'trace_target done'; then pass "bad spec '$1': $2"
+    else fail "bad spec '$1': exit $rc: $out"; fi
+}
+spec_error 'p:lp_fa_open %zz' "unknown register '%zz'" 13
+spec_error 'p:lp_fa_open n=+8(%di' 'a load is +|-OFF(FETCHARG)' 15
+spec_error 'p:lp_fa_open $retval' '$retval is known at a return only' 13
+spec_error 'p:lp_fa_asm+4 $arg1' "\$argN is known at a function's entry" 14
+spec_error 'r:lp_fa_open+4' 'a return probe is on a function' 12
+spec_error 'lp_fa_open %di' 'need a p: or r: probe' 11
+spec_error 'p:lp_fa_open x=%di:u33' "unknown type 'u33'" 19
+spec_error 'p:lp_fa_open $arg0' 'arguments are $arg1 .. $arg32' 13
+spec_error 'p:lp_fa_open x=%di y=%si x=%dx' "'x' is named twice" 25
+out=$("$lp" trace --count 'p:lp_fa_open %di' -- "$target" 2>&1); rc=$?
+[ "$rc" -eq 2 ] && echo "$out" | grep -q 'not with --count' && pass "--count with values to fetch: exit 2" || fail "--count p: %di: exit $rc: $out"
+out=$("$lp" trace --hist lp_fa_asm+4 -- "$target" 2>&1); rc=$?
+[ "$rc" -eq 2 ] && echo "$out" | grep -q -- '--hist needs calls' && pass "--hist of an instruction: exit 2" || fail "--hist FUNC+OFF: exit $rc: $out"
+out=$("${launch[@]}" "$lp" trace lp_fa_asm+1 -- "$target" 2>&1); rc=$?
+[ "$rc" -eq 1 ] && echo "$out" | grep -q 'lp_fa_asm+0x1: not the start of an instruction' && pass "FUNC+OFF inside an instruction: said so" ||
+    fail "lp_fa_asm+1: exit $rc: $out"
+
+# 9. C++: exceptions thrown through traced frames (their returns never come; the instances come
+# back all the same: nothing missed), demangled names, and a library loaded with dlopen, traced
+# in the running process, then unloaded while it is traced.
+"${launch[@]}" "$lp" trace --count 'lp_cx*' -- "$cxx_target" "$plugin" >"$tmp/cxx.out" 2>&1
+check "C++: calls counted through exceptions" "$tmp/cxx.out" '^trace_target_cxx done: 19932$' \
+    '^lp_cx::Diver::dive\(int\) +600$' '^lp_cx_catcher +200$' '^lp_cx_after +3$' 'missed 0$'
+"${launch[@]}" "$lp" trace --maxactive 4 'lp_cx::Diver::dive' lp_cx_catcher -- "$cxx_target" "$plugin" >"$tmp/cxxev.out" 2>&1
+if [ "$(grep -o 'lp_cx_catcher returned [0-9]*' "$tmp/cxxev.out" | awk '{print $3}' | tr '\n' ' ')" = "$(seq -s ' ' 0 199) " ] &&
+   ! grep -q 'dive(int) returned' "$tmp/cxxev.out" && grep -q 'missed 0$' "$tmp/cxxev.out"; then
+    pass "C++: 200 catches return 0..199, the unwound frames report no return and miss nothing (maxactive 4)"
+else fail "C++ events:"; grep -v 'lp_cx_catcher returned' "$tmp/cxxev.out" | head; fi
+"${launch[@]}" "$cxx_target" "$plugin" "$tmp/go" >"$tmp/cxxp.target" 2>&1 &
+cpid=$!; pids+=("$cpid")
+for _ in $(seq 100); do grep -q '^plugin loaded$' "$tmp/cxxp.target" && break; sleep 0.1; done
+"$lp" trace -p "$cpid" 'liblp_cxx_plugin.so:lp_cxx_*' lp_cx_after >"$tmp/cxxp.out" 2>&1 &
+tr=$!
+for _ in $(seq 100); do grep -q '^liveprobe: placed' "$tmp/cxxp.out" && break; sleep 0.1; done
+touch "$tmp/go"; wait "$tr"; rc=$?
+check "-p: a library loaded by dlopen, traced, then unloaded" "$tmp/cxxp.out" \
+    'liblp_cxx_plugin.so:lp_cxx_catch returned 5 and took' 'lp_cx_after returned 6 and took'
+[ "$rc" -eq 0 ] && [ "$(grep -c 'lp_cxx_catch returned 5' "$tmp/cxxp.out")" -eq 4 ] && ! grep -q 'lp_cxx_throw returned' "$tmp/cxxp.out" &&
+    grep -q '^trace_target_cxx done: 19932$' "$tmp/cxxp.target" && pass "dlopen'ed library: 4 catches, no throw returned, the program unharmed" ||
+    { fail "dlopen: exit $rc"; cat "$tmp/cxxp.out" "$tmp/cxxp.target" | head -20; }
+
+# 10. Errors.
 out=$("${launch[@]}" "$lp" trace --count nothing_is_called_this 'lp_none_*' -- "$target" 2>&1); rc=$?
 [ "$rc" -eq 1 ] && echo "$out" | grep -q "nothing_is_called_this" && pass "no function at all: $(echo "$out" | tail -1)" ||
     fail "no function: exit $rc: $out"

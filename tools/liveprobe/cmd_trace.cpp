@@ -7,6 +7,7 @@
 //   --hist   at the end, a log2 histogram of each function's durations.
 // Then a summary: calls seen, events dropped, calls missed.
 #include <CLI/CLI.hpp>
+#include <cxxabi.h>
 
 #include <fcntl.h>
 #include <poll.h>
@@ -35,6 +36,7 @@
 #include "injector.hpp"
 #include "process.hpp"
 #include "trace/rings.hpp"
+#include "trace/spec.hpp"
 
 namespace liveprobe::tool {
 namespace {
@@ -56,6 +58,7 @@ struct Opts {
     int tid = 0;
     uint64_t min_duration = 0;
     std::vector<std::string> specs;
+    std::vector<trace::Spec> parsed;  // the same, parsed
 };
 
 // What the reader knows of the shared memory.
@@ -63,18 +66,65 @@ struct Shm {
     void *base = nullptr;
     size_t bytes = 0;
     uint32_t probes = 0;
-    std::vector<std::string> names;
+    std::vector<std::string> names;  // each probe's function
+    std::vector<uint32_t> spec;      // and the spec (Opts::parsed) that named it
 };
 
-bool load_names(Shm *shm)
+// A function's name as a user reads it: C++ names demangled ("OBJECT:" kept).
+std::string demangled(const std::string &name)
+{
+    size_t z = name.rfind(":_Z") != std::string::npos ? name.rfind(":_Z") + 1 : name.rfind("_Z", 0) == 0 ? 0 : std::string::npos;
+    if (z == std::string::npos) return name;
+    int status = 0;
+    char *d = abi::__cxa_demangle(name.c_str() + z, nullptr, nullptr, &status);
+    if (status != 0 || d == nullptr) return name;
+    std::string out = name.substr(0, z) + d;
+    std::free(d);
+    return out;
+}
+
+bool load_names(Shm *shm, const Opts &o)
 {
     Header *h = trace::header_of(shm->base);
     if (h->magic != trace::kRingsMagic || h->ready.load(std::memory_order_acquire) != 1) return false;
     shm->probes = h->probes;
     std::string text(static_cast<const char *>(shm->base) + h->names_offset, h->names_bytes);
     std::istringstream in(text);
-    for (std::string addr, name; in >> addr >> name;) shm->names.push_back(name);
+    // "ADDRESS SPEC NAME", the name to the end of the line (a C++ name has spaces).
+    for (std::string line; std::getline(in, line);) {
+        size_t a = line.find(' '), b = a == std::string::npos ? a : line.find(' ', a + 1);
+        if (b == std::string::npos) return false;
+        uint32_t spec = static_cast<uint32_t>(std::strtoul(line.c_str() + a + 1, nullptr, 10));
+        if (spec >= o.parsed.size()) return false;
+        shm->spec.push_back(spec);
+        shm->names.push_back(demangled(line.substr(b + 1)));
+    }
     return shm->names.size() == shm->probes;
+}
+
+// A JSON string: quoted, with what must be escaped escaped. `raw`: `s` is the text a string
+// value printed (escapes \xHH and \" already), re-escaped for JSON.
+std::string json_string(const std::string &s, bool raw = false)
+{
+    std::string out = "\"";
+    for (size_t i = 0; i < s.size(); ++i) {
+        unsigned char c = static_cast<unsigned char>(s[i]);
+        if (raw && c == '\\' && i + 1 < s.size()) {
+            char n = s[++i];
+            if (n == 'x' && i + 2 < s.size()) {
+                out += fmt::format("\\u00{}", s.substr(i + 1, 2));
+                i += 2;
+            } else {
+                out += '\\';
+                out += n;
+            }
+            continue;
+        }
+        if (c == '"' || c == '\\') out += '\\', out += static_cast<char>(c);
+        else if (c < 0x20) out += fmt::format("\\u{:04x}", c);
+        else out += static_cast<char>(c);
+    }
+    return out + "\"";
 }
 
 std::string retval_text(uint64_t v)
@@ -84,47 +134,127 @@ std::string retval_text(uint64_t v)
     return fmt::format("{:#x}", v);
 }
 
+struct Event {
+    Record r;
+    std::string values;  // p:, r:: the payload (trace/spec.hpp)
+};
+
+// A fetched event's values as "name=value ..." (text) or a JSON object's members.
+std::string values_text(const trace::Spec &spec, const std::string &payload, bool json)
+{
+    std::string out;
+    if (payload.size() < trace::payload_bytes(spec)) return out;
+    uint64_t faults;
+    std::memcpy(&faults, payload.data(), 8);
+    for (size_t i = 0; i < spec.args.size(); ++i) {
+        const trace::FetchArg &a = spec.args[i];
+        bool fault = faults >> i & 1;
+        std::string v = trace::format_value(a, reinterpret_cast<const unsigned char *>(payload.data()) +
+                                                   trace::arg_offset(spec, i), fault);
+        if (json) {
+            bool number = a.type != trace::FetchType::string && a.type >= trace::FetchType::u8 && a.type <= trace::FetchType::s64;
+            if (fault) v = "null";
+            else if (!number) v = json_string(a.type == trace::FetchType::string ? v.substr(1, v.rfind('"') - 1) : v, a.type == trace::FetchType::string);
+            out += fmt::format("{}\"{}\":{}", i ? "," : "", a.name, v);
+        } else {
+            out += fmt::format(" {}={}", a.name, v);
+        }
+    }
+    return out;
+}
+
 // Drains every ring, prints the events (time order within the batch); returns how many.
 uint64_t drain(const Shm &shm, Opts &o)
 {
-    std::vector<Record> batch;
+    std::vector<Event> batch;
     for (uint32_t i = 0; i < kRings; ++i) {
         trace::RingHead *h = trace::ring_head(shm.base, i);
         uint64_t tail = h->tail.load(std::memory_order_relaxed);
         uint64_t head = h->head.load(std::memory_order_acquire);
         const Record *recs = trace::ring_records(shm.base, i);
-        for (uint64_t k = tail; k < head; ++k) batch.push_back(recs[k % kRingRecords]);
+        uint64_t k = tail;
+        while (k < head) {
+            Event e{recs[k % kRingRecords], {}};
+            uint32_t slots = 1;
+            if (e.r.probe < shm.probes) {
+                const trace::Spec &spec = o.parsed[shm.spec[e.r.probe]];
+                if (spec.kind != trace::SpecKind::call) {
+                    size_t bytes = trace::payload_bytes(spec);
+                    slots = trace::record_slots(bytes);
+                    e.values.assign(reinterpret_cast<const char *>(e.r.args), std::min(bytes, sizeof e.r.args));
+                    for (uint32_t s = 1; s < slots && k + s < head; ++s)
+                        e.values.append(reinterpret_cast<const char *>(&recs[(k + s) % kRingRecords]),
+                                        std::min(bytes - e.values.size(), sizeof(Record)));
+                }
+            }
+            batch.push_back(std::move(e));
+            k += slots;
+        }
         h->tail.store(head, std::memory_order_release);
     }
-    std::sort(batch.begin(), batch.end(), [](const Record &a, const Record &b) { return a.exit_ns < b.exit_ns; });
-    uint64_t shown = 0;
-    for (const Record &r : batch) {
+    std::sort(batch.begin(), batch.end(), [](const Event &a, const Event &b) { return a.r.exit_ns < b.r.exit_ns; });
+    for (const Event &e : batch) {
+        const Record &r = e.r;
         uint64_t took = r.exit_ns - r.entry_ns;
-        if ((o.tid && static_cast<int>(r.tid) != o.tid) || took < o.min_duration) continue;
-        const std::string &name = r.probe < shm.names.size() ? shm.names[r.probe] : "?";
+        if (r.probe >= shm.probes) continue;
+        const trace::Spec &spec = o.parsed[shm.spec[r.probe]];
+        if ((o.tid && static_cast<int>(r.tid) != o.tid) || (took < o.min_duration && spec.kind != trace::SpecKind::probe))
+            continue;
+        const std::string &name = shm.names[r.probe];
+        std::string where = spec.kind == trace::SpecKind::probe ? fmt::format("{}+{:#x}", name, spec.offset) : name;
         if (o.chrome_out) {
-            // A complete event ("X") per call, in microseconds, as chrome://tracing and Perfetto read them.
-            std::fprintf(o.chrome_out, "%s\n{\"name\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%u,"
-                                       "\"args\":{\"retval\":%" PRId64 "}}",
-                         o.chrome_first ? "" : ",", name.c_str(), static_cast<double>(r.entry_ns) / 1e3,
-                         static_cast<double>(took) / 1e3, o.traced, r.tid, static_cast<int64_t>(r.retval));
+            // A complete event ("X") per call, an instant event ("i") per hit, in microseconds, as
+            // chrome://tracing and Perfetto read them.
+            std::string args = spec.kind == trace::SpecKind::call ? fmt::format("\"retval\":{}", static_cast<int64_t>(r.retval))
+                                                                   : values_text(spec, e.values, true);
+            if (spec.kind == trace::SpecKind::probe)
+                std::fprintf(o.chrome_out, "%s\n{\"name\":%s,\"ph\":\"i\",\"s\":\"t\",\"ts\":%.3f,\"pid\":%d,\"tid\":%u,\"args\":{%s}}",
+                             o.chrome_first ? "" : ",", json_string(where).c_str(), static_cast<double>(r.entry_ns) / 1e3,
+                             o.traced, r.tid, args.c_str());
+            else
+                std::fprintf(o.chrome_out, "%s\n{\"name\":%s,\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%u,"
+                                           "\"args\":{%s}}",
+                             o.chrome_first ? "" : ",", json_string(name).c_str(), static_cast<double>(r.entry_ns) / 1e3,
+                             static_cast<double>(took) / 1e3, o.traced, r.tid, args.c_str());
             o.chrome_first = false;
-            ++shown;
             continue;
         }
-        if (o.json)
-            std::printf("{\"time_ns\":%" PRIu64 ",\"tid\":%u,\"function\":\"%s\",\"retval\":%" PRId64
-                        ",\"duration_ns\":%" PRIu64 ",\"args\":[%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 "]}\n",
-                        r.exit_ns, r.tid, name.c_str(), static_cast<int64_t>(r.retval), took, r.args[0], r.args[1],
-                        r.args[2], r.args[3]);
-        else
-            std::printf("[%5" PRIu64 ".%06" PRIu64 "] %u %s returned %s and took %" PRIu64 " ns to execute\n",
-                        r.exit_ns / 1000000000, r.exit_ns / 1000 % 1000000, r.tid, name.c_str(),
+        std::string event = spec.event.empty() ? std::string() : spec.event + " ";
+        if (o.json) {
+            std::string head = fmt::format("{{\"time_ns\":{},\"tid\":{},\"function\":{}", r.exit_ns, r.tid, json_string(name));
+            if (!spec.event.empty()) head += fmt::format(",\"event\":{}", json_string(spec.event));
+            if (spec.kind == trace::SpecKind::call)
+                std::printf("%s,\"retval\":%" PRId64 ",\"duration_ns\":%" PRIu64 ",\"args\":[%" PRIu64 ",%" PRIu64
+                            ",%" PRIu64 ",%" PRIu64 "]}\n",
+                            head.c_str(), static_cast<int64_t>(r.retval), took, r.args[0], r.args[1], r.args[2], r.args[3]);
+            else if (spec.kind == trace::SpecKind::probe)
+                std::printf("%s,\"offset\":%" PRIu64 ",\"values\":{%s}}\n", head.c_str(), spec.offset,
+                            values_text(spec, e.values, true).c_str());
+            else
+                std::printf("%s,\"return\":true,\"duration_ns\":%" PRIu64 ",\"values\":{%s}}\n", head.c_str(), took,
+                            values_text(spec, e.values, true).c_str());
+            continue;
+        }
+        std::string stamp = fmt::format("[{:5}.{:06}] {}", r.exit_ns / 1000000000, r.exit_ns / 1000 % 1000000, r.tid);
+        if (spec.kind == trace::SpecKind::call)
+            std::printf("%s %s returned %s and took %" PRIu64 " ns to execute\n", stamp.c_str(), name.c_str(),
                         retval_text(r.retval).c_str(), took);
-        ++shown;
+        else if (spec.kind == trace::SpecKind::probe)
+            std::printf("%s %s%s%s%s\n", stamp.c_str(), event.c_str(), spec.event.empty() ? "" : "(", where.c_str(),
+                        (spec.event.empty() ? std::string() : std::string(")")).append(values_text(spec, e.values, false)).c_str());
+        else
+            std::printf("%s %s%s returned after %" PRIu64 " ns%s\n", stamp.c_str(), event.c_str(), name.c_str(), took,
+                        values_text(spec, e.values, false).c_str());
     }
     std::fflush(stdout);
     return static_cast<uint64_t>(batch.size());
+}
+
+// A probe as --count and --hist name it: FUNC, or FUNC+0xOFF for an instruction.
+std::string probe_name(const Shm &shm, const Opts &o, uint32_t p)
+{
+    const trace::Spec &spec = o.parsed[shm.spec[p]];
+    return spec.offset ? fmt::format("{}+{:#x}", shm.names[p], spec.offset) : shm.names[p];
 }
 
 uint64_t count_of(const Shm &shm, uint32_t p)
@@ -134,13 +264,13 @@ uint64_t count_of(const Shm &shm, uint32_t p)
     return n;
 }
 
-void print_counts(const Shm &shm)
+void print_counts(const Shm &shm, const Opts &o)
 {
     std::vector<std::pair<uint64_t, uint32_t>> rows;
     for (uint32_t p = 0; p < shm.probes; ++p)
         if (uint64_t n = count_of(shm, p)) rows.emplace_back(n, p);
     std::sort(rows.begin(), rows.end(), [](auto &a, auto &b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
-    for (auto &[n, p] : rows) std::printf("%-40s %" PRIu64 "\n", shm.names[p].c_str(), n);
+    for (auto &[n, p] : rows) std::printf("%-40s %" PRIu64 "\n", probe_name(shm, o, p).c_str(), n);
     std::printf("(%zu of %u functions called)\n", rows.size(), shm.probes);
 }
 
@@ -154,7 +284,7 @@ std::string bound(uint32_t b)  // bucket b holds [2^(b-1), 2^b) ns; 0 holds 0
     return fmt::format("{}{}", v, unit[u]);
 }
 
-void print_hists(const Shm &shm)
+void print_hists(const Shm &shm, const Opts &o)
 {
     for (uint32_t p = 0; p < shm.probes; ++p) {
         uint64_t buckets[trace::kHistBuckets] = {};
@@ -170,7 +300,7 @@ void print_hists(const Shm &shm)
         uint32_t lo = 0, hi = trace::kHistBuckets - 1;
         while (buckets[lo] == 0) ++lo;
         while (buckets[hi] == 0) --hi;
-        std::printf("@ns[%s]: %" PRIu64 " calls\n", shm.names[p].c_str(), total);
+        std::printf("@ns[%s]: %" PRIu64 " calls\n", probe_name(shm, o, p).c_str(), total);
         for (uint32_t b = lo; b <= hi; ++b) {
             std::string range = b == 0 ? "[0]" : fmt::format("[{}, {})", bound(b), bound(b + 1));
             int bar = static_cast<int>(buckets[b] * 52 / peak);
@@ -214,9 +344,21 @@ Runner add_trace(CLI::App &app)
     cmd->add_option("--duration", o->duration, "Stop after this many seconds");
     cmd->add_option("--tid", o->tid, "Only the calls of this thread");
     cmd->add_option("--min-duration", o->min_duration, "Only the calls that took at least this many ns");
-    cmd->add_option("specs", o->specs, "Functions: NAME, OBJECT:NAME, or a glob ('*', 'libz.so.1:*')")->required();
-    cmd->footer("Examples:\n  liveprobe trace -p 1234 do_sys_open\n  liveprobe trace --count '*' -- ./server\n"
-                "  liveprobe trace --hist 'libz.so.1:*' -p 1234");
+    cmd->add_option("specs", o->specs,
+                    "What to trace: FUNC (NAME, OBJECT:NAME, a C++ name or a glob such as '*' or 'libz.so.1:*'), "
+                    "FUNC+OFF, 'p:LOC FETCHARG...' or 'r:FUNC FETCHARG...' (one argument each)")
+        ->required();
+    cmd->footer("Specs, as the kernel's kprobe_events (one shell argument each):\n"
+                "  FUNC                      each call's return value and duration\n"
+                "  FUNC+OFF                  each time a thread reaches the instruction at FUNC+OFF\n"
+                "  p[:EVENT] LOC [FETCHARG...]   at LOC (FUNC or FUNC+OFF), the values FETCHARG...\n"
+                "  r[N][:EVENT] FUNC [FETCHARG...]  at FUNC's return (N: calls followed at once)\n"
+                "FETCHARG: [NAME=]FETCH[:TYPE]; FETCH: %REG (%di, %rax, ...), $argN (1-based), $retval (r:),\n"
+                "  $stack, $stackN, $comm, @ADDR, @SYM[+OFF], +|-OFF(FETCH) (memory at FETCH+OFF), \\IMM;\n"
+                "  TYPE: u8..u64, s8..s64, x8..x64 (default x64), string.\n"
+                "Examples:\n  liveprobe trace -p 1234 do_sys_open\n  liveprobe trace --count '*' -- ./server\n"
+                "  liveprobe trace --hist 'libz.so.1:*' -p 1234\n"
+                "  liveprobe trace -p 1234 'p:open path=+0($arg1):string flags=$arg2:x32' 'r:open fd=$retval:s32'");
     return [o] {
         const std::vector<std::string> &command = insmod_command();
         if ((o->pid != 0) == !command.empty()) {
@@ -224,6 +366,21 @@ Runner add_trace(CLI::App &app)
             return kExitUsage;
         }
         const char *mode = o->count ? "count" : o->hist ? "hist" : "events";
+        // Every spec parsed here first: a mistake is shown before anything is attached or run.
+        for (const std::string &text : o->specs) {
+            trace::Spec spec;
+            std::string error;
+            size_t at = 0;
+            if (!trace::parse_spec(text, &spec, &error, &at)) {
+                complain("trace: " + trace::point_at(text, at, error));
+                return kExitUsage;
+            }
+            if (std::string c = trace::mode_conflict(spec, o->count, o->hist); !c.empty()) {
+                complain("trace: " + c);
+                return kExitUsage;
+            }
+            o->parsed.push_back(std::move(spec));
+        }
         if (!o->chrome.empty()) {
             if (o->count || o->hist) {
                 complain("trace: --chrome writes calls: not with --count or --hist");
@@ -265,6 +422,9 @@ Runner add_trace(CLI::App &app)
             std::fprintf(stderr, "liveprobe: placing probes in process %d...\n", o->pid);
             agent::Reply reply;
             if (agent::request(info->uid, o->pid, "trace-start", args, &reply, &why, 300000) < 0) {
+                std::string ignored;
+                auto now = process_info(o->pid, &ignored);
+                if (!now || now->state == 'Z') why = fmt::format("process {} exited while its probes were placed", o->pid);
                 complain(fmt::format("trace: {}", why));
                 return kExitFailure;
             }
@@ -276,6 +436,7 @@ Runner add_trace(CLI::App &app)
             size_t skipped = 0;
             for (const std::string &l : reply.lines) {
                 if (l.rfind("memfd ", 0) == 0) fd = std::atoi(l.c_str() + 6);
+                if (l.rfind("placed ", 0) == 0) std::fprintf(stderr, "liveprobe: %s\n", l.c_str());
                 if (l.rfind("skipped ", 0) == 0 && skipped++ < 5) std::fprintf(stderr, "liveprobe: not traced: %s\n", l.c_str() + 8);
             }
             if (skipped > 5) std::fprintf(stderr, "liveprobe: ... and %zu more not traced\n", skipped - 5);
@@ -353,7 +514,7 @@ Runner add_trace(CLI::App &app)
             if (o->duration > 0 &&
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() >= o->duration)
                 ended = true;
-            if (!named) named = load_names(&shm);
+            if (!named) named = load_names(&shm, *o);
             if (named && !o->count && !o->hist) events += drain(shm, *o);
             if (std::ferror(stdout)) ended = true;
         }
@@ -364,15 +525,15 @@ Runner add_trace(CLI::App &app)
             kill(child, SIGTERM);
             waitpid(child, &status, 0);
         }
-        if (!named) named = load_names(&shm);
+        if (!named) named = load_names(&shm, *o);
         if (!named) {
             complain(child ? "trace: the program ended before its probes were placed (see its messages above)"
                            : "trace: the shared memory holds no session");
             return child && WIFEXITED(status) ? WEXITSTATUS(status) : kExitFailure;
         }
         if (!o->count && !o->hist) events += drain(shm, *o);
-        if (o->count) print_counts(shm);
-        if (o->hist) print_hists(shm);
+        if (o->count) print_counts(shm, *o);
+        if (o->hist) print_hists(shm, *o);
         if (o->chrome_out) {
             std::fprintf(o->chrome_out, "\n],\"displayTimeUnit\":\"ns\"}\n");
             std::fclose(o->chrome_out);

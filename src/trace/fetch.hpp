@@ -1,0 +1,31 @@
+// Fetching a probe spec's values (trace/spec.hpp) inside the target, from a handler: registers,
+// the arguments, the stack and memory. Memory is read with process_vm_readv on the process
+// itself, so a bad pointer reads as "(fault)" and never faults the traced thread. Nothing here
+// allocates or takes a lock.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "trace/spec.hpp"
+
+struct pt_regs;
+
+namespace liveprobe::trace {
+
+struct FetchContext {
+    const struct pt_regs *regs = nullptr;  // at the probe (a return probe: at the return)
+    // A return probe's registers at the function's entry, for $argN: di si dx cx r8 r9, then sp.
+    const uint64_t *entry = nullptr;
+};
+
+// Fills `out` (payload_bytes(spec) bytes: the fault mask, then each value).
+void fetch_all(const Spec &spec, const FetchContext &ctx, unsigned char *out) noexcept;
+
+// Resolves each @SYM of the spec into its address: 0, or -ENOENT with *why.
+int resolve_fetch_symbols(Spec *spec, std::string *why);
+
+// Reads up to n bytes at addr of this process: how many could be read.
+size_t read_memory(uint64_t addr, void *dst, size_t n) noexcept;
+
+}  // namespace liveprobe::trace

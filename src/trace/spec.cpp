@@ -1,0 +1,365 @@
+#include "trace/spec.hpp"
+
+#include <cctype>
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace liveprobe::trace {
+namespace {
+
+struct Word {
+    std::string text;
+    size_t at;  // in the spec
+};
+
+std::vector<Word> split_words(const std::string &s)
+{
+    std::vector<Word> out;
+    size_t i = 0;
+    while (i < s.size()) {
+        while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+        size_t start = i;
+        while (i < s.size() && !std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+        if (i > start) out.push_back({s.substr(start, i - start), start});
+    }
+    return out;
+}
+
+// A whole decimal or 0x-hex number, optionally signed.
+bool parse_number(const std::string &s, int64_t *v, bool allow_sign)
+{
+    if (s.empty()) return false;
+    size_t i = 0;
+    bool neg = false;
+    if (allow_sign && (s[0] == '-' || s[0] == '+')) neg = s[i++] == '-';
+    int base = 10;
+    if (s.size() > i + 2 && s[i] == '0' && (s[i + 1] == 'x' || s[i + 1] == 'X')) base = 16, i += 2;
+    if (i >= s.size()) return false;
+    uint64_t r = 0;
+    for (; i < s.size(); ++i) {
+        int d = std::isdigit(static_cast<unsigned char>(s[i])) ? s[i] - '0'
+                : base == 16 && std::isxdigit(static_cast<unsigned char>(s[i])) ? std::tolower(s[i]) - 'a' + 10
+                                                                                 : -1;
+        if (d < 0) return false;
+        uint64_t next = r * static_cast<uint64_t>(base) + static_cast<uint64_t>(d);
+        if (next / static_cast<uint64_t>(base) != r) return false;  // overflow
+        r = next;
+    }
+    *v = neg ? -static_cast<int64_t>(r) : static_cast<int64_t>(r);
+    return true;
+}
+
+// struct pt_regs, 8 bytes a field, in its order.
+const char *const kRegs[] = {"r15", "r14", "r13", "r12", "bp", "bx", "r11", "r10", "r9", "r8", "ax",
+                             "cx",  "dx",  "si",  "di",  "orig_ax", "ip", "cs", "flags", "sp", "ss"};
+
+int reg_index(std::string name)
+{
+    if (name == "eflags") name = "flags";
+    if (name.size() == 3 && name[0] == 'r' && !std::isdigit(static_cast<unsigned char>(name[1]))) name.erase(0, 1);
+    for (size_t i = 0; i < std::size(kRegs); ++i)
+        if (name == kRegs[i] && name != "orig_ax") return static_cast<int>(i);
+    return -1;
+}
+
+const char *const kTypes[] = {"u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64",
+                              "x8", "x16", "x32", "x64", "string"};
+
+bool type_of(const std::string &s, FetchType *t)
+{
+    for (size_t i = 0; i < std::size(kTypes); ++i)
+        if (s == kTypes[i]) {
+            *t = static_cast<FetchType>(i);
+            return true;
+        }
+    return false;
+}
+
+bool looks_like_fetcharg(const std::string &w)
+{
+    if (w.empty()) return false;
+    if (std::strchr("%$@+-\\", w[0])) return true;
+    size_t eq = w.find('=');
+    return eq != std::string::npos && eq > 0;
+}
+
+struct Parser {
+    const std::string &text;
+    std::string *error;
+    size_t *at;
+
+    bool fail(size_t pos, std::string what)
+    {
+        *error = std::move(what);
+        *at = pos;
+        return false;
+    }
+
+    // FETCH (no NAME=, no :TYPE) at text position `pos`.
+    bool fetch(const std::string &f, size_t pos, FetchArg *a, int depth)
+    {
+        if (depth > 8) return fail(pos, "too many nested loads (at most 8)");
+        if (f.empty()) return fail(pos, "a value to fetch is missing here");
+        switch (f[0]) {
+        case '%': {
+            int r = reg_index(f.substr(1));
+            if (r < 0) return fail(pos, fmt::format("unknown register '{}' (%ax .. %r15, %ip, %flags)", f));
+            a->base = FetchBase::reg;
+            a->n = static_cast<uint32_t>(r);
+            return true;
+        }
+        case '$': {
+            std::string v = f.substr(1);
+            int64_t n = 0;
+            if (v == "retval") a->base = FetchBase::retval;
+            else if (v == "stack") a->base = FetchBase::stack;
+            else if (v == "comm") a->base = FetchBase::comm;
+            else if (v.rfind("arg", 0) == 0 && parse_number(v.substr(3), &n, false) && v.size() > 3 &&
+                     std::isdigit(static_cast<unsigned char>(v[3]))) {
+                if (n < 1 || n > 32) return fail(pos, fmt::format("'{}': arguments are $arg1 .. $arg32", f));
+                a->base = FetchBase::arg;
+                a->n = static_cast<uint32_t>(n);
+            } else if (v.rfind("stack", 0) == 0 && v.size() > 5 && std::isdigit(static_cast<unsigned char>(v[5])) &&
+                       parse_number(v.substr(5), &n, false) && n < 4096) {
+                a->base = FetchBase::stack_n;
+                a->n = static_cast<uint32_t>(n);
+            } else {
+                return fail(pos, fmt::format("unknown variable '{}' ($argN, $retval, $stack, $stackN, $comm)", f));
+            }
+            return true;
+        }
+        case '@': {
+            std::string v = f.substr(1);
+            int64_t n = 0;
+            if (!v.empty() && std::isdigit(static_cast<unsigned char>(v[0]))) {
+                if (!parse_number(v, &n, false)) return fail(pos + 1, fmt::format("'{}' is not an address", v));
+                a->base = FetchBase::imm;
+                a->value = static_cast<uint64_t>(n);
+                a->derefs.push_back(0);
+                return true;
+            }
+            // @SYM[+|-OFF]
+            size_t sign = v.find_last_of("+-");
+            int64_t off = 0;
+            if (sign != std::string::npos && sign > 0 && parse_number(v.substr(sign), &off, true)) v.resize(sign);
+            if (v.empty()) return fail(pos + 1, "a symbol or an address is missing after '@'");
+            a->base = FetchBase::symbol;
+            a->symbol = v;
+            a->derefs.push_back(off);
+            return true;
+        }
+        case '\\': {
+            int64_t n = 0;
+            if (!parse_number(f.substr(1), &n, true))
+                return fail(pos + 1, fmt::format("'{}' is not a number (\\IMM: decimal or 0x-hex)", f.substr(1)));
+            a->base = FetchBase::imm;
+            a->value = static_cast<uint64_t>(n);
+            return true;
+        }
+        case '+':
+        case '-': {
+            size_t open = f.find('(');
+            if (open == std::string::npos || f.back() != ')')
+                return fail(pos, fmt::format("'{}': a load is +|-OFF(FETCHARG), as +8(%di)", f));
+            std::string off = f.substr(1, open - 1);
+            if (!off.empty() && off[0] == 'u') off.erase(0, 1);  // user memory: the same here
+            int64_t n = 0;
+            if (!parse_number(off, &n, false))
+                return fail(pos + 1, fmt::format("'{}' is not an offset (decimal or 0x-hex)", f.substr(1, open - 1)));
+            if (!fetch(f.substr(open + 1, f.size() - open - 2), pos + open + 1, a, depth + 1)) return false;
+            a->derefs.push_back(f[0] == '-' ? -n : n);
+            return true;
+        }
+        default:
+            return fail(pos, fmt::format("'{}': expected %REG, $argN, $retval, $stack[N], $comm, @ADDR, @SYM, "
+                                         "+|-OFF(FETCHARG) or \\IMM",
+                                         f));
+        }
+    }
+
+    bool fetcharg(const Word &w, const Spec &spec, size_t index, FetchArg *a)
+    {
+        std::string s = w.text;
+        size_t pos = w.at;
+        size_t eq = s.find('=');
+        if (eq != std::string::npos && s[0] != '+' && s[0] != '-' && s[0] != '@' && s[0] != '%' && s[0] != '$') {
+            std::string name = s.substr(0, eq);
+            bool ok = !name.empty() && (std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_');
+            for (char c : name) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
+            if (!ok) return fail(pos, fmt::format("'{}' is not a name (letters, digits, _)", name));
+            a->name = name;
+            s.erase(0, eq + 1);
+            pos += eq + 1;
+        } else {
+            a->name = fmt::format("arg{}", index + 1);
+        }
+        // :TYPE, unless the colon is an object's (@libc.so.6:environ).
+        bool typed = false;
+        if (size_t colon = s.rfind(':'); colon != std::string::npos) {
+            std::string t = s.substr(colon + 1);
+            if (type_of(t, &a->type)) {
+                typed = true;
+                s.resize(colon);
+            } else if (s[0] != '@' || s.find(')') != std::string::npos) {
+                return fail(pos + colon + 1, fmt::format("unknown type '{}' (u8 .. u64, s8 .. s64, x8 .. x64, string)", t));
+            }
+        }
+        if (!fetch(s, pos, a, 0)) return false;
+        if (a->base == FetchBase::comm) {
+            if (typed && a->type != FetchType::string) return fail(pos, "$comm is a string: only :string");
+            a->type = FetchType::string;
+        }
+        if (a->base == FetchBase::retval && spec.kind != SpecKind::ret)
+            return fail(pos, "$retval is known at a return only: use r:FUNC");
+        if (a->base == FetchBase::arg && spec.kind == SpecKind::probe && spec.offset != 0)
+            return fail(pos, "$argN is known at a function's entry (offset 0) or return only");
+        if (a->base == FetchBase::comm && !a->derefs.empty()) return fail(pos, "$comm cannot be loaded from");
+        return true;
+    }
+
+    // LOC: FUNC or FUNC+OFF.
+    bool location(const Word &w, Spec *spec)
+    {
+        std::string loc = w.text;
+        size_t plus = loc.rfind('+');
+        int64_t off = 0;
+        if (plus != std::string::npos && plus > 0 && plus + 1 < loc.size() &&
+            std::isdigit(static_cast<unsigned char>(loc[plus + 1])) && loc.compare(0, plus, "operator") != 0 &&
+            !(plus >= 8 && loc.compare(plus - 8, 8, "operator") == 0)) {
+            if (!parse_number(loc.substr(plus + 1), &off, false))
+                return fail(w.at + plus + 1, fmt::format("'{}' is not an offset (decimal or 0x-hex)", loc.substr(plus + 1)));
+            loc.resize(plus);
+        }
+        if (loc.empty()) return fail(w.at, "a function is missing");
+        spec->target = loc;
+        spec->offset = static_cast<uint64_t>(off);
+        return true;
+    }
+};
+
+}  // namespace
+
+bool parse_spec(const std::string &text, Spec *out, std::string *error, size_t *at)
+{
+    *out = Spec{};
+    out->text = text;
+    Parser p{text, error, at};
+    std::vector<Word> words = split_words(text);
+    if (words.empty()) return p.fail(0, "an empty spec");
+    const std::string &w0 = words[0].text;
+    // p, r, rN, each with :X or followed by another word.
+    size_t digits = 1;
+    while (digits < w0.size() && std::isdigit(static_cast<unsigned char>(w0[digits]))) ++digits;
+    bool is_probe = (w0[0] == 'p' || w0[0] == 'r') && (w0[0] == 'r' || digits == 1) &&
+                    ((digits < w0.size() && w0[digits] == ':') || (digits == w0.size() && words.size() > 1));
+    size_t next = 1;  // the first FETCHARG word
+    if (!is_probe) {
+        if (!p.location(words[0], out)) return false;
+        out->kind = out->offset ? SpecKind::probe : SpecKind::call;
+        if (words.size() > 1)
+            return p.fail(words[1].at, "values to fetch need a p: or r: probe, as 'p:FUNC %di' or 'r:FUNC $retval'");
+        return true;
+    }
+    out->kind = w0[0] == 'p' ? SpecKind::probe : SpecKind::ret;
+    if (digits > 1) {
+        int64_t n = 0;
+        if (w0[0] != 'r' || !parse_number(w0.substr(1, digits - 1), &n, false) || n < 1 || n > 100000)
+            return p.fail(1, "MAXACTIVE (r<N>) is 1 .. 100000");
+        out->maxactive = static_cast<int>(n);
+    }
+    std::string x = digits < w0.size() ? w0.substr(digits + 1) : std::string();
+    Word loc;
+    if (!x.empty() && words.size() > 1 && !looks_like_fetcharg(words[1].text)) {
+        out->event = x;  // p:EVENT LOC
+        for (char c : x)
+            if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '/' && c != '.' && c != '-')
+                return p.fail(words[0].at + digits + 1, fmt::format("'{}' is not an event name", x));
+        loc = words[1];
+        next = 2;
+    } else if (!x.empty()) {
+        loc = {x, words[0].at + digits + 1};  // p:LOC
+    } else if (words.size() > 1) {
+        loc = words[1];  // p LOC
+        next = 2;
+    } else {
+        return p.fail(w0.size(), "a function is missing after the probe's kind");
+    }
+    if (!p.location(loc, out)) return false;
+    if (out->kind == SpecKind::ret && out->offset != 0)
+        return p.fail(loc.at + loc.text.rfind('+'), "a return probe is on a function: no +OFF");
+    if (words.size() - next > kMaxFetchArgs)
+        return p.fail(words[next + kMaxFetchArgs].at, fmt::format("at most {} values to fetch", kMaxFetchArgs));
+    for (size_t i = next; i < words.size(); ++i) {
+        FetchArg a;
+        if (!p.fetcharg(words[i], *out, i - next, &a)) return false;
+        for (const FetchArg &b : out->args)
+            if (b.name == a.name) return p.fail(words[i].at, fmt::format("'{}' is named twice", a.name));
+        out->args.push_back(std::move(a));
+    }
+    return true;
+}
+
+std::string mode_conflict(const Spec &spec, bool count, bool hist)
+{
+    if ((count || hist) && !spec.args.empty())
+        return fmt::format("{}: values are fetched for each event: not with --count or --hist", spec.text);
+    if (hist && spec.kind == SpecKind::probe)
+        return fmt::format("{}: --hist needs calls with a duration (FUNC or r:FUNC), not an instruction", spec.text);
+    return {};
+}
+
+std::string point_at(const std::string &text, size_t at, const std::string &error)
+{
+    if (at > text.size()) at = text.size();
+    return fmt::format("{}\n  {}\n  {}^", error, text, std::string(at, ' '));
+}
+
+size_t payload_bytes(const Spec &spec) { return arg_offset(spec, spec.args.size()); }
+
+size_t arg_offset(const Spec &spec, size_t i)
+{
+    size_t off = 8;  // the fault mask
+    for (size_t k = 0; k < i && k < spec.args.size(); ++k) off += spec.args[k].type == FetchType::string ? kStringBytes : 8;
+    return off;
+}
+
+const char *type_name(FetchType t) { return kTypes[static_cast<size_t>(t)]; }
+
+std::string format_value(const FetchArg &arg, const unsigned char *bytes, bool fault)
+{
+    if (fault) return "(fault)";
+    if (arg.type == FetchType::string) {
+        std::string out = "\"";
+        size_t i = 0;
+        for (; i + 1 < kStringBytes && bytes[i]; ++i) {
+            unsigned char c = bytes[i];
+            if (c == '"' || c == '\\') out += '\\', out += static_cast<char>(c);
+            else if (c == '\n') out += "\\n";
+            else if (c == '\t') out += "\\t";
+            else if (c < 0x20 || c >= 0x7f) out += fmt::format("\\x{:02x}", c);
+            else out += static_cast<char>(c);
+        }
+        out += '"';
+        if (bytes[kStringBytes - 1]) out += "...";  // cut to fit
+        return out;
+    }
+    uint64_t v;
+    std::memcpy(&v, bytes, 8);
+    switch (arg.type) {
+    case FetchType::u8: return std::to_string(static_cast<uint8_t>(v));
+    case FetchType::u16: return std::to_string(static_cast<uint16_t>(v));
+    case FetchType::u32: return std::to_string(static_cast<uint32_t>(v));
+    case FetchType::u64: return std::to_string(v);
+    case FetchType::s8: return std::to_string(static_cast<int8_t>(v));
+    case FetchType::s16: return std::to_string(static_cast<int16_t>(v));
+    case FetchType::s32: return std::to_string(static_cast<int32_t>(v));
+    case FetchType::s64: return std::to_string(static_cast<int64_t>(v));
+    case FetchType::x8: return fmt::format("{:#x}", static_cast<uint8_t>(v));
+    case FetchType::x16: return fmt::format("{:#x}", static_cast<uint16_t>(v));
+    case FetchType::x32: return fmt::format("{:#x}", static_cast<uint32_t>(v));
+    default: return fmt::format("{:#x}", v);
+    }
+}
+
+}  // namespace liveprobe::trace

@@ -1,0 +1,87 @@
+// The probe specs of `liveprobe trace`, as the kernel's kprobe_events writes them
+// (Documentation/trace/kprobetrace.rst), parsed once by the tool (to point at a mistake before
+// anything is attached) and again by the target's agent (to place the probes and fetch):
+//
+//   FUNC                     entry and return of each function FUNC names: the seeds' line
+//   FUNC+OFF                 an instruction: a line each time a thread reaches it
+//   p[:[GRP/]EVENT] LOC [FETCHARG...]    a probe at LOC (FUNC or FUNC+OFF), fetching FETCHARGs
+//   r[MAXACTIVE][:[GRP/]EVENT] FUNC [FETCHARG...]   at FUNC's return
+//   p:LOC [FETCHARG...], r:FUNC [FETCHARG...]       the same, the event named after the function
+//
+// FUNC is a name, OBJECT:name, a C++ name or a glob. A FETCHARG is [NAME=]FETCH[:TYPE]:
+//   %REG (%ax or %rax, ... %r15, %ip, %flags), $argN (1-based, at an entry or a return),
+//   $retval (return), $stack, $stackN, $comm, @ADDR, @SYM[+|-OFF], +|-[u]OFF(FETCH), \IMM;
+//   TYPE: u8..u64, s8..s64, x8..x64 (the default: x64), string ($comm's default).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace liveprobe::trace {
+
+enum class SpecKind : uint8_t {
+    call,   // FUNC: entry and return, the return value and the duration
+    probe,  // FUNC+OFF, p:: at an instruction
+    ret,    // r:: at the return
+};
+
+enum class FetchBase : uint8_t {
+    reg,      // a register: `reg` is its index in struct pt_regs (8-byte fields)
+    arg,      // $argN: `n` (1-based)
+    retval,   // $retval
+    stack,    // $stack: the stack pointer
+    stack_n,  // $stackN: the Nth 8-byte word above the stack pointer
+    comm,     // $comm: the thread's name
+    imm,      // \IMM or @ADDR's address: `value`
+    symbol,   // @SYM: the address of `symbol`, resolved in the target
+};
+
+enum class FetchType : uint8_t { u8, u16, u32, u64, s8, s16, s32, s64, x8, x16, x32, x64, string };
+
+struct FetchArg {
+    std::string name;  // NAME, or argI (1-based) by default
+    FetchBase base = FetchBase::reg;
+    FetchType type = FetchType::x64;
+    uint32_t n = 0;                // register index, argument or stack word
+    uint64_t value = 0;            // the immediate or address (symbol: resolved into it)
+    std::string symbol;            // @SYM
+    std::vector<int64_t> derefs;   // loads, innermost first: v = *(v + off)
+};
+
+struct Spec {
+    std::string text;   // as given
+    SpecKind kind = SpecKind::call;
+    std::string event;  // EVENT when given (p:EVENT), else empty
+    std::string target; // the function or glob
+    uint64_t offset = 0;
+    int maxactive = 0;  // r<N>: when given
+    std::vector<FetchArg> args;
+};
+
+// Parses one spec. false with *error ("what is wrong") and *at (its byte offset in text).
+bool parse_spec(const std::string &text, Spec *out, std::string *error, size_t *at);
+
+// Why the spec cannot be traced in --count (count) or --hist (hist) mode, or empty.
+std::string mode_conflict(const Spec &spec, bool count, bool hist);
+
+// The message for a spec that did not parse: the spec, then a caret under the mistake.
+std::string point_at(const std::string &text, size_t at, const std::string &error);
+
+// How the fetched values of an event are laid out after its record's first 32 bytes: a 64-bit
+// mask of the arguments that could not be read, then each argument's bytes in order: 8 for a
+// number, kStringBytes for a string (NUL-terminated, cut to fit).
+constexpr size_t kStringBytes = 64;
+constexpr size_t kMaxFetchArgs = 16;
+constexpr size_t kMaxPayload = 8 + kMaxFetchArgs * kStringBytes;
+size_t payload_bytes(const Spec &spec);
+size_t arg_offset(const Spec &spec, size_t i);  // in the payload
+
+// One fetched value as text: decimal (u, s), 0x-hex (x) or a quoted string; "(fault)" when it
+// could not be read.
+std::string format_value(const FetchArg &arg, const unsigned char *bytes, bool fault);
+
+const char *type_name(FetchType t);
+
+}  // namespace liveprobe::trace

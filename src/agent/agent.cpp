@@ -162,7 +162,9 @@ void serve(const Request &rq, Out &out)
             return out.error(ENOENT, "no trace session runs in this process");
         }
         out.line(fmt::format("memfd {}", started.memfd));
-        out.line(fmt::format("placed {} probes in {:.1f} ms", started.placed, started.place_ms));
+        out.line(fmt::format("placed {} probes ({} jump-optimized) in {:.1f} ms", started.placed, started.optimized,
+                             started.place_ms));
+        for (size_t i = 0; i < started.slow.size() && i < 3; ++i) out.line("slow " + started.slow[i]);
         out.line(fmt::format("mode {}", mode == trace::Mode::count ? "count" : mode == trace::Mode::hist ? "hist" : "events"));
         for (size_t i = 0; i < started.names.size(); ++i)
             out.line(fmt::format("probe {} {:#x} {}", i, started.addrs[i], started.names[i]));

@@ -19,6 +19,8 @@
 #include <memory>
 #include <new>
 #include <mutex>
+#include <algorithm>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
@@ -439,6 +441,21 @@ int start(Mode mode, const std::vector<std::string> &spec_texts, int maxactive, 
         return -ENOENT;
     }
     out->placed = static_cast<size_t>(registered);
+    // Which take the jump path; the reasons of the others, most common first (a probe on the
+    // breakpoint path costs a signal, microseconds, a hit: worth saying which and why).
+    std::map<std::string, size_t> reasons;
+    for (uint32_t i = 0; i < n; ++i) {
+        if (results[i] < 0) continue;
+        const struct kprobe *kp = (*list)[i]->kp.addr ? &(*list)[i]->kp : &(*list)[i]->rp.kp;
+        struct liveprobe_info info {};
+        if (liveprobe_kprobe_info(kp, &info) != 0) continue;
+        if (kp->flags & KPROBE_FLAG_OPTIMIZED) ++out->optimized;
+        else ++reasons[info.why_not_optimized ? info.why_not_optimized : "unknown"];
+    }
+    std::vector<std::pair<size_t, std::string>> by_count;
+    for (auto &[why, count] : reasons) by_count.emplace_back(count, why);
+    std::sort(by_count.begin(), by_count.end(), [](auto &a, auto &b) { return a.first > b.first; });
+    for (auto &[count, why] : by_count) out->slow.push_back(fmt::format("{}: {}", count, why));
     out->place_ms = static_cast<double>(liveprobe_ktime_ns() - t0) / 1e6;
     g_list = list;
     g_specs = specs.release();
@@ -489,7 +506,10 @@ int start_from_environment()
         r = start(mode, {words.begin() + 2, words.end()}, std::atoi(words[1].c_str()), &started, &why,
                   fd ? std::atoi(fd) : -1, follow);
         if (r == 0)
-            std::fprintf(stderr, "liveprobe: placed %zu probes in %.1f ms\n", started.placed, started.place_ms);
+            std::fprintf(stderr, "liveprobe: placed %zu probes (%zu jump-optimized) in %.1f ms\n", started.placed,
+                         started.optimized, started.place_ms);
+        for (size_t i = 0; r == 0 && i < started.slow.size() && i < 3; ++i)
+            std::fprintf(stderr, "liveprobe: on the breakpoint path: %s\n", started.slow[i].c_str());
         // As `liveprobe trace -p` says them: the first five, then how many more.
         for (size_t i = 0; r == 0 && i < started.skipped.size() && i < 5; ++i)
             std::fprintf(stderr, "liveprobe: not traced: %s\n", started.skipped[i].c_str());

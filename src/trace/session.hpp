@@ -33,6 +33,8 @@ struct Started {
     std::vector<uint32_t> specs;       // and the spec that named it (its index)
     std::vector<std::string> skipped;  // "SPEC-or-NAME: why" of each function not probed
     size_t placed = 0;                 // probes registered
+    size_t optimized = 0;              // of which hits take the jump path
+    std::vector<std::string> slow;     // "N: REASON" for the others, most common reasons first
     double place_ms = 0;               // the time start() took
 };
 

@@ -437,6 +437,7 @@ Runner add_trace(CLI::App &app)
             for (const std::string &l : reply.lines) {
                 if (l.rfind("memfd ", 0) == 0) fd = std::atoi(l.c_str() + 6);
                 if (l.rfind("placed ", 0) == 0) std::fprintf(stderr, "liveprobe: %s\n", l.c_str());
+                if (l.rfind("slow ", 0) == 0) std::fprintf(stderr, "liveprobe: on the breakpoint path: %s\n", l.c_str() + 5);
                 if (l.rfind("skipped ", 0) == 0 && skipped++ < 5) std::fprintf(stderr, "liveprobe: not traced: %s\n", l.c_str() + 8);
             }
             if (skipped > 5) std::fprintf(stderr, "liveprobe: ... and %zu more not traced\n", skipped - 5);

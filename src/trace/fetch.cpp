@@ -1,12 +1,13 @@
 #include "trace/fetch.hpp"
 
+#include "trace/handlers.hpp"
+
 #include <sys/prctl.h>
 #include <sys/uio.h>
 
 #include <liveprobe/kprobes.h>
 
 #include <cerrno>
-#include <cstring>
 
 #include "os/linux/raw_syscall.hpp"
 #include "symbols/symbols.hpp"
@@ -57,8 +58,8 @@ bool fetch_one(const FetchArg &a, const FetchContext &ctx, unsigned char *out) n
     case FetchBase::comm: {
         char name[17] = {};
         os::raw_syscall(SYS_prctl, PR_GET_NAME, reinterpret_cast<long>(name));
-        std::memset(out, 0, kStringBytes);
-        std::memcpy(out, name, 16);
+        zero_plain(out, kStringBytes);
+        copy_plain(out, name, 16);
         return true;
     }
     case FetchBase::imm:
@@ -75,15 +76,16 @@ bool fetch_one(const FetchArg &a, const FetchContext &ctx, unsigned char *out) n
         if (!load(at, last ? type_size(a.type) : 8, &v)) return false;
     }
     if (!string) {
-        std::memcpy(out, &v, 8);
+        copy_plain(out, &v, 8);
         return true;
     }
-    std::memset(out, 0, kStringBytes);
+    zero_plain(out, kStringBytes);
     size_t got = read_memory(v, out, kStringBytes - 1);
     if (got == 0) return false;
-    size_t len = strnlen(reinterpret_cast<const char *>(out), got);
+    size_t len = 0;
+    while (len < got && out[len]) ++len;
     if (len == kStringBytes - 1) out[kStringBytes - 1] = 1;  // no NUL within: cut
-    else std::memset(out + len, 0, kStringBytes - len);
+    else zero_plain(out + len, kStringBytes - len);
     return true;
 }
 
@@ -116,11 +118,11 @@ void fetch_all(const Spec &spec, const FetchContext &ctx, unsigned char *out) no
         size_t size = a.type == FetchType::string ? kStringBytes : 8;
         if (!fetch_one(a, ctx, out + off)) {
             faults |= uint64_t{1} << i;
-            std::memset(out + off, 0, size);
+            zero_plain(out + off, size);
         }
         off += size;
     }
-    std::memcpy(out, &faults, 8);
+    copy_plain(out, &faults, 8);
 }
 
 int resolve_fetch_symbols(Spec *spec, std::string *why)

@@ -1,7 +1,7 @@
 // Fetching a probe spec's values (trace/spec.hpp) inside the target, from a handler: registers,
 // the arguments, the stack and memory. Memory is read with process_vm_readv on the process
 // itself, so a bad pointer reads as "(fault)" and never faults the traced thread. Nothing here
-// allocates or takes a lock.
+// allocates, takes a lock or touches a vector register (built as trace/handlers.cpp is).
 #pragma once
 
 #include <cstdint>

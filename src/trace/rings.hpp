@@ -6,7 +6,7 @@
 // dropped and counted in the header.
 //
 // Layout (all little-endian, fixed): Header, then kRings RingHead, then kRings rings of
-// kRingRecords records of 64 bytes. The writer fills a record, then publishes `head` (release);
+// kRingRecords records of 32 bytes. The writer fills a record, then publishes `head` (release);
 // the reader copies records below `head`, then publishes `tail` (release). The mapping is shared
 // between two processes: every field is an atomic of lock-free size.
 #pragma once
@@ -17,27 +17,27 @@
 
 namespace liveprobe::trace {
 
-constexpr uint64_t kRingsMagic = 0x32676e6972706c;  // "lpring2"
+constexpr uint64_t kRingsMagic = 0x33676e6972706c;  // "lpring3"
 constexpr uint32_t kRings = 64;
-constexpr uint32_t kRingRecords = 4096;  // 256 KiB a thread
+constexpr uint32_t kRingRecords = 262144;  // 8 MiB a thread (the memfd is sparse: only what is written)
 
 // One event: a call that returned (FUNC), or a hit (p:, FUNC+OFF) or return (r:) with the
-// spec's fetched values, which start at `args` and go on in the records after it when they do
-// not fit (trace/spec.hpp's payload; the reader knows each probe's size from its spec).
+// spec's fetched values, which fill the records after it (trace/spec.hpp's payload; the reader
+// knows each probe's size from its spec, so records carry no length). 32 bytes, as uftrace's
+// entry and exit records together.
 struct Record {
     uint32_t probe;
     uint32_t tid;
     uint64_t entry_ns;  // liveprobe_ktime_ns at the entry
-    uint64_t exit_ns;   // at the return
+    uint64_t exit_ns;   // at the return (a p: hit: the same as entry_ns)
     uint64_t retval;    // rax (a p: hit: the instruction's address)
-    uint64_t args[4];   // rdi rsi rdx rcx at the entry (p:, r:: the first 32 bytes of the values)
 };
-static_assert(sizeof(Record) == 64);
+static_assert(sizeof(Record) == 32);
 
-// The records an event with `payload` bytes of values takes: the first holds 32 of them.
+// The records an event with `payload` bytes of values takes.
 inline uint32_t record_slots(size_t payload)
 {
-    return payload <= 32 ? 1 : 1 + static_cast<uint32_t>((payload - 32 + sizeof(Record) - 1) / sizeof(Record));
+    return 1 + static_cast<uint32_t>((payload + sizeof(Record) - 1) / sizeof(Record));
 }
 
 struct alignas(64) RingHead {

@@ -29,227 +29,23 @@
 #include "os/linux/raw_syscall.hpp"
 #include "symbols/symbols.hpp"
 #include "trace/fetch.hpp"
+#include "trace/handlers.hpp"
 #include "trace/rings.hpp"
 #include "trace/spec.hpp"
 
 namespace liveprobe::trace {
 namespace {
 
-struct Probe {
-    struct kretprobe rp {};  // a call or a return probe (rp.kp is the entry kprobe)
-    struct kprobe kp {};     // an instruction (p:, FUNC+OFF), or any probe of --count
-    uint32_t index = 0;
-    const Spec *spec = nullptr;  // what to fetch
-    uint32_t slots = 1;          // ring records an event takes
-};
-
-struct EntryData {  // a kretprobe instance's data: at the entry, the time, di si dx cx r8 r9, sp
-    uint64_t entry_ns;
-    uint64_t regs[7];
-};
-
-// The session. Handlers read g_base, g_probes and g_generation; they change only while no probe
-// is registered.
+// The session (the hit path's state and handlers are in trace/handlers).
 std::mutex g_mu;
 bool g_running = false;
 Mode g_mode = Mode::events;
 std::vector<std::unique_ptr<Probe>> *g_list = nullptr;
-void *g_base = nullptr;
 size_t g_bytes = 0;
 int g_fd = -1;
-uint32_t g_probes = 0;
-std::atomic<uint64_t> g_generation{0};
 core::Immortal<Started> g_started_storage;
 Started &g_started = g_started_storage.value;
 std::vector<Spec> *g_specs = nullptr;
-
-thread_local int32_t t_ring = -1;
-thread_local uint64_t t_generation = 0;
-// After fork, the child's threads take rings of their own (the mapping is shared, so a child is
-// traced with its parent: its events come with its own thread ids); without following
-// (LIVEPROBE_TRACE_NOFOLLOW, `--no-follow`), a child's handlers write nothing.
-bool g_follow = true;
-std::atomic<bool> g_silent{false};
-
-[[gnu::constructor]] void trace_atfork()
-{
-    pthread_atfork(nullptr, nullptr, [] {
-        g_generation.fetch_add(1, std::memory_order_release);
-        if (!g_follow) g_silent.store(true, std::memory_order_relaxed);
-    });
-}
-
-// The calling thread's ring, claimed on its first event: -1 when every ring is taken (rings of
-// threads that have exited, drained, are taken back).
-int32_t my_ring() noexcept
-{
-    uint64_t gen = g_generation.load(std::memory_order_acquire);
-    if (t_generation == gen && t_ring >= 0) return t_ring;
-    t_generation = gen;
-    t_ring = -1;
-    int32_t tid = os::raw_gettid();
-    int32_t pid = os::raw_getpid();
-    for (uint32_t pass = 0; pass < 2 && t_ring < 0; ++pass) {
-        for (uint32_t i = 0; i < kRings; ++i) {
-            RingHead *h = ring_head(g_base, i);
-            int32_t owner = h->tid.load(std::memory_order_relaxed);
-            if (pass == 1 && owner != 0 && owner != tid && h->head.load() == h->tail.load() &&
-                os::raw_syscall(SYS_tgkill, pid, owner, 0) == -ESRCH) {
-                // Its thread is gone and the reader has everything: take it.
-                if (h->tid.compare_exchange_strong(owner, tid)) {
-                    t_ring = static_cast<int32_t>(i);
-                    break;
-                }
-                continue;
-            }
-            int32_t free = 0;
-            if (owner == 0 && h->tid.compare_exchange_strong(free, tid)) {
-                t_ring = static_cast<int32_t>(i);
-                break;
-            }
-        }
-    }
-    return t_ring;
-}
-
-uint32_t index_of(const struct kretprobe *rp) noexcept
-{
-    return reinterpret_cast<const Probe *>(reinterpret_cast<const char *>(rp) - offsetof(Probe, rp))->index;
-}
-
-int count_pre(struct kprobe *kp, struct pt_regs *) noexcept
-{
-    if (g_silent.load(std::memory_order_relaxed)) return 0;
-    int32_t ring = my_ring();
-    if (ring < 0) {
-        header_of(g_base)->unringed.fetch_add(1, std::memory_order_relaxed);
-        return 0;
-    }
-    uint32_t idx = reinterpret_cast<const Probe *>(reinterpret_cast<const char *>(kp) - offsetof(Probe, kp))->index;
-    std::atomic<uint64_t> *c = count_of(g_base, g_probes, static_cast<uint32_t>(ring), idx);
-    c->store(c->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);  // this thread's row only
-    return 0;
-}
-
-int entry_stamp(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept
-{
-    auto *d = reinterpret_cast<EntryData *>(ri->data);
-    d->regs[0] = regs->di;
-    d->regs[1] = regs->si;
-    d->regs[2] = regs->dx;
-    d->regs[3] = regs->cx;
-    d->regs[4] = regs->r8;
-    d->regs[5] = regs->r9;
-    d->regs[6] = regs->sp;
-    d->entry_ns = liveprobe_ktime_ns();  // last: the arguments' copy is not timed
-    return 0;
-}
-
-// Writes one event of `slots` records into the thread's ring: the first record's header, then
-// `payload` from the first record's args on. Returns false when the ring was full (counted).
-bool put_event(uint32_t idx, uint32_t slots, uint32_t tid, uint64_t entry_ns, uint64_t exit_ns, uint64_t retval,
-               const unsigned char *payload, size_t bytes) noexcept
-{
-    int32_t ring = my_ring();
-    if (ring < 0) {
-        header_of(g_base)->unringed.fetch_add(1, std::memory_order_relaxed);
-        return false;
-    }
-    RingHead *h = ring_head(g_base, static_cast<uint32_t>(ring));
-    std::atomic<uint64_t> *c = count_of(g_base, g_probes, static_cast<uint32_t>(ring), idx);
-    c->store(c->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    uint64_t head = h->head.load(std::memory_order_relaxed);
-    if (head + slots - h->tail.load(std::memory_order_acquire) > kRingRecords) {
-        h->dropped.fetch_add(1, std::memory_order_relaxed);
-        return false;
-    }
-    Record *recs = ring_records(g_base, static_cast<uint32_t>(ring));
-    Record *r = recs + head % kRingRecords;
-    r->probe = idx;
-    r->tid = tid;
-    r->entry_ns = entry_ns;
-    r->exit_ns = exit_ns;
-    r->retval = retval;
-    size_t first = bytes < sizeof r->args ? bytes : sizeof r->args;
-    std::memcpy(r->args, payload, first);
-    for (uint32_t k = 1; k < slots; ++k) {
-        size_t off = first + (k - 1) * sizeof(Record);
-        size_t n = bytes - off < sizeof(Record) ? bytes - off : sizeof(Record);
-        std::memcpy(recs + (head + k) % kRingRecords, payload + off, n);
-    }
-    h->head.store(head + slots, std::memory_order_release);
-    return true;
-}
-
-const Probe *probe_of_kp(const struct kprobe *kp) noexcept
-{
-    return reinterpret_cast<const Probe *>(reinterpret_cast<const char *>(kp) - offsetof(Probe, kp));
-}
-const Probe *probe_of_rp(const struct kretprobe *rp) noexcept
-{
-    return reinterpret_cast<const Probe *>(reinterpret_cast<const char *>(rp) - offsetof(Probe, rp));
-}
-
-// p:, FUNC+OFF: an event at the instruction, with its values.
-int fetch_pre(struct kprobe *kp, struct pt_regs *regs) noexcept
-{
-    if (g_silent.load(std::memory_order_relaxed)) return 0;
-    uint64_t now = liveprobe_ktime_ns();
-    const Probe *p = probe_of_kp(kp);
-    alignas(8) unsigned char payload[kMaxPayload];
-    FetchContext ctx;
-    ctx.regs = regs;
-    fetch_all(*p->spec, ctx, payload);
-    put_event(p->index, p->slots, static_cast<uint32_t>(os::raw_gettid()), now, now, regs->ip, payload,
-              payload_bytes(*p->spec));
-    return 0;
-}
-
-// r:: at the return, with its values ($argN as they were at the entry).
-int fetch_return(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept
-{
-    if (g_silent.load(std::memory_order_relaxed)) return 0;
-    uint64_t now = liveprobe_ktime_ns();
-    const Probe *p = probe_of_rp(ri->rp);
-    const auto *d = reinterpret_cast<const EntryData *>(ri->data);
-    alignas(8) unsigned char payload[kMaxPayload];
-    FetchContext ctx;
-    ctx.regs = regs;
-    ctx.entry = d->regs;
-    fetch_all(*p->spec, ctx, payload);
-    put_event(p->index, p->slots, static_cast<uint32_t>(ri->tid), d->entry_ns, now, regs->ax, payload,
-              payload_bytes(*p->spec));
-    return 0;
-}
-
-int event_return(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept
-{
-    if (g_silent.load(std::memory_order_relaxed)) return 0;
-    uint64_t now = liveprobe_ktime_ns();
-    const auto *d = reinterpret_cast<const EntryData *>(ri->data);
-    put_event(index_of(ri->rp), 1, static_cast<uint32_t>(ri->tid), d->entry_ns, now, regs->ax,
-              reinterpret_cast<const unsigned char *>(d->regs), 4 * sizeof(uint64_t));
-    return 0;
-}
-
-int hist_return(struct kretprobe_instance *ri, struct pt_regs *) noexcept
-{
-    if (g_silent.load(std::memory_order_relaxed)) return 0;
-    uint64_t delta = liveprobe_ktime_ns() - reinterpret_cast<const EntryData *>(ri->data)->entry_ns;
-    uint32_t idx = index_of(ri->rp);
-    int32_t ring = my_ring();
-    if (ring < 0) {
-        header_of(g_base)->unringed.fetch_add(1, std::memory_order_relaxed);
-        return 0;
-    }
-    uint32_t bucket = delta == 0 ? 0 : 64 - static_cast<uint32_t>(__builtin_clzll(delta));
-    if (bucket >= kHistBuckets) bucket = kHistBuckets - 1;
-    std::atomic<uint32_t> *b = hist_of(g_base, g_probes, static_cast<uint32_t>(ring), idx) + bucket;
-    b->store(b->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    std::atomic<uint64_t> *c = count_of(g_base, g_probes, static_cast<uint32_t>(ring), idx);
-    c->store(c->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    return 0;
-}
 
 bool is_glob(const std::string &s) { return s.find_first_of("*?[") != std::string::npos; }
 
@@ -389,19 +185,19 @@ int start(Mode mode, const std::vector<std::string> &spec_texts, int maxactive, 
         const Spec &spec = (*specs)[fns[i].spec];
         p->index = i;
         p->spec = &spec;
-        p->slots = record_slots(payload_bytes(spec));
+        p->bytes = spec.kind == SpecKind::call ? 0 : static_cast<uint32_t>(payload_bytes(spec));
+        p->slots = record_slots(p->bytes);
         if (mode == Mode::count || spec.kind == SpecKind::probe) {
             p->kp.addr = reinterpret_cast<kprobe_opcode_t *>(fns[i].addr);
             p->kp.pre_handler = mode == Mode::count ? count_pre : fetch_pre;
-            p->kp.flags = KPROBE_FLAG_NOVEC;
             kps.push_back(&p->kp);
             kp_index.push_back(i);
         } else {
             p->rp.kp.addr = reinterpret_cast<kprobe_opcode_t *>(fns[i].addr);
-            p->rp.entry_handler = entry_stamp;
+            bool regs = mode == Mode::events && spec.kind == SpecKind::ret;
+            p->rp.entry_handler = regs ? entry_regs : entry_time;
             p->rp.handler = mode == Mode::hist ? hist_return : spec.kind == SpecKind::ret ? fetch_return : event_return;
-            p->rp.kp.flags = KPROBE_FLAG_NOVEC;
-            p->rp.data_size = sizeof(EntryData);
+            p->rp.data_size = regs ? sizeof(EntryData) : sizeof(uint64_t);
             p->rp.maxactive = spec.maxactive ? spec.maxactive : maxactive;
             rps.push_back(&p->rp);
             rp_index.push_back(i);

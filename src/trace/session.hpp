@@ -4,9 +4,9 @@
 //
 // Each spec (trace/spec.hpp) names functions; each function it names gets a probe:
 //   events  FUNC: a kretprobe; each call that returns becomes a Record in the calling thread's
-//           ring (entry and exit time, return value, first four arguments);
+//           ring (entry and exit time, return value);
 //           p:, FUNC+OFF: a kprobe; each hit becomes an event with the spec's fetched values
-//           (a Record, followed by more when they do not fit in it);
+//           (a Record, followed by the values in the records after it);
 //           r:: a kretprobe; each return becomes an event with its values and duration;
 //   count   a kprobe at each function's entry (or the spec's instruction); the thread's counter
 //           of it goes up;

@@ -68,7 +68,7 @@ else fail "--no-follow:"; sed 's/^/    /' "$tmp/nofollow.out"; fi
 # 3. --json, --tid and --min-duration.
 "${launch[@]}" "$lp" trace --json lp_tr_square -- "$target" >"$tmp/json.out" 2>&1
 check "--json: one object per call" "$tmp/json.out" \
-    '^\{"time_ns":[0-9]+,"tid":[0-9]+,"function":"lp_tr_square","retval":25,"duration_ns":[0-9]+,"args":\[5,'
+    '^\{"time_ns":[0-9]+,"tid":[0-9]+,"function":"lp_tr_square","retval":25,"duration_ns":[0-9]+\}$'
 "${launch[@]}" "$lp" trace --min-duration 1000000 lp_tr_slow lp_tr_leaf -- "$target" >"$tmp/min.out" 2>&1
 if grep -q "lp_tr_slow returned" "$tmp/min.out" && ! grep -q "lp_tr_leaf returned" "$tmp/min.out"; then
     pass "--min-duration 1 ms: the 2 ms call only"
@@ -79,6 +79,23 @@ if grep -q "wrote $tmp/trace.json" "$tmp/chrome.out" && head -c 15 "$tmp/trace.j
    [ "$(grep -c '"name":"lp_tr_square","ph":"X"' "$tmp/trace.json")" -eq 6 ] && tail -1 "$tmp/trace.json" | grep -q '^\],"displayTimeUnit":"ns"}$'; then
     pass "--chrome: 6 complete events (the child's too) in a trace file"
 else fail "--chrome:"; cat "$tmp/chrome.out"; head -5 "$tmp/trace.json"; fi
+
+# A trace file (-o): the events as the target wrote them, shown later (-i) in every form.
+"${launch[@]}" "$lp" trace -o "$tmp/t.lptrace" lp_tr_square lp_tr_fib 'p:lp_fa_open path=+0($arg1):string' -- "$target" >"$tmp/o.out" 2>&1
+check "-o FILE: the events written, none shown" "$tmp/o.out" '^liveprobe: wrote [0-9.]+ MiB to .*t.lptrace$' 'liveprobe: 3 functions traced, 185 calls'
+grep -q ' returned ' "$tmp/o.out" && fail "-o: events were printed too"
+"$lp" trace -i "$tmp/t.lptrace" >"$tmp/i.out" 2>&1
+check "-i FILE: the lines, as live" "$tmp/i.out" "lp_tr_square returned 25 and took [0-9]+ ns to execute$" \
+    "lp_tr_fib returned 55 and" ' lp_fa_open\+0x0 path="/etc/hostname"$' ' lp_fa_open\+0x0 path=\(fault\)$' \
+    '^liveprobe: 185 events of process [0-9]+ in .*t.lptrace$'
+"$lp" trace -i "$tmp/t.lptrace" --count >"$tmp/ic.out" 2>&1
+check "-i FILE --count" "$tmp/ic.out" '^lp_tr_fib +177$' '^lp_tr_square +6$' '^lp_fa_open +2$'
+"$lp" trace -i "$tmp/t.lptrace" --json --tid 999999999 >"$tmp/ij.out" 2>&1
+grep -q '^{' "$tmp/ij.out" && fail "-i --tid: events of another thread shown" || pass "-i FILE --tid filters"
+out=$("$lp" trace -i /etc/passwd 2>&1); rc=$?
+[ "$rc" -eq 1 ] && echo "$out" | grep -q 'not a liveprobe trace file' && pass "-i of a file that is not a trace: $out" || fail "-i /etc/passwd: exit $rc: $out"
+out=$("$lp" trace -i "$tmp/t.lptrace" lp_tr_leaf 2>&1); rc=$?
+[ "$rc" -eq 2 ] && pass "-i with a spec: exit 2" || fail "-i with a spec: exit $rc: $out"
 
 # 4. --hist: the 2 ms sleep in [1M, 2M) or [2M, 4M) ns, the 1000 leaves under 64 K.
 "${launch[@]}" "$lp" trace --hist lp_tr_slow lp_tr_leaf -- "$target" >"$tmp/hist.out" 2>&1

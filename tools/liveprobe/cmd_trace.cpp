@@ -7,7 +7,6 @@
 //   --hist   at the end, a log2 histogram of each function's durations.
 // Then a summary: calls seen, events dropped, calls missed.
 #include <CLI/CLI.hpp>
-#include <cxxabi.h>
 
 #include <fcntl.h>
 #include <poll.h>
@@ -37,6 +36,7 @@
 #include "process.hpp"
 #include "trace/rings.hpp"
 #include "trace/spec.hpp"
+#include "trace_output.hpp"
 
 namespace liveprobe::tool {
 namespace {
@@ -48,17 +48,16 @@ using trace::Record;
 
 struct Opts {
     int pid = 0;
-    bool count = false, hist = false, json = false, no_follow = false;
-    std::string chrome;      // --chrome FILE
-    FILE *chrome_out = nullptr;
-    bool chrome_first = true;
-    int traced = 0;  // the process traced (-p, or the program started)
+    bool count = false, hist = false, no_follow = false;
+    std::string chrome;  // --chrome FILE
+    std::string output;  // -o FILE: a trace file
+    std::string input;   // -i FILE: show a trace file
+    FILE *out = nullptr;
+    PrintOptions print;
     int maxactive = 64;
     double duration = 0;
-    int tid = 0;
-    uint64_t min_duration = 0;
     std::vector<std::string> specs;
-    std::vector<trace::Spec> parsed;  // the same, parsed
+    TraceProbes probes;  // the specs, parsed; the probes once the session runs
 };
 
 // What the reader knows of the shared memory.
@@ -66,24 +65,10 @@ struct Shm {
     void *base = nullptr;
     size_t bytes = 0;
     uint32_t probes = 0;
-    std::vector<std::string> names;  // each probe's function
-    std::vector<uint32_t> spec;      // and the spec (Opts::parsed) that named it
 };
 
-// A function's name as a user reads it: C++ names demangled ("OBJECT:" kept).
-std::string demangled(const std::string &name)
-{
-    size_t z = name.rfind(":_Z") != std::string::npos ? name.rfind(":_Z") + 1 : name.rfind("_Z", 0) == 0 ? 0 : std::string::npos;
-    if (z == std::string::npos) return name;
-    int status = 0;
-    char *d = abi::__cxa_demangle(name.c_str() + z, nullptr, nullptr, &status);
-    if (status != 0 || d == nullptr) return name;
-    std::string out = name.substr(0, z) + d;
-    std::free(d);
-    return out;
-}
-
-bool load_names(Shm *shm, const Opts &o)
+// The probes of the session (their names and specs), once the target has set it up.
+bool load_names(Shm *shm, Opts &o)
 {
     Header *h = trace::header_of(shm->base);
     if (h->magic != trace::kRingsMagic || h->ready.load(std::memory_order_acquire) != 1) return false;
@@ -91,239 +76,130 @@ bool load_names(Shm *shm, const Opts &o)
     std::string text(static_cast<const char *>(shm->base) + h->names_offset, h->names_bytes);
     std::istringstream in(text);
     // "ADDRESS SPEC NAME", the name to the end of the line (a C++ name has spaces).
+    o.probes.names.clear();
+    o.probes.spec.clear();
     for (std::string line; std::getline(in, line);) {
         size_t a = line.find(' '), b = a == std::string::npos ? a : line.find(' ', a + 1);
         if (b == std::string::npos) return false;
         uint32_t spec = static_cast<uint32_t>(std::strtoul(line.c_str() + a + 1, nullptr, 10));
-        if (spec >= o.parsed.size()) return false;
-        shm->spec.push_back(spec);
-        shm->names.push_back(demangled(line.substr(b + 1)));
+        if (spec >= o.probes.specs.size()) return false;
+        o.probes.spec.push_back(spec);
+        o.probes.names.push_back(demangled(line.substr(b + 1)));
     }
-    return shm->names.size() == shm->probes;
+    return o.probes.names.size() == shm->probes;
 }
 
-// A JSON string: quoted, with what must be escaped escaped. `raw`: `s` is the text a string
-// value printed (escapes \xHH and \" already), re-escaped for JSON.
-std::string json_string(const std::string &s, bool raw = false)
-{
-    std::string out = "\"";
-    for (size_t i = 0; i < s.size(); ++i) {
-        unsigned char c = static_cast<unsigned char>(s[i]);
-        if (raw && c == '\\' && i + 1 < s.size()) {
-            char n = s[++i];
-            if (n == 'x' && i + 2 < s.size()) {
-                out += fmt::format("\\u00{}", s.substr(i + 1, 2));
-                i += 2;
-            } else {
-                out += '\\';
-                out += n;
-            }
-            continue;
-        }
-        if (c == '"' || c == '\\') out += '\\', out += static_cast<char>(c);
-        else if (c < 0x20) out += fmt::format("\\u{:04x}", c);
-        else out += static_cast<char>(c);
-    }
-    return out + "\"";
-}
-
-std::string retval_text(uint64_t v)
-{
-    auto s = static_cast<int64_t>(v);
-    if (s >= -4096 && s < (int64_t{1} << 32)) return std::to_string(s);
-    return fmt::format("{:#x}", v);
-}
-
-struct Event {
-    Record r;
-    std::string values;  // p:, r:: the payload (trace/spec.hpp)
-};
-
-// A fetched event's values as "name=value ..." (text) or a JSON object's members.
-std::string values_text(const trace::Spec &spec, const std::string &payload, bool json)
-{
-    std::string out;
-    if (payload.size() < trace::payload_bytes(spec)) return out;
-    uint64_t faults;
-    std::memcpy(&faults, payload.data(), 8);
-    for (size_t i = 0; i < spec.args.size(); ++i) {
-        const trace::FetchArg &a = spec.args[i];
-        bool fault = faults >> i & 1;
-        std::string v = trace::format_value(a, reinterpret_cast<const unsigned char *>(payload.data()) +
-                                                   trace::arg_offset(spec, i), fault);
-        if (json) {
-            bool number = a.type != trace::FetchType::string && a.type >= trace::FetchType::u8 && a.type <= trace::FetchType::s64;
-            if (fault) v = "null";
-            else if (!number) v = json_string(a.type == trace::FetchType::string ? v.substr(1, v.rfind('"') - 1) : v, a.type == trace::FetchType::string);
-            out += fmt::format("{}\"{}\":{}", i ? "," : "", a.name, v);
-        } else {
-            out += fmt::format(" {}={}", a.name, v);
-        }
-    }
-    return out;
-}
-
-// Drains every ring, prints the events (time order within the batch); returns how many.
+// Takes every event out of the rings, then prints them (time order within the batch) or writes
+// them to the trace file. Returns how many.
 uint64_t drain(const Shm &shm, Opts &o)
 {
-    std::vector<Event> batch;
+    if (o.out) {
+        // A trace file holds the records as the rings do: copied whole, nothing decoded (a
+        // ring's [tail, head) always ends at an event's end). Returns records, not events.
+        uint64_t records = 0;
+        for (uint32_t i = 0; i < kRings; ++i) {
+            trace::RingHead *h = trace::ring_head(shm.base, i);
+            uint64_t tail = h->tail.load(std::memory_order_relaxed);
+            uint64_t head = h->head.load(std::memory_order_acquire);
+            const Record *recs = trace::ring_records(shm.base, i);
+            for (uint64_t k = tail; k < head;) {
+                uint64_t n = std::min(head - k, kRingRecords - k % kRingRecords);  // up to the ring's end
+                std::fwrite(&recs[k % kRingRecords], sizeof(Record), n, o.out);
+                k += n;
+            }
+            records += head - tail;
+            h->tail.store(head, std::memory_order_release);
+        }
+        return records;
+    }
+    std::vector<TraceEvent> batch;
     for (uint32_t i = 0; i < kRings; ++i) {
         trace::RingHead *h = trace::ring_head(shm.base, i);
         uint64_t tail = h->tail.load(std::memory_order_relaxed);
         uint64_t head = h->head.load(std::memory_order_acquire);
         const Record *recs = trace::ring_records(shm.base, i);
-        uint64_t k = tail;
-        while (k < head) {
-            Event e{recs[k % kRingRecords], {}};
-            uint32_t slots = 1;
-            if (e.r.probe < shm.probes) {
-                const trace::Spec &spec = o.parsed[shm.spec[e.r.probe]];
-                if (spec.kind != trace::SpecKind::call) {
-                    size_t bytes = trace::payload_bytes(spec);
-                    slots = trace::record_slots(bytes);
-                    e.values.assign(reinterpret_cast<const char *>(e.r.args), std::min(bytes, sizeof e.r.args));
-                    for (uint32_t s = 1; s < slots && k + s < head; ++s)
-                        e.values.append(reinterpret_cast<const char *>(&recs[(k + s) % kRingRecords]),
-                                        std::min(bytes - e.values.size(), sizeof(Record)));
-                }
+        for (uint64_t k = tail; k < head;) {
+            TraceEvent e{recs[k % kRingRecords], {}};
+            ++k;
+            if (e.r.probe < shm.probes && o.probes.spec_of(e.r.probe).kind != trace::SpecKind::call) {
+                size_t bytes = trace::payload_bytes(o.probes.spec_of(e.r.probe));
+                for (; e.values.size() < bytes && k < head; ++k)
+                    e.values.append(reinterpret_cast<const char *>(&recs[k % kRingRecords]),
+                                    std::min(bytes - e.values.size(), sizeof(Record)));
             }
             batch.push_back(std::move(e));
-            k += slots;
         }
         h->tail.store(head, std::memory_order_release);
     }
-    std::sort(batch.begin(), batch.end(), [](const Event &a, const Event &b) { return a.r.exit_ns < b.r.exit_ns; });
-    for (const Event &e : batch) {
-        const Record &r = e.r;
-        uint64_t took = r.exit_ns - r.entry_ns;
-        if (r.probe >= shm.probes) continue;
-        const trace::Spec &spec = o.parsed[shm.spec[r.probe]];
-        if ((o.tid && static_cast<int>(r.tid) != o.tid) || (took < o.min_duration && spec.kind != trace::SpecKind::probe))
-            continue;
-        const std::string &name = shm.names[r.probe];
-        std::string where = spec.kind == trace::SpecKind::probe ? fmt::format("{}+{:#x}", name, spec.offset) : name;
-        if (o.chrome_out) {
-            // A complete event ("X") per call, an instant event ("i") per hit, in microseconds, as
-            // chrome://tracing and Perfetto read them.
-            std::string args = spec.kind == trace::SpecKind::call ? fmt::format("\"retval\":{}", static_cast<int64_t>(r.retval))
-                                                                   : values_text(spec, e.values, true);
-            if (spec.kind == trace::SpecKind::probe)
-                std::fprintf(o.chrome_out, "%s\n{\"name\":%s,\"ph\":\"i\",\"s\":\"t\",\"ts\":%.3f,\"pid\":%d,\"tid\":%u,\"args\":{%s}}",
-                             o.chrome_first ? "" : ",", json_string(where).c_str(), static_cast<double>(r.entry_ns) / 1e3,
-                             o.traced, r.tid, args.c_str());
-            else
-                std::fprintf(o.chrome_out, "%s\n{\"name\":%s,\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%u,"
-                                           "\"args\":{%s}}",
-                             o.chrome_first ? "" : ",", json_string(name).c_str(), static_cast<double>(r.entry_ns) / 1e3,
-                             static_cast<double>(took) / 1e3, o.traced, r.tid, args.c_str());
-            o.chrome_first = false;
-            continue;
-        }
-        std::string event = spec.event.empty() ? std::string() : spec.event + " ";
-        if (o.json) {
-            std::string head = fmt::format("{{\"time_ns\":{},\"tid\":{},\"function\":{}", r.exit_ns, r.tid, json_string(name));
-            if (!spec.event.empty()) head += fmt::format(",\"event\":{}", json_string(spec.event));
-            if (spec.kind == trace::SpecKind::call)
-                std::printf("%s,\"retval\":%" PRId64 ",\"duration_ns\":%" PRIu64 ",\"args\":[%" PRIu64 ",%" PRIu64
-                            ",%" PRIu64 ",%" PRIu64 "]}\n",
-                            head.c_str(), static_cast<int64_t>(r.retval), took, r.args[0], r.args[1], r.args[2], r.args[3]);
-            else if (spec.kind == trace::SpecKind::probe)
-                std::printf("%s,\"offset\":%" PRIu64 ",\"values\":{%s}}\n", head.c_str(), spec.offset,
-                            values_text(spec, e.values, true).c_str());
-            else
-                std::printf("%s,\"return\":true,\"duration_ns\":%" PRIu64 ",\"values\":{%s}}\n", head.c_str(), took,
-                            values_text(spec, e.values, true).c_str());
-            continue;
-        }
-        std::string stamp = fmt::format("[{:5}.{:06}] {}", r.exit_ns / 1000000000, r.exit_ns / 1000 % 1000000, r.tid);
-        if (spec.kind == trace::SpecKind::call)
-            std::printf("%s %s returned %s and took %" PRIu64 " ns to execute\n", stamp.c_str(), name.c_str(),
-                        retval_text(r.retval).c_str(), took);
-        else if (spec.kind == trace::SpecKind::probe)
-            std::printf("%s %s%s%s%s\n", stamp.c_str(), event.c_str(), spec.event.empty() ? "" : "(", where.c_str(),
-                        (spec.event.empty() ? std::string() : std::string(")")).append(values_text(spec, e.values, false)).c_str());
-        else
-            std::printf("%s %s%s returned after %" PRIu64 " ns%s\n", stamp.c_str(), event.c_str(), name.c_str(), took,
-                        values_text(spec, e.values, false).c_str());
-    }
-    std::fflush(stdout);
+    print_events(batch, o.probes, o.print);
     return static_cast<uint64_t>(batch.size());
 }
 
-// A probe as --count and --hist name it: FUNC, or FUNC+0xOFF for an instruction.
-std::string probe_name(const Shm &shm, const Opts &o, uint32_t p)
+// --count and --hist: the target's per-thread rows, summed.
+TraceTotals totals_of(const Shm &shm)
 {
-    const trace::Spec &spec = o.parsed[shm.spec[p]];
-    return spec.offset ? fmt::format("{}+{:#x}", shm.names[p], spec.offset) : shm.names[p];
-}
-
-uint64_t count_of(const Shm &shm, uint32_t p)
-{
-    uint64_t n = 0;
-    for (uint32_t r = 0; r < kRings; ++r) n += trace::count_of(shm.base, shm.probes, r, p)->load();
-    return n;
-}
-
-void print_counts(const Shm &shm, const Opts &o)
-{
-    std::vector<std::pair<uint64_t, uint32_t>> rows;
+    TraceTotals t(shm.probes);
+    bool hist = trace::header_of(shm.base)->hist != 0;
     for (uint32_t p = 0; p < shm.probes; ++p)
-        if (uint64_t n = count_of(shm, p)) rows.emplace_back(n, p);
-    std::sort(rows.begin(), rows.end(), [](auto &a, auto &b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
-    for (auto &[n, p] : rows) std::printf("%-40s %" PRIu64 "\n", probe_name(shm, o, p).c_str(), n);
-    std::printf("(%zu of %u functions called)\n", rows.size(), shm.probes);
-}
-
-std::string bound(uint32_t b)  // bucket b holds [2^(b-1), 2^b) ns; 0 holds 0
-{
-    if (b == 0) return "0";
-    uint64_t v = uint64_t{1} << (b - 1);
-    const char *unit[] = {"", "K", "M", "G", "T"};
-    int u = 0;
-    while (v >= 1024 && u < 4) v /= 1024, ++u;
-    return fmt::format("{}{}", v, unit[u]);
-}
-
-void print_hists(const Shm &shm, const Opts &o)
-{
-    for (uint32_t p = 0; p < shm.probes; ++p) {
-        uint64_t buckets[trace::kHistBuckets] = {};
-        uint64_t total = 0;
-        for (uint32_t r = 0; r < kRings; ++r)
-            for (uint32_t b = 0; b < trace::kHistBuckets; ++b) {
-                uint64_t n = trace::hist_of(shm.base, shm.probes, r, p)[b].load();
-                buckets[b] += n;
-                total += n;
-            }
-        if (total == 0) continue;
-        uint64_t peak = *std::max_element(buckets, buckets + trace::kHistBuckets);
-        uint32_t lo = 0, hi = trace::kHistBuckets - 1;
-        while (buckets[lo] == 0) ++lo;
-        while (buckets[hi] == 0) --hi;
-        std::printf("@ns[%s]: %" PRIu64 " calls\n", probe_name(shm, o, p).c_str(), total);
-        for (uint32_t b = lo; b <= hi; ++b) {
-            std::string range = b == 0 ? "[0]" : fmt::format("[{}, {})", bound(b), bound(b + 1));
-            int bar = static_cast<int>(buckets[b] * 52 / peak);
-            std::printf("%-14s %10" PRIu64 " |%-52s|\n", range.c_str(), buckets[b], std::string(static_cast<size_t>(bar), '@').c_str());
+        for (uint32_t r = 0; r < kRings; ++r) {
+            t.count[p] += trace::count_of(shm.base, shm.probes, r, p)->load();
+            for (uint32_t b = 0; hist && b < trace::kHistBuckets; ++b) t.hist[p][b] += trace::hist_of(shm.base, shm.probes, r, p)[b].load();
         }
-        std::printf("\n");
-    }
+    return t;
 }
 
-void print_summary(const Shm &shm, uint64_t events, bool counts_events)
+// `read`: what the reading counted (" (N events read)"), or empty.
+void print_summary(const Shm &shm, const std::string &read)
 {
     Header *h = trace::header_of(shm.base);
     uint64_t dropped = 0, missed = 0, calls = 0;
     for (uint32_t i = 0; i < kRings; ++i) dropped += trace::ring_head(shm.base, i)->dropped.load();
+    TraceTotals t = totals_of(shm);
     for (uint32_t p = 0; p < shm.probes; ++p) {
         missed += trace::missed_of(shm.base, p)->load();
-        calls += count_of(shm, p);
+        calls += t.count[p];
     }
     std::string miss = h->final.load() ? std::to_string(missed) : std::string("unknown (the process ended abruptly)");
     std::fprintf(stderr, "liveprobe: %u functions traced, %" PRIu64 " calls%s, %" PRIu64 " dropped (ring full), %" PRIu64
                          " without a ring, missed %s\n",
-                 shm.probes, calls, counts_events ? fmt::format(" ({} events read)", events).c_str() : "", dropped,
+                 shm.probes, calls, read.c_str(), dropped,
                  h->unringed.load(), miss.c_str());
+}
+
+// -i FILE: a trace file shown as the options ask.
+int show_file(Opts &o)
+{
+    int pid = 0;
+    std::string why;
+    uint64_t events = 0;
+    TraceTotals *totals = nullptr;
+    bool ok = read_trace_file(
+        o.input, &o.probes, &pid,
+        [&](std::vector<TraceEvent> &batch) {
+            events += batch.size();
+            if (o.count || o.hist) {
+                if (!totals) totals = new TraceTotals(o.probes.names.size());
+                for (const TraceEvent &e : batch) totals->add(e, o.probes);
+            } else {
+                o.print.pid = pid;
+                print_events(batch, o.probes, o.print);
+            }
+        },
+        &why);
+    if (totals && o.count) print_counts(*totals, o.probes);
+    if (totals && o.hist) print_hists(*totals, o.probes);
+    delete totals;
+    if (o.print.chrome) {
+        chrome_end(o.print.chrome);
+        std::fclose(o.print.chrome);
+    }
+    std::fflush(stdout);
+    if (!ok) {
+        complain("trace: " + why);
+        return kExitFailure;
+    }
+    std::fprintf(stderr, "liveprobe: %" PRIu64 " events of process %d in %s\n", events, pid, o.input.c_str());
+    return 0;
 }
 
 }  // namespace
@@ -336,18 +212,23 @@ Runner add_trace(CLI::App &app)
     cmd->add_option("-p,--pid", o->pid, "The process (without it: the program given after --)");
     auto *c = cmd->add_flag("--count", o->count, "At the end, how many times each function was called");
     cmd->add_flag("--hist", o->hist, "At the end, a log2 histogram of each function's durations")->excludes(c);
-    cmd->add_flag("--json", o->json, "One JSON object per call instead of a line");
+    cmd->add_flag("--json", o->print.json, "One JSON object per call instead of a line");
+    auto *out = cmd->add_option("-o,--output", o->output,
+                                "Write the events to FILE, as the target wrote them (fast: nothing is formatted); "
+                                "show them later with -i FILE");
+    cmd->add_option("-i,--input", o->input, "Show the events of a trace file written with -o (with --json, --chrome, "
+                                            "--count, --hist, --tid, --min-duration)")
+        ->excludes(out);
     cmd->add_flag("--no-follow", o->no_follow, "Do not trace the children the process forks (they are by default)");
     cmd->add_option("--chrome", o->chrome, "Write the calls to FILE as Chrome trace events (chrome://tracing, Perfetto)");
     cmd->add_option("--maxactive", o->maxactive, "Calls of one function followed at once (default 64)")
         ->check(CLI::Range(1, 100000));
     cmd->add_option("--duration", o->duration, "Stop after this many seconds");
-    cmd->add_option("--tid", o->tid, "Only the calls of this thread");
-    cmd->add_option("--min-duration", o->min_duration, "Only the calls that took at least this many ns");
+    cmd->add_option("--tid", o->print.tid, "Only the calls of this thread");
+    cmd->add_option("--min-duration", o->print.min_duration, "Only the calls that took at least this many ns");
     cmd->add_option("specs", o->specs,
                     "What to trace: FUNC (NAME, OBJECT:NAME, a C++ name or a glob such as '*' or 'libz.so.1:*'), "
-                    "FUNC+OFF, 'p:LOC FETCHARG...' or 'r:FUNC FETCHARG...' (one argument each)")
-        ->required();
+                    "FUNC+OFF, 'p:LOC FETCHARG...' or 'r:FUNC FETCHARG...' (one argument each)");
     cmd->footer("Specs, as the kernel's kprobe_events (one shell argument each):\n"
                 "  FUNC                      each call's return value and duration\n"
                 "  FUNC+OFF                  each time a thread reaches the instruction at FUNC+OFF\n"
@@ -358,9 +239,33 @@ Runner add_trace(CLI::App &app)
                 "  TYPE: u8..u64, s8..s64, x8..x64 (default x64), string.\n"
                 "Examples:\n  liveprobe trace -p 1234 do_sys_open\n  liveprobe trace --count '*' -- ./server\n"
                 "  liveprobe trace --hist 'libz.so.1:*' -p 1234\n"
-                "  liveprobe trace -p 1234 'p:open path=+0($arg1):string flags=$arg2:x32' 'r:open fd=$retval:s32'");
+                "  liveprobe trace -p 1234 'p:open path=+0($arg1):string flags=$arg2:x32' 'r:open fd=$retval:s32'\n"
+                "  liveprobe trace -o calls.lptrace '*' -- ./server; liveprobe trace -i calls.lptrace --json");
     return [o] {
         const std::vector<std::string> &command = insmod_command();
+        if (!o->chrome.empty()) {
+            if (o->count || o->hist || !o->output.empty()) {
+                complain("trace: --chrome writes calls: not with --count, --hist or -o");
+                return kExitUsage;
+            }
+            o->print.chrome = std::fopen(o->chrome.c_str(), "w");
+            if (!o->print.chrome) {
+                complain(fmt::format("trace: {}: {}", o->chrome, std::strerror(errno)));
+                return kExitFailure;
+            }
+            chrome_begin(o->print.chrome);
+        }
+        if (!o->input.empty()) {
+            if (o->pid != 0 || !command.empty() || !o->specs.empty()) {
+                complain("trace: -i FILE shows a trace file: no -p, program or spec");
+                return kExitUsage;
+            }
+            return show_file(*o);
+        }
+        if (o->specs.empty()) {
+            complain("trace: what to trace is missing (a function, a glob, p:..., r:...; see --help)");
+            return kExitUsage;
+        }
         if ((o->pid != 0) == !command.empty()) {
             complain("trace: give either -p PID or a program to start after --");
             return kExitUsage;
@@ -379,19 +284,18 @@ Runner add_trace(CLI::App &app)
                 complain("trace: " + c);
                 return kExitUsage;
             }
-            o->parsed.push_back(std::move(spec));
+            o->probes.specs.push_back(std::move(spec));
         }
-        if (!o->chrome.empty()) {
-            if (o->count || o->hist) {
-                complain("trace: --chrome writes calls: not with --count or --hist");
+        if (!o->output.empty()) {
+            if (o->count || o->hist || o->print.json) {
+                complain("trace: -o writes the events: not with --count, --hist or --json (use them with -i)");
                 return kExitUsage;
             }
-            o->chrome_out = std::fopen(o->chrome.c_str(), "w");
-            if (!o->chrome_out) {
-                complain(fmt::format("trace: {}: {}", o->chrome, std::strerror(errno)));
+            o->out = std::fopen(o->output.c_str(), "wb");
+            if (!o->out) {
+                complain(fmt::format("trace: {}: {}", o->output, std::strerror(errno)));
                 return kExitFailure;
             }
-            std::fprintf(o->chrome_out, "{\"traceEvents\":[");
         }
         signal(SIGPIPE, SIG_IGN);  // a reader that goes away (| head) ends the trace, cleanly
         Shm shm;
@@ -410,7 +314,7 @@ Runner add_trace(CLI::App &app)
                 complain(why);
                 return kExitFailure;
             }
-            o->traced = o->pid;
+            o->print.pid = o->pid;
             AttachReport rep;
             if (attach_agent(o->pid, &rep, &why) < 0) {
                 complain(fmt::format("trace: attach {}: {}", o->pid, why));
@@ -487,37 +391,50 @@ Runner add_trace(CLI::App &app)
                 _exit(127);
             }
             close(mfd);
-            o->traced = child;
+            o->print.pid = child;
             std::fprintf(stderr, "liveprobe: started PID %d\n", child);
         }
         if (shm.base == MAP_FAILED || shm.base == nullptr) {
             complain(fmt::format("trace: cannot map the shared memory: {}", std::strerror(errno)));
             return kExitFailure;
         }
-        // The reading loop: every 20 ms, until the end (Ctrl-C, --duration, the process gone).
+        // The reading loop, until the end (Ctrl-C, --duration, the process gone): the rings are
+        // drained again at once while they have events, every 20 ms when they are quiet; the end
+        // is looked for every 20 ms.
         auto t0 = std::chrono::steady_clock::now();
-        uint64_t events = 0;
+        auto checked = t0;
+        uint64_t events = 0, last = 0;
         int status = 0;
         bool ended = false, named = false;
+        auto name_session = [&] {
+            named = load_names(&shm, *o);
+            if (named && o->out && !write_trace_header(o->out, o->print.pid, o->probes)) {
+                complain(fmt::format("trace: {}: {}", o->output, std::strerror(errno)));
+                ended = true;
+            }
+        };
         while (!ended) {
             struct pollfd p = {sfd, POLLIN, 0};
-            poll(&p, 1, 20);
-            struct signalfd_siginfo si {};
-            while (read(sfd, &si, sizeof si) == static_cast<ssize_t>(sizeof si))
-                if (si.ssi_signo == SIGINT || si.ssi_signo == SIGTERM) ended = true;
-            if (child) {
-                if (waitpid(child, &status, WNOHANG) == child) ended = true;
-            } else {
-                std::string ignored;
-                auto info = process_info(o->pid, &ignored);
-                if (!info || info->state == 'Z') ended = true;
+            poll(&p, 1, last ? 0 : 20);
+            auto now = std::chrono::steady_clock::now();
+            if (!last || now - checked >= std::chrono::milliseconds(20)) {
+                checked = now;
+                struct signalfd_siginfo si {};
+                while (read(sfd, &si, sizeof si) == static_cast<ssize_t>(sizeof si))
+                    if (si.ssi_signo == SIGINT || si.ssi_signo == SIGTERM) ended = true;
+                if (child) {
+                    if (waitpid(child, &status, WNOHANG) == child) ended = true;
+                } else {
+                    std::string ignored;
+                    auto info = process_info(o->pid, &ignored);
+                    if (!info || info->state == 'Z') ended = true;
+                }
+                if (o->duration > 0 && std::chrono::duration<double>(now - t0).count() >= o->duration) ended = true;
             }
-            if (o->duration > 0 &&
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() >= o->duration)
-                ended = true;
-            if (!named) named = load_names(&shm, *o);
-            if (named && !o->count && !o->hist) events += drain(shm, *o);
-            if (std::ferror(stdout)) ended = true;
+            if (!named) name_session();
+            last = named && !o->count && !o->hist ? drain(shm, *o) : 0;
+            events += last;
+            if (std::ferror(stdout) || (o->out && std::ferror(o->out))) ended = true;
         }
         if (o->pid && !child) {
             agent::Reply reply;
@@ -526,22 +443,30 @@ Runner add_trace(CLI::App &app)
             kill(child, SIGTERM);
             waitpid(child, &status, 0);
         }
-        if (!named) named = load_names(&shm, *o);
+        if (!named) name_session();
         if (!named) {
             complain(child ? "trace: the program ended before its probes were placed (see its messages above)"
                            : "trace: the shared memory holds no session");
             return child && WIFEXITED(status) ? WEXITSTATUS(status) : kExitFailure;
         }
         if (!o->count && !o->hist) events += drain(shm, *o);
-        if (o->count) print_counts(shm, *o);
-        if (o->hist) print_hists(shm, *o);
-        if (o->chrome_out) {
-            std::fprintf(o->chrome_out, "\n],\"displayTimeUnit\":\"ns\"}\n");
-            std::fclose(o->chrome_out);
+        if (o->count) print_counts(totals_of(shm), o->probes);
+        if (o->hist) print_hists(totals_of(shm), o->probes);
+        if (o->print.chrome) {
+            chrome_end(o->print.chrome);
+            std::fclose(o->print.chrome);
             std::fprintf(stderr, "liveprobe: wrote %s\n", o->chrome.c_str());
         }
+        if (o->out) {
+            long size = std::ftell(o->out);
+            if (std::fclose(o->out) != 0) complain(fmt::format("trace: {}: {}", o->output, std::strerror(errno)));
+            else std::fprintf(stderr, "liveprobe: wrote %.1f MiB to %s\n", static_cast<double>(size) / (1 << 20),
+                              o->output.c_str());
+        }
         std::fflush(stdout);  // the summary (stderr) after what it sums up
-        print_summary(shm, events, !o->count && !o->hist);
+        print_summary(shm, o->count || o->hist ? std::string()
+                           : o->out        ? fmt::format(" ({} records written)", events)
+                                           : fmt::format(" ({} events read)", events));
         if (child) return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
         return 0;
     };

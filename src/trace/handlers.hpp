@@ -1,0 +1,61 @@
+// The tracer's hit path: the state its handlers read and the handlers themselves, in a file of
+// their own compiled with -mgeneral-regs-only (and no loop turned into a memcpy call), so that
+// the engine proves them free of vector instructions and runs them without saving the
+// thread's vector state (DESIGN.md): hundreds of nanoseconds a hit on an AVX-512 machine.
+// Nothing here calls libc's string functions, which use vector registers.
+#pragma once
+
+#include <liveprobe/kprobes.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "trace/spec.hpp"
+
+namespace liveprobe::trace {
+
+struct Probe {
+    struct kretprobe rp {};  // a call or a return probe (rp.kp is the entry kprobe)
+    struct kprobe kp {};     // an instruction (p:, FUNC+OFF), or any probe of --count
+    uint32_t index = 0;
+    const Spec *spec = nullptr;  // what to fetch
+    uint32_t slots = 1;          // ring records an event takes
+    uint32_t bytes = 0;          // its values' size (payload_bytes(*spec); a call has none)
+};
+
+struct EntryData {  // a kretprobe instance's data: at the entry, the time, then (r:) di si dx cx r8 r9, sp
+    uint64_t entry_ns;
+    uint64_t regs[7];
+};
+
+// Set by session.cpp while no probe is registered; read by the handlers.
+extern void *g_base;
+extern uint32_t g_probes;
+extern std::atomic<uint64_t> g_generation;  // moved by a new session and by fork
+extern bool g_follow;                        // a forked child goes on tracing
+extern std::atomic<bool> g_silent;           // a child that does not
+
+int count_pre(struct kprobe *kp, struct pt_regs *regs) noexcept;      // --count
+int fetch_pre(struct kprobe *kp, struct pt_regs *regs) noexcept;      // p:, FUNC+OFF
+int entry_time(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;  // FUNC, --hist: the time
+int entry_regs(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;  // r:: the time, arguments, sp
+int event_return(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;  // FUNC
+int fetch_return(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;  // r:
+int hist_return(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;   // --hist
+
+// Plain copies for the hit path (libc's memcpy and memset use vector registers).
+inline void copy_plain(void *dst, const void *src, size_t n) noexcept
+{
+    auto *d = static_cast<unsigned char *>(dst);
+    const auto *s = static_cast<const unsigned char *>(src);
+    for (; n >= 8; n -= 8, d += 8, s += 8) *reinterpret_cast<uint64_t *>(d) = *reinterpret_cast<const uint64_t *>(s);
+    for (; n; --n) *d++ = *s++;
+}
+inline void zero_plain(void *dst, size_t n) noexcept
+{
+    auto *d = static_cast<unsigned char *>(dst);
+    for (; n; --n) *d++ = 0;
+}
+
+}  // namespace liveprobe::trace

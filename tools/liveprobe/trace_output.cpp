@@ -1,0 +1,304 @@
+#include "trace_output.hpp"
+
+#include <cxxabi.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdlib>
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace liveprobe::tool {
+namespace {
+
+using trace::Record;
+
+// A JSON string: quoted, with what must be escaped escaped. `raw`: `s` is the text a string
+// value printed (escapes \xHH and \" already), re-escaped for JSON.
+std::string json_string(const std::string &s, bool raw = false)
+{
+    std::string out = "\"";
+    for (size_t i = 0; i < s.size(); ++i) {
+        unsigned char c = static_cast<unsigned char>(s[i]);
+        if (raw && c == '\\' && i + 1 < s.size()) {
+            char n = s[++i];
+            if (n == 'x' && i + 2 < s.size()) {
+                out += fmt::format("\\u00{}", s.substr(i + 1, 2));
+                i += 2;
+            } else {
+                out += '\\';
+                out += n;
+            }
+            continue;
+        }
+        if (c == '"' || c == '\\') out += '\\', out += static_cast<char>(c);
+        else if (c < 0x20) out += fmt::format("\\u{:04x}", c);
+        else out += static_cast<char>(c);
+    }
+    return out + "\"";
+}
+
+std::string retval_text(uint64_t v)
+{
+    auto s = static_cast<int64_t>(v);
+    if (s >= -4096 && s < (int64_t{1} << 32)) return std::to_string(s);
+    return fmt::format("{:#x}", v);
+}
+
+// A fetched event's values as " name=value ..." (text) or a JSON object's members.
+std::string values_text(const trace::Spec &spec, const std::string &payload, bool json)
+{
+    std::string out;
+    if (payload.size() < trace::payload_bytes(spec)) return out;
+    uint64_t faults;
+    std::memcpy(&faults, payload.data(), 8);
+    for (size_t i = 0; i < spec.args.size(); ++i) {
+        const trace::FetchArg &a = spec.args[i];
+        bool fault = faults >> i & 1;
+        std::string v = trace::format_value(a, reinterpret_cast<const unsigned char *>(payload.data()) +
+                                                   trace::arg_offset(spec, i), fault);
+        if (json) {
+            bool string = a.type == trace::FetchType::string;
+            bool number = !string && a.type <= trace::FetchType::s64;
+            if (fault) v = "null";
+            else if (string) v = json_string(v.substr(1, v.rfind('"') - 1), true);
+            else if (!number) v = json_string(v);
+            out += fmt::format("{}\"{}\":{}", i ? "," : "", a.name, v);
+        } else {
+            out += fmt::format(" {}={}", a.name, v);
+        }
+    }
+    return out;
+}
+
+void print_one(const TraceEvent &e, const TraceProbes &probes, PrintOptions &o)
+{
+    const Record &r = e.r;
+    const trace::Spec &spec = probes.spec_of(r.probe);
+    uint64_t took = r.exit_ns - r.entry_ns;
+    const std::string &name = probes.names[r.probe];
+    std::string where = fmt::format("{}+{:#x}", name, spec.offset);  // a hit's place, +0x0 included
+    if (o.chrome) {
+        // A complete event ("X") per call, an instant event ("i") per hit, in microseconds, as
+        // chrome://tracing and Perfetto read them.
+        std::string args = spec.kind == trace::SpecKind::call ? fmt::format("\"retval\":{}", static_cast<int64_t>(r.retval))
+                                                               : values_text(spec, e.values, true);
+        if (spec.kind == trace::SpecKind::probe)
+            std::fprintf(o.chrome, "%s\n{\"name\":%s,\"ph\":\"i\",\"s\":\"t\",\"ts\":%.3f,\"pid\":%d,\"tid\":%u,\"args\":{%s}}",
+                         o.chrome_first ? "" : ",", json_string(where).c_str(), static_cast<double>(r.entry_ns) / 1e3, o.pid,
+                         r.tid, args.c_str());
+        else
+            std::fprintf(o.chrome, "%s\n{\"name\":%s,\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%u,\"args\":{%s}}",
+                         o.chrome_first ? "" : ",", json_string(name).c_str(), static_cast<double>(r.entry_ns) / 1e3,
+                         static_cast<double>(took) / 1e3, o.pid, r.tid, args.c_str());
+        o.chrome_first = false;
+        return;
+    }
+    if (o.json) {
+        std::string head = fmt::format("{{\"time_ns\":{},\"tid\":{},\"function\":{}", r.exit_ns, r.tid, json_string(name));
+        if (!spec.event.empty()) head += fmt::format(",\"event\":{}", json_string(spec.event));
+        if (spec.kind == trace::SpecKind::call)
+            std::printf("%s,\"retval\":%" PRId64 ",\"duration_ns\":%" PRIu64 "}\n", head.c_str(), static_cast<int64_t>(r.retval),
+                        took);
+        else if (spec.kind == trace::SpecKind::probe)
+            std::printf("%s,\"offset\":%" PRIu64 ",\"values\":{%s}}\n", head.c_str(), spec.offset,
+                        values_text(spec, e.values, true).c_str());
+        else
+            std::printf("%s,\"return\":true,\"duration_ns\":%" PRIu64 ",\"values\":{%s}}\n", head.c_str(), took,
+                        values_text(spec, e.values, true).c_str());
+        return;
+    }
+    std::string stamp = fmt::format("[{:5}.{:06}] {}", r.exit_ns / 1000000000, r.exit_ns / 1000 % 1000000, r.tid);
+    std::string event = spec.event.empty() ? std::string() : spec.event + " ";
+    if (spec.kind == trace::SpecKind::call)
+        std::printf("%s %s returned %s and took %" PRIu64 " ns to execute\n", stamp.c_str(), name.c_str(),
+                    retval_text(r.retval).c_str(), took);
+    else if (spec.kind == trace::SpecKind::probe)
+        std::printf("%s %s%s%s\n", stamp.c_str(), event.c_str(), spec.event.empty() ? where.c_str() : ("(" + where + ")").c_str(),
+                    values_text(spec, e.values, false).c_str());
+    else
+        std::printf("%s %s%s returned after %" PRIu64 " ns%s\n", stamp.c_str(), event.c_str(), name.c_str(), took,
+                    values_text(spec, e.values, false).c_str());
+}
+
+std::string bound(uint32_t b)  // bucket b holds [2^(b-1), 2^b) ns; 0 holds 0
+{
+    if (b == 0) return "0";
+    uint64_t v = uint64_t{1} << (b - 1);
+    const char *unit[] = {"", "K", "M", "G", "T"};
+    int u = 0;
+    while (v >= 1024 && u < 4) v /= 1024, ++u;
+    return fmt::format("{}{}", v, unit[u]);
+}
+
+constexpr char kMagic[8] = {'L', 'P', 'T', 'R', 'A', 'C', 'E', '1'};
+
+bool put_u32(FILE *f, uint32_t v) { return std::fwrite(&v, 4, 1, f) == 1; }
+bool put_text(FILE *f, const std::string &s) { return put_u32(f, static_cast<uint32_t>(s.size())) && std::fwrite(s.data(), 1, s.size(), f) == s.size(); }
+bool get_u32(FILE *f, uint32_t *v) { return std::fread(v, 4, 1, f) == 1; }
+bool get_text(FILE *f, std::string *s)
+{
+    uint32_t n = 0;
+    if (!get_u32(f, &n) || n > (1u << 24)) return false;
+    s->resize(n);
+    return std::fread(s->data(), 1, n, f) == n;
+}
+
+}  // namespace
+
+std::string TraceProbes::name_of(uint32_t p) const
+{
+    const trace::Spec &s = spec_of(p);
+    return s.offset ? fmt::format("{}+{:#x}", names[p], s.offset) : names[p];
+}
+
+std::string demangled(const std::string &name)
+{
+    size_t z = name.rfind(":_Z") != std::string::npos ? name.rfind(":_Z") + 1 : name.rfind("_Z", 0) == 0 ? 0 : std::string::npos;
+    if (z == std::string::npos) return name;
+    int status = 0;
+    char *d = abi::__cxa_demangle(name.c_str() + z, nullptr, nullptr, &status);
+    if (status != 0 || d == nullptr) return name;
+    std::string out = name.substr(0, z) + d;
+    std::free(d);
+    return out;
+}
+
+void print_events(std::vector<TraceEvent> &batch, const TraceProbes &probes, PrintOptions &o)
+{
+    std::stable_sort(batch.begin(), batch.end(), [](const TraceEvent &a, const TraceEvent &b) { return a.r.exit_ns < b.r.exit_ns; });
+    for (const TraceEvent &e : batch) {
+        if (e.r.probe >= probes.names.size()) continue;
+        const trace::Spec &spec = probes.spec_of(e.r.probe);
+        if (o.tid && static_cast<int>(e.r.tid) != o.tid) continue;
+        if (spec.kind != trace::SpecKind::probe && e.r.exit_ns - e.r.entry_ns < o.min_duration) continue;
+        print_one(e, probes, o);
+    }
+    std::fflush(stdout);
+}
+
+void chrome_begin(FILE *f) { std::fprintf(f, "{\"traceEvents\":["); }
+void chrome_end(FILE *f) { std::fprintf(f, "\n],\"displayTimeUnit\":\"ns\"}\n"); }
+
+uint32_t hist_bucket(uint64_t ns)
+{
+    uint32_t b = ns == 0 ? 0 : 64 - static_cast<uint32_t>(__builtin_clzll(ns));
+    return b < trace::kHistBuckets ? b : trace::kHistBuckets - 1;
+}
+
+void TraceTotals::add(const TraceEvent &e, const TraceProbes &probes)
+{
+    if (e.r.probe >= count.size()) return;
+    ++count[e.r.probe];
+    if (probes.spec_of(e.r.probe).kind != trace::SpecKind::probe) ++hist[e.r.probe][hist_bucket(e.r.exit_ns - e.r.entry_ns)];
+}
+
+void print_counts(const TraceTotals &t, const TraceProbes &probes)
+{
+    std::vector<std::pair<uint64_t, uint32_t>> rows;
+    for (uint32_t p = 0; p < t.count.size(); ++p)
+        if (t.count[p]) rows.emplace_back(t.count[p], p);
+    std::sort(rows.begin(), rows.end(), [](auto &a, auto &b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
+    for (auto &[n, p] : rows) std::printf("%-40s %" PRIu64 "\n", probes.name_of(p).c_str(), n);
+    std::printf("(%zu of %zu functions called)\n", rows.size(), t.count.size());
+}
+
+void print_hists(const TraceTotals &t, const TraceProbes &probes)
+{
+    for (uint32_t p = 0; p < t.hist.size(); ++p) {
+        const auto &buckets = t.hist[p];
+        uint64_t total = 0;
+        for (uint64_t n : buckets) total += n;
+        if (total == 0) continue;
+        uint64_t peak = *std::max_element(buckets.begin(), buckets.end());
+        uint32_t lo = 0, hi = trace::kHistBuckets - 1;
+        while (buckets[lo] == 0) ++lo;
+        while (buckets[hi] == 0) --hi;
+        std::printf("@ns[%s]: %" PRIu64 " calls\n", probes.name_of(p).c_str(), total);
+        for (uint32_t b = lo; b <= hi; ++b) {
+            std::string range = b == 0 ? "[0]" : fmt::format("[{}, {})", bound(b), bound(b + 1));
+            int bar = static_cast<int>(buckets[b] * 52 / peak);
+            std::printf("%-14s %10" PRIu64 " |%-52s|\n", range.c_str(), buckets[b], std::string(static_cast<size_t>(bar), '@').c_str());
+        }
+        std::printf("\n");
+    }
+}
+
+bool write_trace_header(FILE *f, int pid, const TraceProbes &probes)
+{
+    bool ok = std::fwrite(kMagic, 1, sizeof kMagic, f) == sizeof kMagic && put_u32(f, static_cast<uint32_t>(pid)) &&
+              put_u32(f, static_cast<uint32_t>(probes.specs.size()));
+    for (const trace::Spec &s : probes.specs) ok = ok && put_text(f, s.text);
+    ok = ok && put_u32(f, static_cast<uint32_t>(probes.names.size()));
+    for (size_t p = 0; p < probes.names.size(); ++p) ok = ok && put_u32(f, probes.spec[p]) && put_text(f, probes.names[p]);
+    return ok;
+}
+
+bool read_trace_file(const std::string &path, TraceProbes *probes, int *pid,
+                     const std::function<void(std::vector<TraceEvent> &)> &each, std::string *why)
+{
+    FILE *f = std::fopen(path.c_str(), "rb");
+    if (!f) {
+        *why = fmt::format("{}: {}", path, std::strerror(errno));
+        return false;
+    }
+    char magic[sizeof kMagic];
+    uint32_t upid = 0, nspecs = 0, nprobes = 0;
+    bool ok = std::fread(magic, 1, sizeof magic, f) == sizeof magic && std::memcmp(magic, kMagic, sizeof magic) == 0 &&
+              get_u32(f, &upid) && get_u32(f, &nspecs) && nspecs < (1u << 20);
+    for (uint32_t i = 0; ok && i < nspecs; ++i) {
+        std::string text, error;
+        size_t at = 0;
+        trace::Spec s;
+        ok = get_text(f, &text) && trace::parse_spec(text, &s, &error, &at);
+        probes->specs.push_back(std::move(s));
+    }
+    ok = ok && get_u32(f, &nprobes) && nprobes < (1u << 26);
+    for (uint32_t p = 0; ok && p < nprobes; ++p) {
+        uint32_t spec = 0;
+        std::string name;
+        ok = get_u32(f, &spec) && spec < nspecs && get_text(f, &name);
+        probes->spec.push_back(spec);
+        probes->names.push_back(std::move(name));
+    }
+    if (!ok) {
+        std::fclose(f);
+        *why = fmt::format("{}: not a liveprobe trace file (written by liveprobe trace -o)", path);
+        return false;
+    }
+    *pid = static_cast<int>(upid);
+    // The events, a million at a time (a trace file may hold billions).
+    std::vector<TraceEvent> batch;
+    for (;;) {
+        TraceEvent e;
+        size_t got = std::fread(&e.r, 1, sizeof e.r, f);
+        if (got == 0) break;
+        if (got != sizeof e.r || e.r.probe >= nprobes) {
+            ok = false;
+            break;
+        }
+        const trace::Spec &spec = probes->spec_of(e.r.probe);
+        if (spec.kind != trace::SpecKind::call) {
+            // The values fill whole records after it, as in the ring.
+            size_t bytes = trace::payload_bytes(spec);
+            e.values.resize((trace::record_slots(bytes) - 1) * sizeof(Record));
+            if (std::fread(e.values.data(), 1, e.values.size(), f) != e.values.size()) {
+                ok = false;
+                break;
+            }
+            e.values.resize(bytes);
+        }
+        batch.push_back(std::move(e));
+        if (batch.size() == 1000000) {
+            each(batch);
+            batch.clear();
+        }
+    }
+    if (!batch.empty()) each(batch);
+    std::fclose(f);
+    if (!ok) *why = fmt::format("{}: cut short (the events that came before were shown)", path);
+    return ok;
+}
+
+}  // namespace liveprobe::tool

@@ -1,0 +1,69 @@
+// What `liveprobe trace` shows and keeps: events as lines, JSON objects or Chrome trace events;
+// counts and log2 histograms; and trace files (-o FILE), the events as the target wrote them,
+// which `liveprobe trace -i FILE` shows later in any of those forms.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "trace/rings.hpp"
+#include "trace/spec.hpp"
+
+namespace liveprobe::tool {
+
+struct TraceEvent {
+    trace::Record r;
+    std::string values;  // p:, r:: the fetched values (trace/spec.hpp's payload)
+};
+
+// The probes of a session: probe i is function names[i] of spec specs[spec[i]].
+struct TraceProbes {
+    std::vector<trace::Spec> specs;
+    std::vector<std::string> names;  // demangled
+    std::vector<uint32_t> spec;
+    const trace::Spec &spec_of(uint32_t p) const { return specs[spec[p]]; }
+    std::string name_of(uint32_t p) const;  // FUNC, or FUNC+0xOFF for an instruction
+};
+
+struct PrintOptions {
+    bool json = false;
+    FILE *chrome = nullptr;  // --chrome FILE
+    bool chrome_first = true;
+    int pid = 0;
+    int tid = 0;  // --tid
+    uint64_t min_duration = 0;
+};
+
+// A C++ name demangled ("OBJECT:" kept); others as they are.
+std::string demangled(const std::string &name);
+
+// Prints a batch of events in time order (of their return, or hit).
+void print_events(std::vector<TraceEvent> &batch, const TraceProbes &probes, PrintOptions &o);
+// Opens and closes the --chrome file's array.
+void chrome_begin(FILE *f);
+void chrome_end(FILE *f);
+
+// Per probe: calls, and the log2 buckets of their durations.
+struct TraceTotals {
+    std::vector<uint64_t> count;
+    std::vector<std::array<uint64_t, trace::kHistBuckets>> hist;
+    explicit TraceTotals(size_t probes) : count(probes), hist(probes) {}
+    void add(const TraceEvent &e, const TraceProbes &probes);  // from a trace file
+};
+uint32_t hist_bucket(uint64_t ns);
+void print_counts(const TraceTotals &t, const TraceProbes &probes);
+void print_hists(const TraceTotals &t, const TraceProbes &probes);
+
+// Trace files: a header (the specs, each probe's spec and name, the process), then the rings'
+// records as they were (an event's values fill whole records after it).
+bool write_trace_header(FILE *f, int pid, const TraceProbes &probes);
+// Reads a trace file: the header first, then calls `each` with batches of events until the end.
+// false with *why for a file that is not a trace, or is cut short.
+bool read_trace_file(const std::string &path, TraceProbes *probes, int *pid,
+                     const std::function<void(std::vector<TraceEvent> &)> &each, std::string *why);
+
+}  // namespace liveprobe::tool

@@ -81,6 +81,23 @@ bool readable(const std::string &path) {
     return ::access(path.c_str(), R_OK) == 0;
 }
 
+
+// Of two aliases of one function, the name to show: the one other code binds to (global),
+// without a version suffix, with fewer leading underscores, shorter. "getpid" rather than
+// "__GI___getpid", "memcpy" rather than "memcpy@@GLIBC_2.14".
+bool better_alias(const Symbol &a, const Symbol &b) {
+    if (a.global != b.global) return a.global;
+    bool a_ver = a.name.find('@') != std::string::npos;
+    bool b_ver = b.name.find('@') != std::string::npos;
+    if (a_ver != b_ver) return !a_ver;
+    size_t a_us = a.name.find_first_not_of('_'), b_us = b.name.find_first_not_of('_');
+    if (a_us != b_us) return a_us < b_us;
+    if (a.name.size() != b.name.size()) return a.name.size() < b.name.size();
+    return a.name < b.name;
+}
+
+}  // namespace
+
 // The separate debug file of `elf` at `path`, as gdb looks for it: by build ID first, then by
 // .gnu_debuglink next to the file, in its .debug/ and under /usr/lib/debug. Empty when none.
 std::string find_debug_file(Elf *elf, const std::string &path) {
@@ -103,22 +120,6 @@ std::string find_debug_file(Elf *elf, const std::string &path) {
     }
     return {};
 }
-
-// Of two aliases of one function, the name to show: the one other code binds to (global),
-// without a version suffix, with fewer leading underscores, shorter. "getpid" rather than
-// "__GI___getpid", "memcpy" rather than "memcpy@@GLIBC_2.14".
-bool better_alias(const Symbol &a, const Symbol &b) {
-    if (a.global != b.global) return a.global;
-    bool a_ver = a.name.find('@') != std::string::npos;
-    bool b_ver = b.name.find('@') != std::string::npos;
-    if (a_ver != b_ver) return !a_ver;
-    size_t a_us = a.name.find_first_not_of('_'), b_us = b.name.find_first_not_of('_');
-    if (a_us != b_us) return a_us < b_us;
-    if (a.name.size() != b.name.size()) return a.name.size() < b.name.size();
-    return a.name < b.name;
-}
-
-}  // namespace
 
 std::unique_ptr<ElfObject> ElfObject::load(const std::string &path, bool use_debug_file,
                                            std::string *why) {

@@ -27,6 +27,10 @@ struct Symbol {
     bool global = false;          // GLOBAL, WEAK or GNU_UNIQUE binding: not a static symbol
 };
 
+// The separate debug file of `elf` at `path`, as gdb looks for it: by build ID first, then by
+// .gnu_debuglink next to the file, in its .debug/ and under /usr/lib/debug. Empty when none.
+std::string find_debug_file(Elf *elf, const std::string &path);
+
 class ElfObject {
   public:
     // Reads the symbols of the file at `path` (.symtab and .dynsym) and, when the file has no

@@ -387,6 +387,17 @@ std::string jump_slot_symbol(uint64_t got) {
     return elf ? elf->jump_slot_symbol(got - m->bias) : std::string();
 }
 
+bool object_at(uint64_t addr, std::string *open_path, std::string *path, uint64_t *bias) {
+    std::lock_guard lock(g_mutex);
+    refresh();
+    Module *m = module_at(addr);
+    if (m == nullptr) return false;
+    *open_path = m->open_path;
+    *path = m->path;
+    *bias = m->bias;
+    return true;
+}
+
 std::optional<Function> function_at(uint64_t addr) {
     std::lock_guard lock(g_mutex);
     Module *m = nullptr;

@@ -42,6 +42,10 @@ struct Function {
 // The function containing addr, from symbols or FDEs; nullopt when none is known.
 std::optional<Function> function_at(uint64_t addr);
 
+// The object file mapped at addr: what to open (/proc/self/exe for the main program), its path
+// and its load bias (runtime address = bias + file address). false when none is.
+bool object_at(uint64_t addr, std::string *open_path, std::string *path, uint64_t *bias);
+
 // The symbol the PLT jump slot at runtime address `got` binds to ("" if none is known).
 std::string jump_slot_symbol(uint64_t got);
 

@@ -64,6 +64,7 @@ bool fetch_one(const FetchArg &a, const FetchContext &ctx, unsigned char *out) n
     }
     case FetchBase::imm:
     case FetchBase::symbol: v = a.value; break;
+    case FetchBase::param: return false;  // resolved into an argument before any probe is placed
     }
     bool string = a.type == FetchType::string;
     for (size_t i = 0; i < a.derefs.size(); ++i) {

@@ -27,6 +27,7 @@
 
 #include "agent/channel.hpp"
 #include "os/linux/raw_syscall.hpp"
+#include "symbols/dwarf_params.hpp"
 #include "symbols/symbols.hpp"
 #include "trace/fetch.hpp"
 #include "trace/handlers.hpp"
@@ -48,6 +49,43 @@ Started &g_started = g_started_storage.value;
 std::vector<Spec> *g_specs = nullptr;
 
 bool is_glob(const std::string &s) { return s.find_first_of("*?[") != std::string::npos; }
+
+// Parameters by name, from the DWARF of the function at `entry`: each becomes $argN, typed as
+// its declaration unless the spec gives a type (char *: a string; pointers: hex; integers:
+// signed or unsigned decimal). 0, or -ENOENT with *why.
+int resolve_params(Spec *spec, uint64_t entry, std::string *why)
+{
+    std::vector<symbols::Param> params;
+    bool loaded = false;
+    for (FetchArg &a : spec->args) {
+        if (a.base != FetchBase::param) continue;
+        if (!loaded && symbols::function_params(entry, &params, why) < 0) return -ENOENT;
+        loaded = true;
+        const symbols::Param *p = nullptr;
+        for (const symbols::Param &q : params)
+            if (q.name == a.symbol) p = &q;
+        if (!p) {
+            std::string names;
+            for (const symbols::Param &q : params) names += (names.empty() ? "" : ", ") + q.name;
+            *why = fmt::format("no parameter '{}' (its parameters: {})", a.symbol, names.empty() ? "none" : names);
+            return -ENOENT;
+        }
+        if (p->slot == 0) {
+            *why = fmt::format("parameter '{}' ({}) is not in an integer register: {}", a.symbol, p->type, p->why_no_slot);
+            return -ENOENT;
+        }
+        a.base = FetchBase::arg;
+        a.n = p->slot;
+        if (!a.typed && a.derefs.empty()) {
+            static constexpr FetchType kSigned[] = {FetchType::s8, FetchType::s16, FetchType::s32, FetchType::s64};
+            static constexpr FetchType kUnsigned[] = {FetchType::u8, FetchType::u16, FetchType::u32, FetchType::u64};
+            int k = p->size >= 8 ? 3 : p->size >= 4 ? 2 : p->size >= 2 ? 1 : 0;
+            a.type = p->is_char_pointer ? FetchType::string : p->is_pointer ? FetchType::x64 : p->is_signed ? kSigned[k] : kUnsigned[k];
+        }
+        a.symbol.clear();
+    }
+    return 0;
+}
 
 // FUNC, FUNC+0x10, as the skipped list says a probe.
 std::string probe_text(const std::string &name, const Spec &spec)
@@ -124,6 +162,26 @@ int start(Mode mode, const std::vector<std::string> &spec_texts, int maxactive, 
             if (seen.insert({key, addr}).second) fns.push_back({addr + spec.offset, spec.target, si});
         }
     }
+    // Each function's spec as it is placed: parameters by name resolved from the function's
+    // DWARF into arguments (and their types), so a glob may give one spec per function. The
+    // tool reads the resolved specs from the shared memory: they say how each event is laid out.
+    auto resolved = std::make_unique<std::vector<Spec>>();
+    std::map<std::string, uint32_t> by_text;
+    std::vector<Target> placed;
+    for (Target &f : fns) {
+        Spec spec = (*specs)[f.spec];
+        if (int r = resolve_params(&spec, f.addr - spec.offset, why); r < 0) {
+            out->skipped.push_back(fmt::format("{}: {}", f.name, *why));
+            continue;
+        }
+        std::string text = to_text(spec);
+        auto [it, added] = by_text.emplace(text, static_cast<uint32_t>(resolved->size()));
+        if (added) resolved->push_back(std::move(spec));
+        f.spec = it->second;
+        placed.push_back(std::move(f));
+    }
+    fns = std::move(placed);
+    specs = std::move(resolved);
     if (fns.empty()) {
         *why = out->skipped.empty() ? "no function to trace" : out->skipped.front();
         return -ENOENT;
@@ -132,6 +190,7 @@ int start(Mode mode, const std::vector<std::string> &spec_texts, int maxactive, 
     // our own that it opens through /proc/PID/fd.
     uint32_t n = static_cast<uint32_t>(fns.size());
     std::string names;
+    for (const Spec &spec : *specs) names += "spec " + agent::encode_arg(to_text(spec)) + "\n";
     for (auto &f : fns) names += fmt::format("{:#x} {} {}\n", f.addr, f.spec, f.name);
     size_t bytes = (names_offset(n, mode == Mode::hist) + names.size() + 4095) & ~size_t{4095};
     int fd = given_fd;

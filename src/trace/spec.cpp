@@ -76,14 +76,6 @@ bool type_of(const std::string &s, FetchType *t)
     return false;
 }
 
-bool looks_like_fetcharg(const std::string &w)
-{
-    if (w.empty()) return false;
-    if (std::strchr("%$@+-\\", w[0])) return true;
-    size_t eq = w.find('=');
-    return eq != std::string::npos && eq > 0;
-}
-
 struct Parser {
     const std::string &text;
     std::string *error;
@@ -171,10 +163,18 @@ struct Parser {
             a->derefs.push_back(f[0] == '-' ? -n : n);
             return true;
         }
-        default:
-            return fail(pos, fmt::format("'{}': expected %REG, $argN, $retval, $stack[N], $comm, @ADDR, @SYM, "
-                                         "+|-OFF(FETCHARG) or \\IMM",
+        default: {
+            bool ident = std::isalpha(static_cast<unsigned char>(f[0])) || f[0] == '_';
+            for (char c : f) ident = ident && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
+            if (ident) {  // a parameter by name
+                a->base = FetchBase::param;
+                a->symbol = f;
+                return true;
+            }
+            return fail(pos, fmt::format("'{}': expected a parameter's name, %REG, $argN, $retval, $stack[N], $comm, "
+                                         "@ADDR, @SYM, +|-OFF(FETCHARG) or \\IMM",
                                          f));
+        }
         }
     }
 
@@ -206,6 +206,8 @@ struct Parser {
             }
         }
         if (!fetch(s, pos, a, 0)) return false;
+        a->typed = typed;
+        if (a->base == FetchBase::param && eq == std::string::npos) a->name = a->symbol;
         if (a->base == FetchBase::comm) {
             if (typed && a->type != FetchType::string) return fail(pos, "$comm is a string: only :string");
             a->type = FetchType::string;
@@ -214,6 +216,8 @@ struct Parser {
             return fail(pos, "$retval is known at a return only: use r:FUNC");
         if (a->base == FetchBase::arg && spec.kind == SpecKind::probe && spec.offset != 0)
             return fail(pos, "$argN is known at a function's entry (offset 0) or return only");
+        if (a->base == FetchBase::param && spec.kind == SpecKind::probe && spec.offset != 0)
+            return fail(pos, "parameters by name are known at a function's entry (offset 0) or return only");
         if (a->base == FetchBase::comm && !a->derefs.empty()) return fail(pos, "$comm cannot be loaded from");
         return true;
     }
@@ -270,8 +274,8 @@ bool parse_spec(const std::string &text, Spec *out, std::string *error, size_t *
     }
     std::string x = digits < w0.size() ? w0.substr(digits + 1) : std::string();
     Word loc;
-    if (!x.empty() && words.size() > 1 && !looks_like_fetcharg(words[1].text)) {
-        out->event = x;  // p:EVENT LOC
+    if (x.find('/') != std::string::npos && words.size() > 1) {
+        out->event = x;  // p:GRP/EVENT LOC (a bare p:X is the location: p:X NAME fetches parameter NAME)
         for (char c : x)
             if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '/' && c != '.' && c != '-')
                 return p.fail(words[0].at + digits + 1, fmt::format("'{}' is not an event name", x));
@@ -298,6 +302,32 @@ bool parse_spec(const std::string &text, Spec *out, std::string *error, size_t *
         out->args.push_back(std::move(a));
     }
     return true;
+}
+
+std::string to_text(const Spec &spec)
+{
+    std::string loc = spec.offset ? fmt::format("{}+{:#x}", spec.target, spec.offset) : spec.target;
+    if (spec.kind == SpecKind::call) return loc;
+    std::string out = spec.kind == SpecKind::probe ? "p" : spec.maxactive ? fmt::format("r{}", spec.maxactive) : "r";
+    out += ":" + (spec.event.empty() ? loc : spec.event + " " + loc);
+    for (const FetchArg &a : spec.args) {
+        std::string f;
+        switch (a.base) {
+        case FetchBase::reg: f = std::string("%") + kRegs[a.n]; break;
+        case FetchBase::arg: f = fmt::format("$arg{}", a.n); break;
+        case FetchBase::retval: f = "$retval"; break;
+        case FetchBase::stack: f = "$stack"; break;
+        case FetchBase::stack_n: f = fmt::format("$stack{}", a.n); break;
+        case FetchBase::comm: f = "$comm"; break;
+        case FetchBase::imm:
+        case FetchBase::symbol: f = fmt::format("\\{:#x}", a.value); break;
+        case FetchBase::param: f = a.symbol; break;
+        }
+        for (int64_t d : a.derefs)
+            f = fmt::format("{}{}({})", d < 0 ? '-' : '+', d < 0 ? -static_cast<uint64_t>(d) : static_cast<uint64_t>(d), f);
+        out += fmt::format(" {}={}:{}", a.name, f, type_name(a.type));
+    }
+    return out;
 }
 
 std::string mode_conflict(const Spec &spec, bool count, bool hist)

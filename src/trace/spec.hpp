@@ -4,12 +4,15 @@
 //
 //   FUNC                     entry and return of each function FUNC names: the seeds' line
 //   FUNC+OFF                 an instruction: a line each time a thread reaches it
-//   p[:[GRP/]EVENT] LOC [FETCHARG...]    a probe at LOC (FUNC or FUNC+OFF), fetching FETCHARGs
-//   r[MAXACTIVE][:[GRP/]EVENT] FUNC [FETCHARG...]   at FUNC's return
-//   p:LOC [FETCHARG...], r:FUNC [FETCHARG...]       the same, the event named after the function
+//   p[:GRP/EVENT] LOC [FETCHARG...]    a probe at LOC (FUNC or FUNC+OFF), fetching FETCHARGs
+//   r[MAXACTIVE][:GRP/EVENT] FUNC [FETCHARG...]   at FUNC's return
+//   p:LOC [FETCHARG...], r:FUNC [FETCHARG...]     the same, the event named after the function
+// (The kernel also reads p:EVENT LOC; here p:X is always the location, so that p:FUNC NAME can
+// fetch the parameter NAME: an event name takes its group, p:GRP/EVENT.)
 //
 // FUNC is a name, OBJECT:name, a C++ name or a glob. A FETCHARG is [NAME=]FETCH[:TYPE]:
-//   %REG (%ax or %rax, ... %r15, %ip, %flags), $argN (1-based, at an entry or a return),
+//   NAME (a parameter, by its DWARF), %REG (%ax or %rax, ... %r15, %ip, %flags), $argN
+//   (1-based, at an entry or a return),
 //   $retval (return), $stack, $stackN, $comm, @ADDR, @SYM[+|-OFF], +|-[u]OFF(FETCH), \IMM;
 //   TYPE: u8..u64, s8..s64, x8..x64 (the default: x64), string ($comm's default).
 #pragma once
@@ -36,6 +39,7 @@ enum class FetchBase : uint8_t {
     comm,     // $comm: the thread's name
     imm,      // \IMM or @ADDR's address: `value`
     symbol,   // @SYM: the address of `symbol`, resolved in the target
+    param,    // a parameter by name (`symbol`), from the function's DWARF: becomes an arg
 };
 
 enum class FetchType : uint8_t { u8, u16, u32, u64, s8, s16, s32, s64, x8, x16, x32, x64, string };
@@ -48,12 +52,13 @@ struct FetchArg {
     uint64_t value = 0;            // the immediate or address (symbol: resolved into it)
     std::string symbol;            // @SYM
     std::vector<int64_t> derefs;   // loads, innermost first: v = *(v + off)
+    bool typed = false;            // :TYPE given (else a parameter's type comes from DWARF)
 };
 
 struct Spec {
     std::string text;   // as given
     SpecKind kind = SpecKind::call;
-    std::string event;  // EVENT when given (p:EVENT), else empty
+    std::string event;  // GRP/EVENT when given, else empty
     std::string target; // the function or glob
     uint64_t offset = 0;
     int maxactive = 0;  // r<N>: when given
@@ -62,6 +67,10 @@ struct Spec {
 
 // Parses one spec. false with *error ("what is wrong") and *at (its byte offset in text).
 bool parse_spec(const std::string &text, Spec *out, std::string *error, size_t *at);
+
+// The spec as text that parse_spec() reads back the same (symbols and parameters as resolved
+// into immediates and arguments).
+std::string to_text(const Spec &spec);
 
 // Why the spec cannot be traced in --count (count) or --hist (hist) mode, or empty.
 std::string mode_conflict(const Spec &spec, bool count, bool hist);

@@ -127,20 +127,30 @@ kill -0 "$tpid" 2>/dev/null && pass "the traced process lives on" || fail "the t
 "${launch[@]}" "$lp" trace 'p:lp_fa_open path=+0($arg1):string flags=$arg2:s32 c=@lp_fa_counter:s64' \
     'r:lp_fa_open ret=$retval:s64 c=@lp_fa_counter:u32' \
     'p:lp_fa_area x=+0(%di):s64 y=+8(%di):s32 label=+0(+16(%di)):string' 'p:lp_fa_asm+4 a1=%ax:s64 b=%si:u64' \
-    'p:sq lp_tr_square n=%di:s64 who=$comm' 'r3:lp_tr_fib $retval:u8' -- "$target" >"$tmp/fetch.out" 2>&1
+    'p:t/sq lp_tr_square n=%di:s64 who=$comm' 'r3:lp_tr_fib $retval:u8' -- "$target" >"$tmp/fetch.out" 2>&1
 pid=$(sed -n 's/^liveprobe: started PID \([0-9]*\)$/\1/p' "$tmp/fetch.out")
 check "p:/r: fetched values" "$tmp/fetch.out" \
     "^\[ *[0-9]+\.[0-9]{6}\] $pid lp_fa_open\+0x0 path=\"/etc/hostname\" flags=2 c=42$" \
     ' lp_fa_open\+0x0 path=\(fault\) flags=0 c=42$' ' lp_fa_open returned after [0-9]+ ns ret=15 c=42$' \
     ' lp_fa_open returned after [0-9]+ ns ret=-2 c=43$' ' lp_fa_area\+0x0 x=3 y=4 label="box"$' \
     ' lp_fa_area\+0x0 x=-7 y=5 label="a long label of more than sixty-three characters, to be cut whe"\.\.\.$' \
-    ' lp_fa_asm\+0x4 a1=42 b=100$' ' sq \(lp_tr_square\+0x0\) n=5 who="lp_trace_target"$' \
+    ' lp_fa_asm\+0x4 a1=42 b=100$'  ' t/sq \(lp_tr_square\+0x0\) n=5 who="lp_trace_target"$' \
     ' lp_tr_fib returned after [0-9]+ ns arg1=55$' '^fetch values: 132, signals 30$'
 # r3: three calls of fib followed at once: the deeper ones are missed, and counted.
 n=$(grep -c ' lp_tr_fib returned after' "$tmp/fetch.out")
 if [ "$n" -gt 0 ] && [ "$n" -lt 177 ] && grep -Eq "missed $((177 - n))\$" "$tmp/fetch.out"; then
     pass "r3: $n returns seen, the other $((177 - n)) counted as missed"
 else fail "r3: $n returns; $(tail -1 "$tmp/fetch.out")"; fi
+# Parameters by name, typed by the program's DWARF (char *: a string; int: signed decimal;
+# a pointer: hex), at the entry and at the return; loads through them; an unknown name.
+"${launch[@]}" "$lp" trace 'p:lp_fa_open path flags' 'r:lp_fa_area p ret=$retval:s64' 'p:lp_fa_area x=+0(p):s64 label=+0(+16(p)):string' \
+    'p:lp_tr_square nope' -- "$target" >"$tmp/dwarf.out" 2>&1
+check "parameters by name (DWARF)" "$tmp/dwarf.out" ' lp_fa_open\+0x0 path="/etc/hostname" flags=2$' \
+    ' lp_fa_open\+0x0 path=\(fault\) flags=0$' ' lp_fa_area returned after [0-9]+ ns p=0x[0-9a-f]+ ret=12$' \
+    ' lp_fa_area\+0x0 x=-7 label="a long label' "^liveprobe: not traced: lp_tr_square: no parameter 'nope' \(its parameters: n\)$"
+out=$("${launch[@]}" "$lp" trace 'p:lp_cx_after i' -- "$cxx_target" "$plugin" 2>&1); rc=$?
+[ "$rc" -eq 1 ] && echo "$out" | grep -q 'has no DWARF (build it with -g' && pass "a parameter by name without DWARF: said so" ||
+    fail "no DWARF: exit $rc: $out"
 "${launch[@]}" "$lp" trace --json 'r:lp_fa_open ret=$retval:s32 p=+0($arg1):string f=$arg2:x16' -- "$target" >"$tmp/fjson.out" 2>&1
 check "--json: fetched values as members" "$tmp/fjson.out" \
     '^\{"time_ns":[0-9]+,"tid":[0-9]+,"function":"lp_fa_open","return":true,"duration_ns":[0-9]+,"values":\{"ret":15,"p":"/etc/hostname","f":"0x2"\}\}$' \

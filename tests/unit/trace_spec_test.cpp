@@ -59,8 +59,8 @@ TEST(TraceSpec, ProbeForms)
     EXPECT_TRUE(p.event.empty());
     ASSERT_EQ(p.args.size(), 1u);
     EXPECT_EQ(p.args[0].name, "arg1");
-    Spec e = parse("p:myopen libc.so.6:open path=+0(%di):string");  // the kernel's p:EVENT LOC
-    EXPECT_EQ(e.event, "myopen");
+    Spec e = parse("p:files/myopen libc.so.6:open path=+0(%di):string");  // the kernel's p:GRP/EVENT LOC
+    EXPECT_EQ(e.event, "files/myopen");
     EXPECT_EQ(e.target, "libc.so.6:open");
     Spec k = parse("p open+4");
     EXPECT_EQ(k.target, "open");
@@ -72,6 +72,19 @@ TEST(TraceSpec, ProbeForms)
     EXPECT_EQ(r.args[0].type, FetchType::s32);
     Spec o = parse("p:libc.so.6:open %si");  // p:LOC with an object
     EXPECT_EQ(o.target, "libc.so.6:open");
+    Spec n = parse("p:open path flags:x32");  // parameters by name
+    EXPECT_EQ(n.target, "open");
+    ASSERT_EQ(n.args.size(), 2u);
+    EXPECT_EQ(n.args[0].base, FetchBase::param);
+    EXPECT_EQ(n.args[0].name, "path");
+    EXPECT_FALSE(n.args[0].typed);
+    EXPECT_EQ(n.args[1].symbol, "flags");
+    EXPECT_TRUE(n.args[1].typed);
+    EXPECT_EQ(n.args[1].type, FetchType::x32);
+    // Resolved specs round-trip through text.
+    Spec r2 = parse("r4:files/ev open a=+8(-16($arg2)):s16 b=$retval:u8 c=\\-3:s64 d=$comm:string");
+    EXPECT_EQ(to_text(r2), "r4:files/ev open a=+8(-16($arg2)):s16 b=$retval:u8 c=\\0xfffffffffffffffd:s64 d=$comm:string");
+    EXPECT_EQ(to_text(parse(to_text(r2))), to_text(r2));
 }
 
 TEST(TraceSpec, FetchArgs)

@@ -75,17 +75,28 @@ bool load_names(Shm *shm, Opts &o)
     shm->probes = h->probes;
     std::string text(static_cast<const char *>(shm->base) + h->names_offset, h->names_bytes);
     std::istringstream in(text);
-    // "ADDRESS SPEC NAME", the name to the end of the line (a C++ name has spaces).
+    // "spec TEXT" for each spec as the target placed it (parameters resolved), then
+    // "ADDRESS SPEC NAME" for each probe, the name to the end of the line (a C++ name has spaces).
     o.probes.names.clear();
     o.probes.spec.clear();
+    std::vector<trace::Spec> placed;
     for (std::string line; std::getline(in, line);) {
+        if (line.rfind("spec ", 0) == 0) {
+            trace::Spec spec;
+            std::string error;
+            size_t at = 0;
+            if (!trace::parse_spec(agent::decode_arg(line.substr(5)), &spec, &error, &at)) return false;
+            placed.push_back(std::move(spec));
+            continue;
+        }
         size_t a = line.find(' '), b = a == std::string::npos ? a : line.find(' ', a + 1);
         if (b == std::string::npos) return false;
         uint32_t spec = static_cast<uint32_t>(std::strtoul(line.c_str() + a + 1, nullptr, 10));
-        if (spec >= o.probes.specs.size()) return false;
+        if (spec >= placed.size()) return false;
         o.probes.spec.push_back(spec);
         o.probes.names.push_back(demangled(line.substr(b + 1)));
     }
+    o.probes.specs = std::move(placed);
     return o.probes.names.size() == shm->probes;
 }
 

@@ -1,0 +1,182 @@
+#include "symbols/dwarf_params.hpp"
+
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include <fmt/format.h>
+
+#include "symbols/elf_object.hpp"
+#include "symbols/symbols.hpp"
+
+namespace liveprobe::symbols {
+namespace {
+
+// The type a DIE's DW_AT_type names, through typedefs and qualifiers; `text` gets the C spelling.
+bool type_of(Dwarf_Die *die, Dwarf_Die *out, std::string *text)
+{
+    Dwarf_Attribute attr;
+    if (!dwarf_attr_integrate(die, DW_AT_type, &attr) || !dwarf_formref_die(&attr, out)) {
+        *text = "void";
+        return false;
+    }
+    std::string quals;
+    for (int depth = 0; depth < 16; ++depth) {
+        int tag = dwarf_tag(out);
+        if (tag != DW_TAG_typedef && tag != DW_TAG_const_type && tag != DW_TAG_volatile_type &&
+            tag != DW_TAG_restrict_type && tag != DW_TAG_atomic_type)
+            break;
+        if (tag == DW_TAG_typedef && text->empty() && dwarf_diename(out)) *text = dwarf_diename(out);
+        if (tag == DW_TAG_const_type) quals = "const ";
+        Dwarf_Die next;
+        if (!dwarf_attr_integrate(out, DW_AT_type, &attr) || !dwarf_formref_die(&attr, &next)) {
+            *text = quals + "void";
+            return false;
+        }
+        *out = next;
+    }
+    if (text->empty()) {
+        const char *name = dwarf_diename(out);
+        switch (dwarf_tag(out)) {
+        case DW_TAG_structure_type: *text = quals + "struct " + (name ? name : "?"); break;
+        case DW_TAG_union_type: *text = quals + "union " + (name ? name : "?"); break;
+        case DW_TAG_enumeration_type: *text = quals + "enum " + (name ? name : "?"); break;
+        case DW_TAG_pointer_type: {
+            Dwarf_Die to;
+            std::string inner;
+            type_of(out, &to, &inner);
+            *text = inner + " *";
+            break;
+        }
+        case DW_TAG_reference_type:
+        case DW_TAG_rvalue_reference_type: {
+            Dwarf_Die to;
+            std::string inner;
+            type_of(out, &to, &inner);
+            *text = inner + " &";
+            break;
+        }
+        default: *text = quals + (name ? name : "?");
+        }
+    }
+    return true;
+}
+
+Dwarf_Word size_of(Dwarf_Die *type)
+{
+    Dwarf_Word size = 0;
+    Dwarf_Attribute attr;
+    if (dwarf_attr_integrate(type, DW_AT_byte_size, &attr) && dwarf_formudata(&attr, &size) == 0) return size;
+    return 0;
+}
+
+// Fills p's class from its type: an integer, a pointer or an enum take an integer register.
+void classify(Dwarf_Die *param, Param *p)
+{
+    Dwarf_Die type;
+    if (!type_of(param, &type, &p->type)) return;
+    int tag = dwarf_tag(&type);
+    Dwarf_Attribute attr;
+    Dwarf_Word enc = 0;
+    if (tag == DW_TAG_pointer_type || tag == DW_TAG_reference_type || tag == DW_TAG_rvalue_reference_type) {
+        p->is_pointer = true;
+        p->size = 8;
+        Dwarf_Die to;
+        std::string ignored;
+        if (type_of(&type, &to, &ignored) && dwarf_tag(&to) == DW_TAG_base_type &&
+            dwarf_attr_integrate(&to, DW_AT_encoding, &attr) && dwarf_formudata(&attr, &enc) == 0)
+            p->is_char_pointer = (enc == DW_ATE_signed_char || enc == DW_ATE_unsigned_char) && size_of(&to) == 1;
+        return;
+    }
+    p->size = static_cast<uint32_t>(size_of(&type));
+    if (tag == DW_TAG_enumeration_type) {
+        p->is_signed = true;
+        return;
+    }
+    if (tag == DW_TAG_base_type && dwarf_attr_integrate(&type, DW_AT_encoding, &attr) && dwarf_formudata(&attr, &enc) == 0) {
+        if (enc == DW_ATE_float || enc == DW_ATE_complex_float) p->why_no_slot = "a floating-point value (in a vector register)";
+        p->is_signed = enc == DW_ATE_signed || enc == DW_ATE_signed_char;
+        if (p->size > 8) p->why_no_slot = fmt::format("{} bytes", p->size);
+        return;
+    }
+    p->why_no_slot = "passed by value (" + p->type + ")";
+}
+
+}  // namespace
+
+int function_params(uint64_t entry, std::vector<Param> *out, std::string *why)
+{
+    std::string open_path, path;
+    uint64_t bias = 0;
+    if (!object_at(entry, &open_path, &path, &bias)) {
+        *why = fmt::format("no object at {:#x}", entry);
+        return -ENOENT;
+    }
+    int fd = open(open_path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        *why = fmt::format("{}: cannot be read", path);
+        return -ENOENT;
+    }
+    Dwarf *dw = dwarf_begin(fd, DWARF_C_READ);
+    int debug_fd = -1;
+    if (dw == nullptr) {  // no DWARF in the object itself: its separate debug file
+        if (Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, nullptr)) {
+            std::string debug = find_debug_file(elf, path);
+            elf_end(elf);
+            if (!debug.empty() && (debug_fd = open(debug.c_str(), O_RDONLY | O_CLOEXEC)) >= 0)
+                dw = dwarf_begin(debug_fd, DWARF_C_READ);
+        }
+    }
+    int r = -ENOENT;
+    uint64_t pc = entry - bias;
+    Dwarf_Die cu;
+    if (dw == nullptr) {
+        *why = fmt::format("{} has no DWARF (build it with -g, or install its debug symbols)", path);
+    } else if (dwarf_addrdie(dw, pc, &cu) == nullptr) {
+        *why = fmt::format("the DWARF of {} does not cover {:#x}", path, pc);
+    } else {
+        Dwarf_Die *scopes = nullptr;
+        int n = dwarf_getscopes(&cu, pc, &scopes);
+        Dwarf_Die *fn = nullptr;
+        for (int i = 0; i < n && !fn; ++i)
+            if (dwarf_tag(&scopes[i]) == DW_TAG_subprogram) fn = &scopes[i];
+        if (!fn) {
+            *why = fmt::format("no function in the DWARF of {} at {:#x}", path, pc);
+        } else {
+            uint32_t slot = 0;
+            bool lost = false;  // after a struct passed by value, the integer registers are unknown
+            Dwarf_Die child;
+            // A function returning a struct in memory takes its address in rdi first.
+            Dwarf_Die ret;
+            std::string ret_text;
+            if (type_of(fn, &ret, &ret_text)) {
+                int tag = dwarf_tag(&ret);
+                if ((tag == DW_TAG_structure_type || tag == DW_TAG_union_type) && size_of(&ret) > 16) ++slot;
+            }
+            if (dwarf_child(fn, &child) == 0) {
+                do {
+                    if (dwarf_tag(&child) != DW_TAG_formal_parameter) continue;
+                    Param p;
+                    const char *name = dwarf_diename(&child);
+                    p.name = name ? name : "";
+                    classify(&child, &p);
+                    if (p.why_no_slot.empty() && lost) p.why_no_slot = "it follows a struct passed by value";
+                    if (p.why_no_slot.empty()) p.slot = ++slot;  // $arg7 on are on the stack
+                    else if (p.why_no_slot.rfind("passed by value", 0) == 0) lost = true;
+                    out->push_back(std::move(p));
+                } while (dwarf_siblingof(&child, &child) == 0);
+            }
+            r = 0;
+        }
+        free(scopes);
+    }
+    if (dw) dwarf_end(dw);
+    if (debug_fd >= 0) close(debug_fd);
+    close(fd);
+    return r;
+}
+
+}  // namespace liveprobe::symbols

@@ -315,8 +315,11 @@ uint64_t kretprobe_return(struct pt_regs *regs) noexcept
     // The calls returning through this slot: one, or several after tail calls (innermost
     // first). They are the first entries of this stack from the top.
     uint32_t region = liveprobe::os::stack_region(slot);
-    Inst *done[64];
-    size_t n = 0;
+    // They leave the stack first, all of them (a handler that starts an unwinder must not meet
+    // this slot's entries), chained through their own `below` in the same order: any number
+    // of tail calls, nothing allocated.
+    Inst *done = nullptr;
+    Inst **done_tail = &done;
     uint64_t ret = 0;
     Inst **link = reinterpret_cast<Inst **>(&rec->ret_top);
     while (Inst *e = *link) {
@@ -327,23 +330,22 @@ uint64_t kretprobe_return(struct pt_regs *regs) noexcept
         if (e->slot != slot) break;
         *link = e->below;
         ret = reinterpret_cast<uint64_t>(e->ri()->ret_addr);
-        if (n < 64) {
-            done[n++] = e;
-        } else {
-            reap(rec, e);  // more than 64 tail calls deep through one slot: unwind_handler
-        }
+        e->below = nullptr;
+        *done_tail = e;
+        done_tail = &e->below;
     }
-    if (n == 0) {
+    if (done == nullptr) {
         ret = return_address_of(rec, slot);  // reaped too early: it still goes home
         if (ret == 0) lost_return(slot);
         regs->ip = ret;
         return ret;
     }
-    for (size_t i = 0; i < n; ++i) {
-        Inst *e = done[i];
+    for (Inst *e = done; e;) {
+        Inst *next = e->below;  // give_back reuses `below`
         regs->ip = ret;
         call_handler(rec, e, Which::kReturn, regs);
         give_back(rec, e);
+        e = next;
     }
     flush_dead(rec);
     return regs->ip;

@@ -420,4 +420,24 @@ LABEL(lp_k_tailsite_ret)
     ret
 END(lp_k_tailsite)
 
+/* long lp_k_tailrec(long n): n tail calls of itself (jmp to its own entry), then returns 7:
+ * n + 1 calls that all return through the one return slot of its caller. */
+FUNC(lp_k_tailrec)
+    testq %rdi, %rdi
+    jz 1f
+    subq $1, %rdi
+    jmp lp_k_tailrec
+1:  movl $7, %eax
+    ret
+END(lp_k_tailrec)
+
+/* long lp_k_tailrecsite(long n): calls lp_k_tailrec(n); lp_k_tailrecsite_ret is its return address. */
+FUNC(lp_k_tailrecsite)
+    subq $8, %rsp
+    call lp_k_tailrec
+LABEL(lp_k_tailrecsite_ret)
+    addq $8, %rsp
+    ret
+END(lp_k_tailrecsite)
+
     .section .note.GNU-stack,"",@progbits

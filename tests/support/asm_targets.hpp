@@ -88,4 +88,7 @@ long lp_k_callsite(long x);
 extern char lp_k_callsite_ret[];
 long lp_k_tailsite(long x);
 extern char lp_k_tailsite_ret[];
+long lp_k_tailrec(long n);
+long lp_k_tailrecsite(long n);
+extern char lp_k_tailrecsite_ret[];
 }

@@ -5,6 +5,8 @@
 
 #include <liveprobe/ktime.h>
 
+#include "os/linux/clock.hpp"
+
 #include "os/linux/raw_syscall.hpp"
 #include "trace/fetch.hpp"
 #include "trace/rings.hpp"
@@ -16,6 +18,9 @@ uint32_t g_probes = 0;
 std::atomic<uint64_t> g_generation{0};
 bool g_follow = true;
 std::atomic<bool> g_silent{false};
+bool g_tsc = false;
+
+namespace clk = liveprobe::os::clock;
 
 static thread_local int32_t t_ring = -1;
 static thread_local uint64_t t_generation = 0;
@@ -83,6 +88,14 @@ int count_pre(struct kprobe *kp, struct pt_regs *) noexcept
 int entry_time(struct kretprobe_instance *ri, struct pt_regs *) noexcept
 {
     reinterpret_cast<EntryData *>(ri->data)->entry_ns = liveprobe_ktime_ns();
+    return 0;
+}
+
+// --hist: the duration only, in TSC cycles when the clock is the TSC (two unordered reads and
+// a multiplication: about 15 ns less a call than two ordered clock reads).
+int entry_cycles(struct kretprobe_instance *ri, struct pt_regs *) noexcept
+{
+    reinterpret_cast<EntryData *>(ri->data)->entry_ns = g_tsc ? clk::tsc_unordered() : liveprobe_ktime_ns();
     return 0;
 }
 
@@ -163,15 +176,15 @@ int fetch_return(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept
 {
     if (g_silent.load(std::memory_order_relaxed)) return 0;
     uint64_t now = liveprobe_ktime_ns();
-    const Probe *p = probe_of_rp(ri->rp);
     const auto *d = reinterpret_cast<const EntryData *>(ri->data);
+    uint64_t entry = d->entry_ns;
+    const Probe *p = probe_of_rp(ri->rp);
     alignas(8) unsigned char payload[kMaxPayload];
     FetchContext ctx;
     ctx.regs = regs;
     ctx.entry = d->regs;
     fetch_all(*p->spec, ctx, payload);
-    put_event(p->index, p->slots, static_cast<uint32_t>(ri->tid), d->entry_ns, now, regs->ax, payload,
-              p->bytes);
+    put_event(p->index, p->slots, static_cast<uint32_t>(ri->tid), entry, now, regs->ax, payload, p->bytes);
     return 0;
 }
 
@@ -179,15 +192,18 @@ int event_return(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept
 {
     if (g_silent.load(std::memory_order_relaxed)) return 0;
     uint64_t now = liveprobe_ktime_ns();
-    const auto *d = reinterpret_cast<const EntryData *>(ri->data);
-    put_event(index_of(ri->rp), 1, static_cast<uint32_t>(ri->tid), d->entry_ns, now, regs->ax, nullptr, 0);
+    uint64_t entry = reinterpret_cast<const EntryData *>(ri->data)->entry_ns;
+    put_event(index_of(ri->rp), 1, static_cast<uint32_t>(ri->tid), entry, now, regs->ax, nullptr, 0);
     return 0;
 }
 
 int hist_return(struct kretprobe_instance *ri, struct pt_regs *) noexcept
 {
     if (g_silent.load(std::memory_order_relaxed)) return 0;
-    uint64_t delta = liveprobe_ktime_ns() - reinterpret_cast<const EntryData *>(ri->data)->entry_ns;
+    // The duration only: both ends unordered TSC reads, turned into nanoseconds here.
+    uint64_t stamp = reinterpret_cast<const EntryData *>(ri->data)->entry_ns;
+    uint64_t end = g_tsc ? clk::tsc_unordered() : liveprobe_ktime_ns();
+    uint64_t delta = end <= stamp ? 0 : g_tsc ? clk::cycles_to_ns(end - stamp) : end - stamp;
     uint32_t idx = index_of(ri->rp);
     int32_t ring = my_ring();
     if (ring < 0) {

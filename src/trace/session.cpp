@@ -26,6 +26,7 @@
 #include <fmt/format.h>
 
 #include "agent/channel.hpp"
+#include "os/linux/clock.hpp"
 #include "os/linux/raw_syscall.hpp"
 #include "symbols/dwarf_params.hpp"
 #include "symbols/symbols.hpp"
@@ -231,6 +232,7 @@ int start(Mode mode, const std::vector<std::string> &spec_texts, int maxactive, 
     g_fd = fd;
     g_probes = n;
     g_mode = mode;
+    g_tsc = os::clock::is_tsc();
     g_generation.fetch_add(1, std::memory_order_release);
 
     // Each probe: a kprobe (--count; an instruction) or a kretprobe (a call; a return).
@@ -254,7 +256,7 @@ int start(Mode mode, const std::vector<std::string> &spec_texts, int maxactive, 
         } else {
             p->rp.kp.addr = reinterpret_cast<kprobe_opcode_t *>(fns[i].addr);
             bool regs = mode == Mode::events && spec.kind == SpecKind::ret;
-            p->rp.entry_handler = regs ? entry_regs : entry_time;
+            p->rp.entry_handler = regs ? entry_regs : mode == Mode::hist ? entry_cycles : entry_time;
             p->rp.handler = mode == Mode::hist ? hist_return : spec.kind == SpecKind::ret ? fetch_return : event_return;
             p->rp.data_size = regs ? sizeof(EntryData) : sizeof(uint64_t);
             p->rp.maxactive = spec.maxactive ? spec.maxactive : maxactive;

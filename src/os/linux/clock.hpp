@@ -97,6 +97,23 @@ inline uint64_t ktime_ns() noexcept
     }
 }
 
+// For durations measured in TSC cycles (a tracer's, at both ends of a call): whether the clock
+// is the TSC, the TSC unordered (cheaper than tsc_ordered: it may be read a few instructions
+// early or late), and the current rate to turn cycles into nanoseconds. No call: a handler
+// using them stays provably free of vector instructions.
+inline bool is_tsc() noexcept { return g_source.load(std::memory_order_relaxed) >= kTscLfence; }
+inline uint64_t tsc_unordered() noexcept
+{
+    uint32_t lo, hi;
+    asm volatile("rdtsc" : "=a"(lo), "=d"(hi));
+    return (uint64_t{hi} << 32) | lo;
+}
+inline uint64_t cycles_to_ns(uint64_t cycles) noexcept
+{
+    const Conversion &c = g_conv[g_gen.load(std::memory_order_acquire) % kRing];
+    return scale(cycles, c.mult.load(std::memory_order_relaxed));
+}
+
 // The source in use, for liveprobe_clock_source(): "tsc" or "clock_gettime".
 const char *source_name() noexcept;
 

@@ -136,7 +136,7 @@ int function_params(uint64_t entry, std::vector<Param> *out, std::string *why)
     if (dw == nullptr) {
         *why = fmt::format("{} has no DWARF (build it with -g, or install its debug symbols)", path);
     } else if (dwarf_addrdie(dw, pc, &cu) == nullptr) {
-        *why = fmt::format("the DWARF of {} does not cover {:#x}", path, pc);
+        *why = fmt::format("{} has no DWARF for {:#x} (build it with -g, or install its debug symbols)", path, pc);
     } else {
         Dwarf_Die *scopes = nullptr;
         int n = dwarf_getscopes(&cu, pc, &scopes);

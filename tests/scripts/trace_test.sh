@@ -149,7 +149,7 @@ check "parameters by name (DWARF)" "$tmp/dwarf.out" ' lp_fa_open\+0x0 path="/etc
     ' lp_fa_open\+0x0 path=\(fault\) flags=0$' ' lp_fa_area returned after [0-9]+ ns p=0x[0-9a-f]+ ret=12$' \
     ' lp_fa_area\+0x0 x=-7 label="a long label' "^liveprobe: not traced: lp_tr_square: no parameter 'nope' \(its parameters: n\)$"
 out=$("${launch[@]}" "$lp" trace 'p:lp_cx_after i' -- "$cxx_target" "$plugin" 2>&1); rc=$?
-[ "$rc" -eq 1 ] && echo "$out" | grep -q 'has no DWARF (build it with -g' && pass "a parameter by name without DWARF: said so" ||
+[ "$rc" -eq 1 ] && echo "$out" | grep -q 'has no DWARF.*(build it with -g' && pass "a parameter by name without DWARF: said so" ||
     fail "no DWARF: exit $rc: $out"
 "${launch[@]}" "$lp" trace --json 'r:lp_fa_open ret=$retval:s32 p=+0($arg1):string f=$arg2:x16' -- "$target" >"$tmp/fjson.out" 2>&1
 check "--json: fetched values as members" "$tmp/fjson.out" \
@@ -159,7 +159,7 @@ check "--json: fetched values as members" "$tmp/fjson.out" \
 check "--count of an instruction (FUNC+OFF), and of a signal handler" "$tmp/insn.out" '^lp_fa_asm\+0x4 +1$' '^lp_fa_asm +1$' \
     '^lp_sg_handler +3$'
 "${launch[@]}" "$lp" trace lp_sg_handler -- "$target" >"$tmp/sig.out" 2>&1
-n=$(grep -Ec ' lp_sg_handler returned (10|20|30) and took' "$tmp/sig.out")
+n=$(grep -Ec ' lp_sg_handler returned -?[0-9]+ and took' "$tmp/sig.out")  # void: rax is whatever it was
 [ "$n" -eq 3 ] && grep -q 'signals 30' "$tmp/sig.out" && pass "a signal handler: its 3 runs, each returned" ||
     { fail "signal handler: $n returns"; cat "$tmp/sig.out"; }
 

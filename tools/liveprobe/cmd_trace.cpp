@@ -25,6 +25,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -37,6 +38,7 @@
 #include "trace/rings.hpp"
 #include "trace/spec.hpp"
 #include "trace_output.hpp"
+#include "trace_writer.hpp"
 
 namespace liveprobe::tool {
 namespace {
@@ -52,7 +54,7 @@ struct Opts {
     std::string chrome;  // --chrome FILE
     std::string output;  // -o FILE: a trace file
     std::string input;   // -i FILE: show a trace file
-    FILE *out = nullptr;
+    std::unique_ptr<TraceWriter> out;  // -o
     PrintOptions print;
     int maxactive = 64;
     double duration = 0;
@@ -115,7 +117,7 @@ uint64_t drain(const Shm &shm, Opts &o)
             const Record *recs = trace::ring_records(shm.base, i);
             for (uint64_t k = tail; k < head;) {
                 uint64_t n = std::min(head - k, kRingRecords - k % kRingRecords);  // up to the ring's end
-                std::fwrite(&recs[k % kRingRecords], sizeof(Record), n, o.out);
+                o.out->write(&recs[k % kRingRecords], n * sizeof(Record));
                 k += n;
             }
             records += head - tail;
@@ -302,9 +304,10 @@ Runner add_trace(CLI::App &app)
                 complain("trace: -o writes the events: not with --count, --hist or --json (use them with -i)");
                 return kExitUsage;
             }
-            o->out = std::fopen(o->output.c_str(), "wb");
-            if (!o->out) {
-                complain(fmt::format("trace: {}: {}", o->output, std::strerror(errno)));
+            o->out = std::make_unique<TraceWriter>();
+            std::string why;
+            if (!o->out->open(o->output, &why)) {
+                complain("trace: " + why);
                 return kExitFailure;
             }
         }
@@ -419,9 +422,9 @@ Runner add_trace(CLI::App &app)
         bool ended = false, named = false;
         auto name_session = [&] {
             named = load_names(&shm, *o);
-            if (named && o->out && !write_trace_header(o->out, o->print.pid, o->probes)) {
-                complain(fmt::format("trace: {}: {}", o->output, std::strerror(errno)));
-                ended = true;
+            if (named && o->out) {
+                std::string header = trace_header(o->print.pid, o->probes);
+                o->out->write(header.data(), header.size());
             }
         };
         while (!ended) {
@@ -445,7 +448,7 @@ Runner add_trace(CLI::App &app)
             if (!named) name_session();
             last = named && !o->count && !o->hist ? drain(shm, *o) : 0;
             events += last;
-            if (std::ferror(stdout) || (o->out && std::ferror(o->out))) ended = true;
+            if (std::ferror(stdout) || (o->out && o->out->failed())) ended = true;
         }
         if (o->pid && !child) {
             agent::Reply reply;
@@ -469,14 +472,15 @@ Runner add_trace(CLI::App &app)
             std::fprintf(stderr, "liveprobe: wrote %s\n", o->chrome.c_str());
         }
         if (o->out) {
-            long size = std::ftell(o->out);
-            if (std::fclose(o->out) != 0) complain(fmt::format("trace: {}: {}", o->output, std::strerror(errno)));
-            else std::fprintf(stderr, "liveprobe: wrote %.1f MiB to %s\n", static_cast<double>(size) / (1 << 20),
-                              o->output.c_str());
+            size_t size = 0;
+            std::string why;
+            if (!o->out->close(&size, &why)) complain(fmt::format("trace: {}: {}", o->output, why));
+            else std::fprintf(stderr, "liveprobe: wrote %.1f MiB to %s\n", static_cast<double>(size) / (1 << 20), o->output.c_str());
+            o->out.reset();
         }
         std::fflush(stdout);  // the summary (stderr) after what it sums up
         print_summary(shm, o->count || o->hist ? std::string()
-                           : o->out        ? fmt::format(" ({} records written)", events)
+                           : !o->output.empty() ? fmt::format(" ({} records written)", events)
                                            : fmt::format(" ({} events read)", events));
         if (child) return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
         return 0;

@@ -134,8 +134,6 @@ std::string bound(uint32_t b)  // bucket b holds [2^(b-1), 2^b) ns; 0 holds 0
 
 constexpr char kMagic[8] = {'L', 'P', 'T', 'R', 'A', 'C', 'E', '1'};
 
-bool put_u32(FILE *f, uint32_t v) { return std::fwrite(&v, 4, 1, f) == 1; }
-bool put_text(FILE *f, const std::string &s) { return put_u32(f, static_cast<uint32_t>(s.size())) && std::fwrite(s.data(), 1, s.size(), f) == s.size(); }
 bool get_u32(FILE *f, uint32_t *v) { return std::fread(v, 4, 1, f) == 1; }
 bool get_text(FILE *f, std::string *s)
 {
@@ -225,14 +223,23 @@ void print_hists(const TraceTotals &t, const TraceProbes &probes)
     }
 }
 
-bool write_trace_header(FILE *f, int pid, const TraceProbes &probes)
+std::string trace_header(int pid, const TraceProbes &probes)
 {
-    bool ok = std::fwrite(kMagic, 1, sizeof kMagic, f) == sizeof kMagic && put_u32(f, static_cast<uint32_t>(pid)) &&
-              put_u32(f, static_cast<uint32_t>(probes.specs.size()));
-    for (const trace::Spec &s : probes.specs) ok = ok && put_text(f, s.text);
-    ok = ok && put_u32(f, static_cast<uint32_t>(probes.names.size()));
-    for (size_t p = 0; p < probes.names.size(); ++p) ok = ok && put_u32(f, probes.spec[p]) && put_text(f, probes.names[p]);
-    return ok;
+    std::string out(kMagic, sizeof kMagic);
+    auto u32 = [&](uint32_t v) { out.append(reinterpret_cast<const char *>(&v), 4); };
+    auto text = [&](const std::string &t) {
+        u32(static_cast<uint32_t>(t.size()));
+        out += t;
+    };
+    u32(static_cast<uint32_t>(pid));
+    u32(static_cast<uint32_t>(probes.specs.size()));
+    for (const trace::Spec &s : probes.specs) text(trace::to_text(s));
+    u32(static_cast<uint32_t>(probes.names.size()));
+    for (size_t p = 0; p < probes.names.size(); ++p) {
+        u32(probes.spec[p]);
+        text(probes.names[p]);
+    }
+    return out;
 }
 
 bool read_trace_file(const std::string &path, TraceProbes *probes, int *pid,

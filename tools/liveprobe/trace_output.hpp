@@ -60,7 +60,7 @@ void print_hists(const TraceTotals &t, const TraceProbes &probes);
 
 // Trace files: a header (the specs, each probe's spec and name, the process), then the rings'
 // records as they were (an event's values fill whole records after it).
-bool write_trace_header(FILE *f, int pid, const TraceProbes &probes);
+std::string trace_header(int pid, const TraceProbes &probes);
 // Reads a trace file: the header first, then calls `each` with batches of events until the end.
 // false with *why for a file that is not a trace, or is cut short.
 bool read_trace_file(const std::string &path, TraceProbes *probes, int *pid,

@@ -24,6 +24,7 @@ namespace clk = liveprobe::os::clock;
 
 static thread_local int32_t t_ring = -1;
 static thread_local uint64_t t_generation = 0;
+static thread_local std::atomic<uint64_t> *t_counts = nullptr;  // the ring's row of counters
 
 [[gnu::constructor]] static void trace_atfork()
 {
@@ -63,6 +64,7 @@ static int32_t my_ring() noexcept
             }
         }
     }
+    t_counts = t_ring >= 0 ? count_of(g_base, g_probes, static_cast<uint32_t>(t_ring), 0) : nullptr;
     return t_ring;
 }
 
@@ -73,15 +75,22 @@ static uint32_t index_of(const struct kretprobe *rp) noexcept
 
 int count_pre(struct kprobe *kp, struct pt_regs *) noexcept
 {
+    uint32_t idx = reinterpret_cast<const Probe *>(reinterpret_cast<const char *>(kp) - offsetof(Probe, kp))->index;
+    // The common case: this thread has its ring in this session (and generation).
+    if (__builtin_expect(t_counts != nullptr && t_generation == g_generation.load(std::memory_order_acquire), 1) &&
+        !g_silent.load(std::memory_order_relaxed)) {
+        std::atomic<uint64_t> *c = t_counts + idx;
+        c->store(c->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);  // this thread's row only
+        return 0;
+    }
     if (g_silent.load(std::memory_order_relaxed)) return 0;
     int32_t ring = my_ring();
     if (ring < 0) {
         header_of(g_base)->unringed.fetch_add(1, std::memory_order_relaxed);
         return 0;
     }
-    uint32_t idx = reinterpret_cast<const Probe *>(reinterpret_cast<const char *>(kp) - offsetof(Probe, kp))->index;
-    std::atomic<uint64_t> *c = count_of(g_base, g_probes, static_cast<uint32_t>(ring), idx);
-    c->store(c->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);  // this thread's row only
+    std::atomic<uint64_t> *c = t_counts + idx;
+    c->store(c->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     return 0;
 }
 

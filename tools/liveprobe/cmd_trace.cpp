@@ -234,7 +234,9 @@ Runner add_trace(CLI::App &app)
         ->excludes(out);
     cmd->add_flag("--no-follow", o->no_follow, "Do not trace the children the process forks (they are by default)");
     cmd->add_option("--chrome", o->chrome, "Write the calls to FILE as Chrome trace events (chrome://tracing, Perfetto)");
-    cmd->add_option("--maxactive", o->maxactive, "Calls of one function followed at once (default 64)")
+    cmd->add_option("--maxactive", o->maxactive,
+                    "Calls of one function followed at once, per function (default 64; deeper recursion is "
+                    "counted as missed)")
         ->check(CLI::Range(1, 100000));
     cmd->add_option("--duration", o->duration, "Stop after this many seconds");
     cmd->add_option("--tid", o->print.tid, "Only the calls of this thread");
@@ -245,14 +247,17 @@ Runner add_trace(CLI::App &app)
     cmd->footer("Specs, as the kernel's kprobe_events (one shell argument each):\n"
                 "  FUNC                      each call's return value and duration\n"
                 "  FUNC+OFF                  each time a thread reaches the instruction at FUNC+OFF\n"
-                "  p[:EVENT] LOC [FETCHARG...]   at LOC (FUNC or FUNC+OFF), the values FETCHARG...\n"
-                "  r[N][:EVENT] FUNC [FETCHARG...]  at FUNC's return (N: calls followed at once)\n"
-                "FETCHARG: [NAME=]FETCH[:TYPE]; FETCH: %REG (%di, %rax, ...), $argN (1-based), $retval (r:),\n"
+                "  p:LOC [FETCHARG...]       at LOC (FUNC or FUNC+OFF), the values FETCHARG...\n"
+                "  r[N]:FUNC [FETCHARG...]   at FUNC's return (N: calls followed at once)\n"
+                "  (p:GRP/EVENT LOC ... names the event)\n"
+                "FETCHARG: [NAME=]FETCH[:TYPE]; FETCH: a parameter's name (from DWARF), %REG (%di, %rax, ...),\n"
+                "  $argN (1-based), $retval (r:),\n"
                 "  $stack, $stackN, $comm, @ADDR, @SYM[+OFF], +|-OFF(FETCH) (memory at FETCH+OFF), \\IMM;\n"
                 "  TYPE: u8..u64, s8..s64, x8..x64 (default x64), string.\n"
                 "Examples:\n  liveprobe trace -p 1234 do_sys_open\n  liveprobe trace --count '*' -- ./server\n"
                 "  liveprobe trace --hist 'libz.so.1:*' -p 1234\n"
                 "  liveprobe trace -p 1234 'p:open path=+0($arg1):string flags=$arg2:x32' 'r:open fd=$retval:s32'\n"
+                "  liveprobe trace 'p:parse_config path depth' -- ./server   (parameters by name: built with -g)\n"
                 "  liveprobe trace -o calls.lptrace '*' -- ./server; liveprobe trace -i calls.lptrace --json");
     return [o] {
         const std::vector<std::string> &command = insmod_command();

@@ -387,6 +387,25 @@ std::string jump_slot_symbol(uint64_t got) {
     return elf ? elf->jump_slot_symbol(got - m->bias) : std::string();
 }
 
+bool object_loaded(std::string_view object) {
+    std::lock_guard lock(g_mutex);
+    refresh();
+    for (const Module &m : g_modules)
+        if (!m.is_own && names::object_matches(object, m.path)) return true;
+    return false;
+}
+
+unsigned long long load_count() {
+    unsigned long long adds = 0;
+    dl_iterate_phdr(
+        [](struct dl_phdr_info *info, size_t, void *data) {
+            *static_cast<unsigned long long *>(data) = info->dlpi_adds;
+            return 1;  // the first object says it
+        },
+        &adds);
+    return adds;
+}
+
 bool object_at(uint64_t addr, std::string *open_path, std::string *path, uint64_t *bias) {
     std::lock_guard lock(g_mutex);
     refresh();

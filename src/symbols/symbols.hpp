@@ -42,6 +42,12 @@ struct Function {
 // The function containing addr, from symbols or FDEs; nullopt when none is known.
 std::optional<Function> function_at(uint64_t addr);
 
+// Whether an object of this process is named `object` (as resolve()'s OBJECT: base name, with or
+// without version suffix).
+bool object_loaded(std::string_view object);
+// How many objects the dynamic loader has loaded so far (dlpi_adds): it moves at each dlopen.
+unsigned long long load_count();
+
 // The object file mapped at addr: what to open (/proc/self/exe for the main program), its path
 // and its load bias (runtime address = bias + file address). false when none is.
 bool object_at(uint64_t addr, std::string *open_path, std::string *path, uint64_t *bias);

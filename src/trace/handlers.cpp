@@ -14,7 +14,7 @@
 namespace liveprobe::trace {
 
 void *g_base = nullptr;
-uint32_t g_probes = 0;
+uint32_t g_capacity = 0;
 std::atomic<uint64_t> g_generation{0};
 bool g_follow = true;
 std::atomic<bool> g_silent{false};
@@ -64,7 +64,7 @@ static int32_t my_ring() noexcept
             }
         }
     }
-    t_counts = t_ring >= 0 ? count_of(g_base, g_probes, static_cast<uint32_t>(t_ring), 0) : nullptr;
+    t_counts = t_ring >= 0 ? count_of(g_base, g_capacity, static_cast<uint32_t>(t_ring), 0) : nullptr;
     return t_ring;
 }
 
@@ -133,7 +133,7 @@ static bool put_event(uint32_t idx, uint32_t slots, uint32_t tid, uint64_t entry
         return false;
     }
     RingHead *h = ring_head(g_base, static_cast<uint32_t>(ring));
-    std::atomic<uint64_t> *c = count_of(g_base, g_probes, static_cast<uint32_t>(ring), idx);
+    std::atomic<uint64_t> *c = count_of(g_base, g_capacity, static_cast<uint32_t>(ring), idx);
     c->store(c->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     uint64_t head = h->head.load(std::memory_order_relaxed);
     if (head + slots - h->tail.load(std::memory_order_acquire) > kRingRecords) {
@@ -221,9 +221,9 @@ int hist_return(struct kretprobe_instance *ri, struct pt_regs *) noexcept
     }
     uint32_t bucket = delta == 0 ? 0 : 64 - static_cast<uint32_t>(__builtin_clzll(delta));
     if (bucket >= kHistBuckets) bucket = kHistBuckets - 1;
-    std::atomic<uint32_t> *b = hist_of(g_base, g_probes, static_cast<uint32_t>(ring), idx) + bucket;
+    std::atomic<uint32_t> *b = hist_of(g_base, g_capacity, static_cast<uint32_t>(ring), idx) + bucket;
     b->store(b->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    std::atomic<uint64_t> *c = count_of(g_base, g_probes, static_cast<uint32_t>(ring), idx);
+    std::atomic<uint64_t> *c = count_of(g_base, g_capacity, static_cast<uint32_t>(ring), idx);
     c->store(c->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     return 0;
 }

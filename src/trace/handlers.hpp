@@ -31,7 +31,7 @@ struct EntryData {  // a kretprobe instance's data: at the entry, the time, then
 
 // Set by session.cpp while no probe is registered; read by the handlers.
 extern void *g_base;
-extern uint32_t g_probes;
+extern uint32_t g_capacity;
 extern std::atomic<uint64_t> g_generation;  // moved by a new session and by fork
 extern bool g_follow;                        // a forked child goes on tracing
 extern std::atomic<bool> g_silent;           // a child that does not

@@ -17,7 +17,7 @@
 
 namespace liveprobe::trace {
 
-constexpr uint64_t kRingsMagic = 0x33676e6972706c;  // "lpring3"
+constexpr uint64_t kRingsMagic = 0x34676e6972706c;  // "lpring4"
 constexpr uint32_t kRings = 64;
 constexpr uint32_t kRingRecords = 262144;  // 8 MiB a thread (the memfd is sparse: only what is written)
 
@@ -52,26 +52,34 @@ struct alignas(64) Header {
     uint32_t rings;
     uint32_t records;
     std::atomic<uint64_t> unringed{0};  // events of threads that found no free ring
-    uint32_t probes;                    // how many probes the session has
+    // How many probes the session has. It grows when a library that a spec names is loaded
+    // after the start, up to `capacity` (the per-probe areas' stride); it is published after
+    // the new probes' names and before they are registered, so that no event names a probe
+    // the reader cannot know.
+    std::atomic<uint32_t> probes{0};
+    uint32_t capacity;
     uint32_t hist;                      // 1: the hist area is there
     std::atomic<uint32_t> final{0};     // 1: nmissed copied (the session stopped or the process exited)
-    uint64_t names_offset;              // "ADDRESS SPEC NAME\n" for each probe, in order (SPEC: its index)
-    uint64_t names_bytes;
+    // "spec TEXT" for each resolved spec, "ADDRESS SPEC NAME" for each probe (SPEC: its index),
+    // a line each, in order; appended when probes are added (up to names_room bytes).
+    uint64_t names_offset;
+    std::atomic<uint64_t> names_bytes{0};
+    uint64_t names_room;
     std::atomic<uint32_t> ready{0};     // 1: the session is set up (probes, names)
 };
 
 constexpr uint32_t kHistBuckets = 40;  // log2 of nanoseconds: bucket b holds [2^(b-1), 2^b)
 
-// After the rings, per probe: its nmissed (copied from the target's kretprobe when the session
+// After the rings (each per-probe area has `capacity` entries), per probe: its nmissed (copied from the target's kretprobe when the session
 // stops or the process exits), then per ring (thread) and probe: a count, and for --hist the
 // buckets. The file is sparse: rows no thread touched take no memory.
 constexpr size_t kRingsBytes = sizeof(Header) + kRings * sizeof(RingHead) + size_t{kRings} * kRingRecords * sizeof(Record);
 inline size_t missed_offset() { return kRingsBytes; }
-inline size_t counts_offset(uint32_t probes) { return kRingsBytes + size_t{probes} * 8; }
-inline size_t hist_offset(uint32_t probes) { return counts_offset(probes) + size_t{kRings} * probes * 8; }
-inline size_t names_offset(uint32_t probes, bool hist)
+inline size_t counts_offset(uint32_t capacity) { return kRingsBytes + size_t{capacity} * 8; }
+inline size_t hist_offset(uint32_t capacity) { return counts_offset(capacity) + size_t{kRings} * capacity * 8; }
+inline size_t names_offset(uint32_t capacity, bool hist)
 {
-    return hist_offset(probes) + (hist ? size_t{kRings} * probes * kHistBuckets * 4 : 0);
+    return hist_offset(capacity) + (hist ? size_t{kRings} * capacity * kHistBuckets * 4 : 0);
 }
 // A memfd the tool makes for a program it starts: sparse, large enough for any session.
 constexpr size_t kToolMemfdBytes = size_t{1} << 32;
@@ -91,15 +99,15 @@ inline std::atomic<uint64_t> *missed_of(void *base, uint32_t probe)
 {
     return reinterpret_cast<std::atomic<uint64_t> *>(static_cast<char *>(base) + missed_offset()) + probe;
 }
-inline std::atomic<uint64_t> *count_of(void *base, uint32_t probes, uint32_t ring, uint32_t probe)
+inline std::atomic<uint64_t> *count_of(void *base, uint32_t capacity, uint32_t ring, uint32_t probe)
 {
-    return reinterpret_cast<std::atomic<uint64_t> *>(static_cast<char *>(base) + counts_offset(probes)) +
-           size_t{ring} * probes + probe;
+    return reinterpret_cast<std::atomic<uint64_t> *>(static_cast<char *>(base) + counts_offset(capacity)) +
+           size_t{ring} * capacity + probe;
 }
-inline std::atomic<uint32_t> *hist_of(void *base, uint32_t probes, uint32_t ring, uint32_t probe)
+inline std::atomic<uint32_t> *hist_of(void *base, uint32_t capacity, uint32_t ring, uint32_t probe)
 {
-    return reinterpret_cast<std::atomic<uint32_t> *>(static_cast<char *>(base) + hist_offset(probes)) +
-           (size_t{ring} * probes + probe) * kHistBuckets;
+    return reinterpret_cast<std::atomic<uint32_t> *>(static_cast<char *>(base) + hist_offset(capacity)) +
+           (size_t{ring} * capacity + probe) * kHistBuckets;
 }
 
 }  // namespace liveprobe::trace

@@ -22,6 +22,10 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <chrono>
+#include <thread>
+#include <deque>
+#include <condition_variable>
 
 #include <fmt/format.h>
 
@@ -38,16 +42,43 @@
 namespace liveprobe::trace {
 namespace {
 
-// The session (the hit path's state and handlers are in trace/handlers).
+// A function a spec names, to probe: at addr (the function's address plus the spec's offset).
+struct Target {
+    uint64_t addr;
+    std::string name;
+    uint32_t spec;  // the user's spec (collect), then the resolved one (place)
+};
+
+// Room for probes placed after the start, in libraries loaded later (the per-probe areas are
+// sized for it when some spec names a library not loaded yet; sparse until used).
+constexpr uint32_t kLateCapacity = 16384;
+constexpr size_t kLateNameBytes = 256;  // names room a late probe
+
+// The session (the hit path's state and handlers are in trace/handlers). Under g_mu.
+struct Session {
+    Mode mode = Mode::events;
+    int maxactive = 0;
+    void *base = nullptr;
+    size_t bytes = 0;
+    int fd = -1;
+    std::vector<std::unique_ptr<Probe>> list;       // probe i is list[i]; never shrinks
+    std::deque<Spec> specs;                         // resolved (stable: Probe::spec points in)
+    std::map<std::string, uint32_t> spec_index;     // a resolved spec's text -> its index
+    std::vector<Spec> user;                         // the specs as given, parsed
+    std::vector<uint32_t> pending;                  // user specs whose library is not loaded yet
+    std::set<std::pair<uint32_t, uint64_t>> seen;   // (spec or UINT32_MAX for calls, address)
+};
 std::mutex g_mu;
 bool g_running = false;
-Mode g_mode = Mode::events;
-std::vector<std::unique_ptr<Probe>> *g_list = nullptr;
-size_t g_bytes = 0;
-int g_fd = -1;
+Session *g_session = nullptr;
 core::Immortal<Started> g_started_storage;
 Started &g_started = g_started_storage.value;
-std::vector<Spec> *g_specs = nullptr;
+// The thread that places probes in libraries loaded after the start (when specs wait for one).
+std::thread *g_watcher = nullptr;
+pid_t g_watcher_pid = 0;
+std::mutex g_watch_mu;
+std::condition_variable g_watch_cv;
+bool g_watch_stop = false;
 
 bool is_glob(const std::string &s) { return s.find_first_of("*?[") != std::string::npos; }
 
@@ -97,20 +128,236 @@ std::string probe_text(const std::string &name, const Spec &spec)
 // Copies each kretprobe's nmissed into the shared memory (the reader may outlive the process).
 void publish_missed() noexcept
 {
-    if (!g_running || !g_list) return;
-    for (auto &p : *g_list)
+    if (!g_running || !g_session) return;
+    for (auto &p : g_session->list)
         missed_of(g_base, p->index)
             ->store(static_cast<uint64_t>(p->rp.nmissed) + p->rp.kp.nmissed + p->kp.nmissed, std::memory_order_relaxed);
     header_of(g_base)->final.store(1, std::memory_order_release);
 }
 
-[[gnu::constructor]] void publish_at_exit() { std::atexit([] { publish_missed(); }); }
+void stop_watcher();
+
+[[gnu::constructor]] void publish_at_exit()
+{
+    std::atexit([] {
+        stop_watcher();  // it may be adding probes to the list
+        publish_missed();
+    });
+}
+
+
+// The object a spec's target names ("libz.so.1" of "libz.so.1:*"), or empty (the program's).
+std::string object_of(const std::string &target)
+{
+    size_t colon = target.find(':');
+    if (colon == std::string::npos || target.compare(colon, 2, "::") == 0) return {};
+    return target.substr(0, colon);
+}
+
+// The functions user spec `si` names now (globs expanded), each address once: a call (FUNC)
+// once whichever spec names it, others once a spec.
+void collect(Session &ss, uint32_t si, std::vector<Target> *fns, std::vector<std::string> *skipped, std::string *why)
+{
+    const Spec &spec = ss.user[si];
+    uint32_t key = spec.kind == SpecKind::call ? UINT32_MAX : si;
+    if (is_glob(spec.target)) {
+        std::vector<symbols::Match> found;
+        if (symbols::match(spec.target, &found, why) < 0) {
+            skipped->push_back(spec.target + ": " + *why);
+            return;
+        }
+        if (found.empty()) skipped->push_back(spec.target + ": no function matches");
+        for (auto &m : found)
+            if (ss.seen.insert({key, m.addr}).second) fns->push_back({m.addr + spec.offset, m.name, si});
+    } else {
+        uint64_t addr = 0;
+        std::string reason;
+        if (symbols::resolve(spec.target, &addr, &reason) < 0) {
+            skipped->push_back(spec.target + ": " + reason);
+            return;
+        }
+        if (ss.seen.insert({key, addr}).second) fns->push_back({addr + spec.offset, spec.target, si});
+    }
+}
+
+// Appends to the names the reader sees: false when the room is used up.
+bool append_names(Session &ss, const std::string &text)
+{
+    Header *h = header_of(ss.base);
+    uint64_t used = h->names_bytes.load(std::memory_order_relaxed);
+    if (used + text.size() > h->names_room) return false;
+    std::memcpy(static_cast<char *>(ss.base) + h->names_offset + used, text.data(), text.size());
+    h->names_bytes.store(used + text.size(), std::memory_order_release);
+    return true;
+}
+
+// Places probes on `fns` (user spec indices): each function's spec resolved (parameters by
+// name, from its DWARF), the names published, then the probes registered in one batch. Fills
+// *out's lists, placed, optimized and slow.
+void place(Session &ss, std::vector<Target> fns, Started *out)
+{
+    std::string why;
+    std::string names;
+    std::vector<Target> placed;
+    Header *h = header_of(ss.base);
+    uint32_t first = h->probes.load(std::memory_order_relaxed);
+    for (Target &f : fns) {
+        if (first + placed.size() >= h->capacity) {
+            out->skipped.push_back(f.name + ": no room for more probes in this session");
+            continue;
+        }
+        Spec spec = ss.user[f.spec];
+        if (resolve_params(&spec, f.addr - spec.offset, &why) < 0) {
+            out->skipped.push_back(fmt::format("{}: {}", f.name, why));
+            continue;
+        }
+        std::string text = to_text(spec);
+        auto [it, added] = ss.spec_index.emplace(text, static_cast<uint32_t>(ss.specs.size()));
+        if (added) {
+            ss.specs.push_back(std::move(spec));
+            names += "spec " + agent::encode_arg(text) + "\n";
+        }
+        f.spec = it->second;
+        names += fmt::format("{:#x} {} {}\n", f.addr, f.spec, f.name);
+        placed.push_back(std::move(f));
+    }
+    if (placed.empty()) return;
+    if (!append_names(ss, names)) {
+        out->skipped.push_back(fmt::format("{} functions: no room for their names in this session", placed.size()));
+        return;
+    }
+    uint32_t n = static_cast<uint32_t>(placed.size());
+    // Each probe: a kprobe (--count; an instruction) or a kretprobe (a call; a return).
+    std::vector<struct kprobe *> kps;
+    std::vector<struct kretprobe *> rps;
+    std::vector<uint32_t> kp_index, rp_index;
+    for (uint32_t i = 0; i < n; ++i) {
+        auto p = std::make_unique<Probe>();
+        const Spec &spec = ss.specs[placed[i].spec];
+        p->index = first + i;
+        p->spec = &spec;
+        p->bytes = spec.kind == SpecKind::call ? 0 : static_cast<uint32_t>(payload_bytes(spec));
+        p->slots = record_slots(p->bytes);
+        if (ss.mode == Mode::count || spec.kind == SpecKind::probe) {
+            p->kp.addr = reinterpret_cast<kprobe_opcode_t *>(placed[i].addr);
+            p->kp.pre_handler = ss.mode == Mode::count ? count_pre : fetch_pre;
+            kps.push_back(&p->kp);
+            kp_index.push_back(i);
+        } else {
+            p->rp.kp.addr = reinterpret_cast<kprobe_opcode_t *>(placed[i].addr);
+            bool regs = ss.mode == Mode::events && spec.kind == SpecKind::ret;
+            p->rp.entry_handler = regs ? entry_regs : ss.mode == Mode::hist ? entry_cycles : entry_time;
+            p->rp.handler = ss.mode == Mode::hist ? hist_return : spec.kind == SpecKind::ret ? fetch_return : event_return;
+            p->rp.data_size = regs ? sizeof(EntryData) : sizeof(uint64_t);
+            p->rp.maxactive = spec.maxactive ? spec.maxactive : ss.maxactive;
+            rps.push_back(&p->rp);
+            rp_index.push_back(i);
+        }
+        ss.list.push_back(std::move(p));
+    }
+    // The reader knows of them before any can fire.
+    h->probes.store(first + n, std::memory_order_release);
+    std::vector<int> results(n), kp_results(kps.size()), rp_results(rps.size());
+    int registered = 0;
+    if (!kps.empty())
+        registered += std::max(0, liveprobe_register_kprobes_each(kps.data(), static_cast<int>(kps.size()), kp_results.data()));
+    if (!rps.empty())
+        registered += std::max(0, liveprobe_register_kretprobes_each(rps.data(), static_cast<int>(rps.size()), rp_results.data()));
+    for (size_t k = 0; k < kps.size(); ++k) results[kp_index[k]] = kp_results[k];
+    for (size_t k = 0; k < rps.size(); ++k) results[rp_index[k]] = rp_results[k];
+    // The failed ones stay in the list (their index is the shared memory's), unregistered.
+    std::map<std::string, size_t> reasons;
+    for (uint32_t i = 0; i < n; ++i) {
+        Probe &p = *ss.list[first + i];
+        out->names.push_back(placed[i].name);
+        out->addrs.push_back(placed[i].addr);
+        out->specs.push_back(placed[i].spec);
+        if (results[i] < 0) {
+            p.kp.addr = nullptr;  // not to be unregistered
+            p.rp.kp.addr = nullptr;
+            out->skipped.push_back(fmt::format("{}: {}", probe_text(placed[i].name, ss.specs[placed[i].spec]),
+                                               results[i] == -EILSEQ ? "not the start of an instruction"
+                                                                     : std::strerror(-results[i])));
+            continue;
+        }
+        // Which take the jump path; the reasons of the others, most common first (a probe on
+        // the breakpoint path costs a signal, microseconds, a hit: worth saying which and why).
+        const struct kprobe *kp = p.kp.addr ? &p.kp : &p.rp.kp;
+        struct liveprobe_info info {};
+        if (liveprobe_kprobe_info(kp, &info) != 0) continue;
+        if (kp->flags & KPROBE_FLAG_OPTIMIZED) ++out->optimized;
+        else ++reasons[info.why_not_optimized ? info.why_not_optimized : "unknown"];
+    }
+    out->placed += static_cast<size_t>(registered);
+    std::vector<std::pair<size_t, std::string>> by_count;
+    for (auto &[why_not, count] : reasons) by_count.emplace_back(count, why_not);
+    std::sort(by_count.begin(), by_count.end(), [](auto &x, auto &y) { return x.first > y.first; });
+    for (auto &[count, why_not] : by_count) out->slow.push_back(fmt::format("{}: {}", count, why_not));
+}
+
+// Places the probes of the pending specs whose library is loaded now (g_mu held).
+void place_pending(Session &ss)
+{
+    std::vector<Target> fns;
+    Started late;
+    std::string why;
+    for (size_t k = 0; k < ss.pending.size();) {
+        uint32_t si = ss.pending[k];
+        if (!symbols::object_loaded(object_of(ss.user[si].target))) {
+            ++k;
+            continue;
+        }
+        collect(ss, si, &fns, &late.skipped, &why);
+        ss.pending.erase(ss.pending.begin() + static_cast<long>(k));
+    }
+    if (!fns.empty()) place(ss, std::move(fns), &late);
+}
+
+// Every 10 ms, whether the loader loaded something since; if so, the pending specs' turn.
+void watch()
+{
+    unsigned long long seen = 0;  // a first look at once: a dlopen may have come before this thread
+    std::unique_lock wl(g_watch_mu);
+    while (!g_watch_stop) {
+        g_watch_cv.wait_for(wl, std::chrono::milliseconds(10));
+        if (g_watch_stop) break;
+        unsigned long long now = symbols::load_count();
+        if (now == seen) continue;
+        seen = now;
+        wl.unlock();
+        {
+            std::lock_guard lk(g_mu);
+            if (g_running && g_session) place_pending(*g_session);
+        }
+        wl.lock();
+    }
+}
+
+void stop_watcher()
+{
+    std::thread *t = nullptr;
+    {
+        std::lock_guard wl(g_watch_mu);
+        t = g_watcher;
+        g_watcher = nullptr;
+        g_watch_stop = true;
+    }
+    g_watch_cv.notify_all();
+    if (!t) return;
+    // A forked child has the parent's std::thread but not its thread: left alone (never
+    // destroyed: a joinable std::thread's destructor would end the process).
+    if (g_watcher_pid == getpid()) {
+        t->join();
+        delete t;
+    }
+}
 
 }  // namespace
 
 int start(Mode mode, const std::vector<std::string> &spec_texts, int maxactive, Started *out, std::string *why,
           int given_fd, bool follow_forks)
 {
+    stop_watcher();  // of a session stopped before (it ends with its session)
     std::lock_guard lk(g_mu);
     uint64_t t0 = liveprobe_ktime_ns();
     g_follow = follow_forks;
@@ -119,10 +366,13 @@ int start(Mode mode, const std::vector<std::string> &spec_texts, int maxactive, 
         *why = "a trace session already runs in this process";
         return -EBUSY;
     }
+    auto ss = std::make_unique<Session>();
+    ss->mode = mode;
+    ss->maxactive = maxactive;
     // The specs, parsed and checked against the mode.
-    auto specs = std::make_unique<std::vector<Spec>>(spec_texts.size());
+    ss->user.resize(spec_texts.size());
     for (size_t i = 0; i < spec_texts.size(); ++i) {
-        Spec &spec = (*specs)[i];
+        Spec &spec = ss->user[i];
         std::string error;
         size_t at = 0;
         if (!parse_spec(spec_texts[i], &spec, &error, &at)) {
@@ -135,70 +385,35 @@ int start(Mode mode, const std::vector<std::string> &spec_texts, int maxactive, 
         }
         if (int r = resolve_fetch_symbols(&spec, why); r < 0) return r;
     }
-    // The functions: each spec, globs expanded, each address once a spec.
-    struct Target {
-        uint64_t addr;  // the probe's: the function's plus the spec's offset
-        std::string name;
-        uint32_t spec;
-    };
+    // The functions each spec names now; a spec on a library not loaded yet waits for it.
     std::vector<Target> fns;
-    // A probe once: calls (FUNC) once whichever spec names them, others once a spec.
-    std::set<std::pair<uint32_t, uint64_t>> seen;
-    for (uint32_t si = 0; si < specs->size(); ++si) {
-        const Spec &spec = (*specs)[si];
-        uint32_t key = spec.kind == SpecKind::call ? UINT32_MAX : si;
-        if (is_glob(spec.target)) {
-            std::vector<symbols::Match> found;
-            if (int r = symbols::match(spec.target, &found, why); r < 0) return r;
-            if (found.empty()) out->skipped.push_back(spec.target + ": no function matches");
-            for (auto &m : found)
-                if (seen.insert({key, m.addr}).second) fns.push_back({m.addr + spec.offset, m.name, si});
-        } else {
-            uint64_t addr = 0;
-            std::string reason;
-            if (symbols::resolve(spec.target, &addr, &reason) < 0) {
-                out->skipped.push_back(spec.target + ": " + reason);
-                continue;
-            }
-            if (seen.insert({key, addr}).second) fns.push_back({addr + spec.offset, spec.target, si});
-        }
-    }
-    // Each function's spec as it is placed: parameters by name resolved from the function's
-    // DWARF into arguments (and their types), so a glob may give one spec per function. The
-    // tool reads the resolved specs from the shared memory: they say how each event is laid out.
-    auto resolved = std::make_unique<std::vector<Spec>>();
-    std::map<std::string, uint32_t> by_text;
-    std::vector<Target> placed;
-    for (Target &f : fns) {
-        Spec spec = (*specs)[f.spec];
-        if (int r = resolve_params(&spec, f.addr - spec.offset, why); r < 0) {
-            out->skipped.push_back(fmt::format("{}: {}", f.name, *why));
+    for (uint32_t si = 0; si < ss->user.size(); ++si) {
+        std::string object = object_of(ss->user[si].target);
+        if (!object.empty() && !symbols::object_loaded(object)) {
+            ss->pending.push_back(si);
+            out->skipped.push_back(fmt::format("{}: not loaded yet: its probes are placed when it is", object));
             continue;
         }
-        std::string text = to_text(spec);
-        auto [it, added] = by_text.emplace(text, static_cast<uint32_t>(resolved->size()));
-        if (added) resolved->push_back(std::move(spec));
-        f.spec = it->second;
-        placed.push_back(std::move(f));
+        collect(*ss, si, &fns, &out->skipped, why);
     }
-    fns = std::move(placed);
-    specs = std::move(resolved);
-    if (fns.empty()) {
+    if (fns.empty() && ss->pending.empty()) {
         *why = out->skipped.empty() ? "no function to trace" : out->skipped.front();
         return -ENOENT;
     }
     // The shared memory, before any probe can fire: the tool's (a program it started), or one of
-    // our own that it opens through /proc/PID/fd.
-    uint32_t n = static_cast<uint32_t>(fns.size());
-    std::string names;
-    for (const Spec &spec : *specs) names += "spec " + agent::encode_arg(to_text(spec)) + "\n";
-    for (auto &f : fns) names += fmt::format("{:#x} {} {}\n", f.addr, f.spec, f.name);
-    size_t bytes = (names_offset(n, mode == Mode::hist) + names.size() + 4095) & ~size_t{4095};
+    // our own that it opens through /proc/PID/fd. Room for the functions found, and for late
+    // ones when some spec waits for a library.
+    uint32_t capacity = static_cast<uint32_t>(fns.size()) + (ss->pending.empty() ? 0 : kLateCapacity);
+    size_t room = 0;
+    for (const Target &f : fns) room += f.name.size() + 32;
+    for (const Spec &spec : ss->user) room += 16 + 2 * spec.text.size() * 3 + 64 * spec.args.size();  // a resolved spec, encoded
+    room = room * 2 + (ss->pending.empty() ? 0 : size_t{kLateCapacity} * kLateNameBytes);
+    size_t bytes = (names_offset(capacity, mode == Mode::hist) + room + 4095) & ~size_t{4095};
     int fd = given_fd;
     if (fd >= 0) {
         struct stat st {};
         if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < bytes) {
-            *why = fmt::format("the tool's shared memory (descriptor {}) is too small for {} probes", fd, n);
+            *why = fmt::format("the tool's shared memory (descriptor {}) is too small for {} probes", fd, capacity);
             return -ENOSPC;
         }
         bytes = static_cast<size_t>(st.st_size);
@@ -222,74 +437,22 @@ int start(Mode mode, const std::vector<std::string> &spec_texts, int maxactive, 
     h->magic = kRingsMagic;
     h->rings = kRings;
     h->records = kRingRecords;
-    h->probes = n;
+    h->capacity = capacity;
     h->hist = mode == Mode::hist;
-    h->names_offset = names_offset(n, mode == Mode::hist);
-    h->names_bytes = names.size();
-    std::memcpy(static_cast<char *>(base) + h->names_offset, names.data(), names.size());
+    h->names_offset = names_offset(capacity, mode == Mode::hist);
+    h->names_room = bytes - h->names_offset;
+    ss->base = base;
+    ss->bytes = bytes;
+    ss->fd = fd;
     g_base = base;
-    g_bytes = bytes;
-    g_fd = fd;
-    g_probes = n;
-    g_mode = mode;
+    g_capacity = capacity;
     g_tsc = os::clock::is_tsc();
     g_generation.fetch_add(1, std::memory_order_release);
 
-    // Each probe: a kprobe (--count; an instruction) or a kretprobe (a call; a return).
-    auto *list = new std::vector<std::unique_ptr<Probe>>();
-    list->reserve(n);
-    std::vector<struct kprobe *> kps;
-    std::vector<struct kretprobe *> rps;
-    std::vector<uint32_t> kp_index, rp_index;
-    for (uint32_t i = 0; i < n; ++i) {
-        auto p = std::make_unique<Probe>();
-        const Spec &spec = (*specs)[fns[i].spec];
-        p->index = i;
-        p->spec = &spec;
-        p->bytes = spec.kind == SpecKind::call ? 0 : static_cast<uint32_t>(payload_bytes(spec));
-        p->slots = record_slots(p->bytes);
-        if (mode == Mode::count || spec.kind == SpecKind::probe) {
-            p->kp.addr = reinterpret_cast<kprobe_opcode_t *>(fns[i].addr);
-            p->kp.pre_handler = mode == Mode::count ? count_pre : fetch_pre;
-            kps.push_back(&p->kp);
-            kp_index.push_back(i);
-        } else {
-            p->rp.kp.addr = reinterpret_cast<kprobe_opcode_t *>(fns[i].addr);
-            bool regs = mode == Mode::events && spec.kind == SpecKind::ret;
-            p->rp.entry_handler = regs ? entry_regs : mode == Mode::hist ? entry_cycles : entry_time;
-            p->rp.handler = mode == Mode::hist ? hist_return : spec.kind == SpecKind::ret ? fetch_return : event_return;
-            p->rp.data_size = regs ? sizeof(EntryData) : sizeof(uint64_t);
-            p->rp.maxactive = spec.maxactive ? spec.maxactive : maxactive;
-            rps.push_back(&p->rp);
-            rp_index.push_back(i);
-        }
-        list->push_back(std::move(p));
-    }
-    std::vector<int> results(n), kp_results(kps.size()), rp_results(rps.size());
-    int registered = 0;
-    if (!kps.empty())
-        registered += std::max(0, liveprobe_register_kprobes_each(kps.data(), static_cast<int>(kps.size()), kp_results.data()));
-    if (!rps.empty())
-        registered += std::max(0, liveprobe_register_kretprobes_each(rps.data(), static_cast<int>(rps.size()), rp_results.data()));
-    for (size_t k = 0; k < kps.size(); ++k) results[kp_index[k]] = kp_results[k];
-    for (size_t k = 0; k < rps.size(); ++k) results[rp_index[k]] = rp_results[k];
-    // The failed ones stay in the list (their index is the shared memory's), unregistered.
-    for (uint32_t i = 0; i < n; ++i) {
-        out->names.push_back(fns[i].name);
-        out->addrs.push_back(fns[i].addr);
-        out->specs.push_back(fns[i].spec);
-        if (results[i] < 0) {
-            (*list)[i]->kp.addr = nullptr;  // not to be unregistered
-            (*list)[i]->rp.kp.addr = nullptr;
-            out->skipped.push_back(fmt::format("{}: {}", probe_text(fns[i].name, (*specs)[fns[i].spec]),
-                                               results[i] == -EILSEQ ? "not the start of an instruction"
-                                                                     : std::strerror(-results[i])));
-        }
-    }
-    if (registered <= 0) {
-        delete list;
+    place(*ss, std::move(fns), out);
+    if (out->placed == 0 && ss->pending.empty()) {
         munmap(base, bytes);
-        close(fd);
+        if (given_fd < 0) close(fd);
         g_base = nullptr;
         *why = out->skipped.empty() ? "no probe could be registered" : "no probe could be registered: " + out->skipped.back();
         out->names.clear();
@@ -297,29 +460,19 @@ int start(Mode mode, const std::vector<std::string> &spec_texts, int maxactive, 
         out->specs.clear();
         return -ENOENT;
     }
-    out->placed = static_cast<size_t>(registered);
-    // Which take the jump path; the reasons of the others, most common first (a probe on the
-    // breakpoint path costs a signal, microseconds, a hit: worth saying which and why).
-    std::map<std::string, size_t> reasons;
-    for (uint32_t i = 0; i < n; ++i) {
-        if (results[i] < 0) continue;
-        const struct kprobe *kp = (*list)[i]->kp.addr ? &(*list)[i]->kp : &(*list)[i]->rp.kp;
-        struct liveprobe_info info {};
-        if (liveprobe_kprobe_info(kp, &info) != 0) continue;
-        if (kp->flags & KPROBE_FLAG_OPTIMIZED) ++out->optimized;
-        else ++reasons[info.why_not_optimized ? info.why_not_optimized : "unknown"];
-    }
-    std::vector<std::pair<size_t, std::string>> by_count;
-    for (auto &[why, count] : reasons) by_count.emplace_back(count, why);
-    std::sort(by_count.begin(), by_count.end(), [](auto &a, auto &b) { return a.first > b.first; });
-    for (auto &[count, why] : by_count) out->slow.push_back(fmt::format("{}: {}", count, why));
     out->place_ms = static_cast<double>(liveprobe_ktime_ns() - t0) / 1e6;
-    g_list = list;
-    g_specs = specs.release();
+    bool waits = !ss->pending.empty();
+    g_session = ss.release();
     g_running = true;
     out->memfd = fd;
     g_started = *out;
     h->ready.store(1, std::memory_order_release);
+    if (waits) {
+        std::lock_guard wl(g_watch_mu);
+        g_watch_stop = false;
+        g_watcher_pid = getpid();
+        g_watcher = new std::thread(watch);
+    }
     return 0;
 }
 
@@ -328,7 +481,7 @@ int running(Started *out, Mode *mode)
     std::lock_guard lk(g_mu);
     if (!g_running) return -ENOENT;
     *out = g_started;
-    *mode = g_mode;
+    *mode = g_session->mode;
     return 0;
 }
 
@@ -382,16 +535,17 @@ int start_from_environment()
 
 int stop(std::string *why)
 {
+    stop_watcher();
     std::lock_guard lk(g_mu);
     if (!g_running) {
         *why = "no trace session runs in this process";
         return -ENOENT;
     }
     publish_missed();
-    // Each probe of the list as start() registered it (a failed one has no address); in batches.
+    // Each probe of the list as it was registered (a failed one has no address); in batches.
     std::vector<struct kprobe *> kps;
     std::vector<struct kretprobe *> rps;
-    for (auto &p : *g_list) {
+    for (auto &p : g_session->list) {
         if (p->kp.addr) kps.push_back(&p->kp);
         if (p->rp.kp.addr) rps.push_back(&p->rp);
     }
@@ -401,13 +555,10 @@ int stop(std::string *why)
     g_running = false;
     // Unregistering waited for every handler: nothing touches the mapping any more. The probes'
     // memory goes; the mapping stays the tool's through its own descriptor.
-    delete g_list;
-    g_list = nullptr;
-    delete g_specs;
-    g_specs = nullptr;
-    munmap(g_base, g_bytes);
-    close(g_fd);
-    g_fd = -1;
+    munmap(g_session->base, g_session->bytes);
+    close(g_session->fd);
+    delete g_session;
+    g_session = nullptr;
     g_base = nullptr;
     return 0;
 }

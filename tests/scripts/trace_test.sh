@@ -213,6 +213,25 @@ check "-p: a library loaded by dlopen, traced, then unloaded" "$tmp/cxxp.out" \
     grep -q '^trace_target_cxx done: 19932$' "$tmp/cxxp.target" && pass "dlopen'ed library: 4 catches, no throw returned, the program unharmed" ||
     { fail "dlopen: exit $rc"; cat "$tmp/cxxp.out" "$tmp/cxxp.target" | head -20; }
 
+# A spec on a library the program has not loaded yet: its probes are placed when it is (the
+# program waits for the go file after its dlopen, then calls into it), in a trace file too.
+for form in lines file; do
+    rm -f "$tmp/go2"
+    out=()
+    [ "$form" = file ] && out=(-o "$tmp/late.lptrace")
+    "${launch[@]}" "$lp" trace "${out[@]}" 'liblp_cxx_plugin.so:lp_cxx_*' lp_cx_after -- "$cxx_target" "$plugin" "$tmp/go2" >"$tmp/late.out" 2>&1 &
+    tr=$!
+    # After the dlopen, the probes come within 10 ms (the tool says so when it had the names before).
+    for _ in $(seq 100); do grep -q '^plugin loaded$' "$tmp/late.out" && break; sleep 0.1; done
+    sleep 0.5; touch "$tmp/go2"; wait "$tr"; rc=$?
+    [ "$form" = file ] && "$lp" trace -i "$tmp/late.lptrace" >>"$tmp/late.out" 2>&1
+    if [ "$rc" -eq 0 ] && grep -q 'liblp_cxx_plugin.so: not loaded yet: its probes are placed when it is' "$tmp/late.out" &&
+       [ "$(grep -c 'liblp_cxx_plugin.so:lp_cxx_catch returned 5 and took' "$tmp/late.out")" -eq 4 ] &&
+       grep -q 'lp_cx_after returned 6 and took' "$tmp/late.out" && grep -q '^trace_target_cxx done: 19932$' "$tmp/late.out"; then
+        pass "a library loaded later ($form): its probes placed at its dlopen, its 4 calls traced"
+    else fail "a library loaded later ($form): exit $rc"; cat "$tmp/late.out"; fi
+done
+
 # 10. Errors.
 out=$("${launch[@]}" "$lp" trace --count nothing_is_called_this 'lp_none_*' -- "$target" 2>&1); rc=$?
 [ "$rc" -eq 1 ] && echo "$out" | grep -q "nothing_is_called_this" && pass "no function at all: $(echo "$out" | tail -1)" ||

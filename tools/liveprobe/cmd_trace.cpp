@@ -66,7 +66,9 @@ struct Opts {
 struct Shm {
     void *base = nullptr;
     size_t bytes = 0;
-    uint32_t probes = 0;
+    uint32_t probes = 0;      // the probes whose names it has read
+    uint32_t capacity = 0;    // the per-probe areas' stride
+    uint64_t names_bytes = 0; // how much of the names it has read
 };
 
 // The probes of the session (their names and specs), once the target has set it up.
@@ -74,8 +76,10 @@ bool load_names(Shm *shm, Opts &o)
 {
     Header *h = trace::header_of(shm->base);
     if (h->magic != trace::kRingsMagic || h->ready.load(std::memory_order_acquire) != 1) return false;
-    shm->probes = h->probes;
-    std::string text(static_cast<const char *>(shm->base) + h->names_offset, h->names_bytes);
+    uint32_t published = h->probes.load(std::memory_order_acquire);
+    shm->capacity = h->capacity;
+    shm->names_bytes = h->names_bytes.load(std::memory_order_acquire);  // names first, then probes
+    std::string text(static_cast<const char *>(shm->base) + h->names_offset, shm->names_bytes);
     std::istringstream in(text);
     // "spec TEXT" for each spec as the target placed it (parameters resolved), then
     // "ADDRESS SPEC NAME" for each probe, the name to the end of the line (a C++ name has spaces).
@@ -99,7 +103,9 @@ bool load_names(Shm *shm, Opts &o)
         o.probes.names.push_back(demangled(line.substr(b + 1)));
     }
     o.probes.specs = std::move(placed);
-    return o.probes.names.size() == shm->probes;
+    // Every probe named is known (one that is named but not yet counted cannot fire yet).
+    shm->probes = static_cast<uint32_t>(o.probes.names.size());
+    return shm->probes >= published;
 }
 
 // Takes every event out of the rings, then prints them (time order within the batch) or writes
@@ -115,6 +121,8 @@ uint64_t drain(const Shm &shm, Opts &o)
             uint64_t tail = h->tail.load(std::memory_order_relaxed);
             uint64_t head = h->head.load(std::memory_order_acquire);
             const Record *recs = trace::ring_records(shm.base, i);
+            if (shm.probes < trace::header_of(shm.base)->probes.load(std::memory_order_acquire))
+                continue;  // probes were placed since the names were read: their names go first
             for (uint64_t k = tail; k < head;) {
                 uint64_t n = std::min(head - k, kRingRecords - k % kRingRecords);  // up to the ring's end
                 o.out->write(&recs[k % kRingRecords], n * sizeof(Record));
@@ -133,6 +141,10 @@ uint64_t drain(const Shm &shm, Opts &o)
         const Record *recs = trace::ring_records(shm.base, i);
         for (uint64_t k = tail; k < head;) {
             TraceEvent e{recs[k % kRingRecords], {}};
+            if (e.r.probe >= shm.probes) {  // placed since the names were read: the next time
+                head = k;
+                break;
+            }
             ++k;
             if (e.r.probe < shm.probes && o.probes.spec_of(e.r.probe).kind != trace::SpecKind::call) {
                 size_t bytes = trace::payload_bytes(o.probes.spec_of(e.r.probe));
@@ -155,8 +167,8 @@ TraceTotals totals_of(const Shm &shm)
     bool hist = trace::header_of(shm.base)->hist != 0;
     for (uint32_t p = 0; p < shm.probes; ++p)
         for (uint32_t r = 0; r < kRings; ++r) {
-            t.count[p] += trace::count_of(shm.base, shm.probes, r, p)->load();
-            for (uint32_t b = 0; hist && b < trace::kHistBuckets; ++b) t.hist[p][b] += trace::hist_of(shm.base, shm.probes, r, p)[b].load();
+            t.count[p] += trace::count_of(shm.base, shm.capacity, r, p)->load();
+            for (uint32_t b = 0; hist && b < trace::kHistBuckets; ++b) t.hist[p][b] += trace::hist_of(shm.base, shm.capacity, r, p)[b].load();
         }
     return t;
 }
@@ -192,6 +204,8 @@ int show_file(Opts &o)
             events += batch.size();
             if (o.count || o.hist) {
                 if (!totals) totals = new TraceTotals(o.probes.names.size());
+                totals->count.resize(o.probes.names.size());  // probes placed later, in the file
+                totals->hist.resize(o.probes.names.size());
                 for (const TraceEvent &e : batch) totals->add(e, o.probes);
             } else {
                 o.print.pid = pid;
@@ -432,6 +446,24 @@ Runner add_trace(CLI::App &app)
                 o->out->write(header.data(), header.size());
             }
         };
+        // Probes placed later (a library a spec waits for was loaded): their names, before their
+        // events (in a trace file, a new header among the records).
+        auto rename_session = [&] {
+            Header *hd = trace::header_of(shm.base);
+            if (hd->names_bytes.load(std::memory_order_acquire) == shm.names_bytes) return;
+            uint32_t before = shm.probes;
+            if (!load_names(&shm, *o)) return;
+            std::fprintf(stderr, "liveprobe: placed %u more probes (a library was loaded)\n", shm.probes - before);
+            if (o->out) {
+                std::string header = trace_header(o->print.pid, o->probes);
+                header.resize((header.size() + sizeof(Record) - 1) / sizeof(Record) * sizeof(Record));
+                Record marker{};
+                marker.probe = kTraceHeaderMarker;
+                marker.entry_ns = header.size();
+                o->out->write(&marker, sizeof marker);
+                o->out->write(header.data(), header.size());
+            }
+        };
         while (!ended) {
             struct pollfd p = {sfd, POLLIN, 0};
             poll(&p, 1, last ? 0 : 20);
@@ -451,6 +483,7 @@ Runner add_trace(CLI::App &app)
                 if (o->duration > 0 && std::chrono::duration<double>(now - t0).count() >= o->duration) ended = true;
             }
             if (!named) name_session();
+            else rename_session();
             last = named && !o->count && !o->hist ? drain(shm, *o) : 0;
             events += last;
             if (std::ferror(stdout) || (o->out && o->out->failed())) ended = true;
@@ -463,6 +496,7 @@ Runner add_trace(CLI::App &app)
             waitpid(child, &status, 0);
         }
         if (!named) name_session();
+        else rename_session();
         if (!named) {
             complain(child ? "trace: the program ended before its probes were placed (see its messages above)"
                            : "trace: the shared memory holds no session");

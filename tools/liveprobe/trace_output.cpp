@@ -143,6 +143,31 @@ bool get_text(FILE *f, std::string *s)
     return std::fread(s->data(), 1, n, f) == n;
 }
 
+// A trace file's header, into *probes (empty before): false when it is not one.
+bool read_header(FILE *f, TraceProbes *probes, uint32_t *pid)
+{
+    char magic[sizeof kMagic];
+    uint32_t nspecs = 0, nprobes = 0;
+    bool ok = std::fread(magic, 1, sizeof magic, f) == sizeof magic && std::memcmp(magic, kMagic, sizeof magic) == 0 &&
+              get_u32(f, pid) && get_u32(f, &nspecs) && nspecs < (1u << 20);
+    for (uint32_t i = 0; ok && i < nspecs; ++i) {
+        std::string text, error;
+        size_t at = 0;
+        trace::Spec s;
+        ok = get_text(f, &text) && trace::parse_spec(text, &s, &error, &at);
+        probes->specs.push_back(std::move(s));
+    }
+    ok = ok && get_u32(f, &nprobes) && nprobes < (1u << 26);
+    for (uint32_t p = 0; ok && p < nprobes; ++p) {
+        uint32_t spec = 0;
+        std::string name;
+        ok = get_u32(f, &spec) && spec < nspecs && get_text(f, &name);
+        probes->spec.push_back(spec);
+        probes->names.push_back(std::move(name));
+    }
+    return ok;
+}
+
 }  // namespace
 
 std::string TraceProbes::name_of(uint32_t p) const
@@ -250,25 +275,8 @@ bool read_trace_file(const std::string &path, TraceProbes *probes, int *pid,
         *why = fmt::format("{}: {}", path, std::strerror(errno));
         return false;
     }
-    char magic[sizeof kMagic];
-    uint32_t upid = 0, nspecs = 0, nprobes = 0;
-    bool ok = std::fread(magic, 1, sizeof magic, f) == sizeof magic && std::memcmp(magic, kMagic, sizeof magic) == 0 &&
-              get_u32(f, &upid) && get_u32(f, &nspecs) && nspecs < (1u << 20);
-    for (uint32_t i = 0; ok && i < nspecs; ++i) {
-        std::string text, error;
-        size_t at = 0;
-        trace::Spec s;
-        ok = get_text(f, &text) && trace::parse_spec(text, &s, &error, &at);
-        probes->specs.push_back(std::move(s));
-    }
-    ok = ok && get_u32(f, &nprobes) && nprobes < (1u << 26);
-    for (uint32_t p = 0; ok && p < nprobes; ++p) {
-        uint32_t spec = 0;
-        std::string name;
-        ok = get_u32(f, &spec) && spec < nspecs && get_text(f, &name);
-        probes->spec.push_back(spec);
-        probes->names.push_back(std::move(name));
-    }
+    uint32_t upid = 0;
+    bool ok = read_header(f, probes, &upid);
     if (!ok) {
         std::fclose(f);
         *why = fmt::format("{}: not a liveprobe trace file (written by liveprobe trace -o)", path);
@@ -281,7 +289,23 @@ bool read_trace_file(const std::string &path, TraceProbes *probes, int *pid,
         TraceEvent e;
         size_t got = std::fread(&e.r, 1, sizeof e.r, f);
         if (got == 0) break;
-        if (got != sizeof e.r || e.r.probe >= nprobes) {
+        if (got == sizeof e.r && e.r.probe == kTraceHeaderMarker && e.r.entry_ns < (uint64_t{1} << 30)) {
+            // Probes placed later: the header again, with them. What came before is shown first.
+            std::string header(e.r.entry_ns, '\0');
+            if (!batch.empty()) each(batch);
+            batch.clear();
+            FILE *m = std::fread(header.data(), 1, header.size(), f) == header.size()
+                          ? fmemopen(header.data(), header.size(), "rb")
+                          : nullptr;
+            TraceProbes fresh;
+            uint32_t ignored = 0;
+            ok = m && read_header(m, &fresh, &ignored);
+            if (m) std::fclose(m);
+            if (!ok) break;
+            *probes = std::move(fresh);
+            continue;
+        }
+        if (got != sizeof e.r || e.r.probe >= probes->names.size()) {
             ok = false;
             break;
         }

@@ -59,7 +59,10 @@ void print_counts(const TraceTotals &t, const TraceProbes &probes);
 void print_hists(const TraceTotals &t, const TraceProbes &probes);
 
 // Trace files: a header (the specs, each probe's spec and name, the process), then the rings'
-// records as they were (an event's values fill whole records after it).
+// records as they were (an event's values fill whole records after it). When probes are placed
+// later, a record whose probe is kTraceHeaderMarker and entry_ns a size N is followed by N
+// bytes: a new header (padded to whole records), for the records after it.
+constexpr uint32_t kTraceHeaderMarker = 0xffffffffu;
 std::string trace_header(int pid, const TraceProbes &probes);
 // Reads a trace file: the header first, then calls `each` with batches of events until the end.
 // false with *why for a file that is not a trace, or is cut short.

@@ -2,25 +2,8 @@
 # `liveprobe attach`, `status`, `list` and `run` as a user runs them, against the targets of
 # tests/programs/attach_target.c: each target must behave exactly as it does unattached (its
 # report is checked), whatever it was doing when attached, and whatever happens to the tool.
-set -uo pipefail
-bin=${LIVEPROBE_BINARY_DIR:?LIVEPROBE_BINARY_DIR is not set}
-lp=$bin/tools/liveprobe/liveprobe
+source "$(dirname "${BASH_SOURCE[0]}")/../support/script_common.sh" attach
 target=$bin/tests/lp_attach_target
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/liveprobe-attach.XXXXXX")
-export LIVEPROBE_RUNTIME_DIR=$tmp/run   # this test's sockets, not the user's
-# Sanitizer builds: the library loaded into the targets is instrumented; its runtime must be in
-# them from the start (as for the install test's programs).
-launch=()
-if [ -n "${LIVEPROBE_SANITIZER_PRELOAD:-}" ]; then
-    launch=(env "LD_PRELOAD=${LIVEPROBE_SANITIZER_PRELOAD% }" ASAN_OPTIONS=detect_leaks=0
-            TSAN_OPTIONS="report_bugs=0 die_after_fork=0")
-fi
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"; }
-trap cleanup EXIT
-failures=0
-pass() { echo "PASS: $*"; }
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
 # start NAME MODE ARG: runs the target in the background (stdout to $tmp/NAME.out) and waits
 # until it says "ready"; $pid is its pid.

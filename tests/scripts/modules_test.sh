@@ -4,25 +4,10 @@
 # against what the documents say they print, `lsmod`, `rmmod`; 100 load/unload cycles with the
 # target's descriptors and mappings back where they were; the target's own output unchanged;
 # and every error case with its message and exit status.
-set -uo pipefail
-bin=${LIVEPROBE_BINARY_DIR:?LIVEPROBE_BINARY_DIR is not set}
-lp=$bin/tools/liveprobe/liveprobe
+source "$(dirname "${BASH_SOURCE[0]}")/../support/script_common.sh" modules
 target=$bin/samples/target
 samples=$bin/samples
 mods=$bin/tests/modules
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/liveprobe-modules.XXXXXX")
-export LIVEPROBE_RUNTIME_DIR=$tmp/run
-launch=()
-if [ -n "${LIVEPROBE_SANITIZER_PRELOAD:-}" ]; then
-    launch=(env "LD_PRELOAD=${LIVEPROBE_SANITIZER_PRELOAD% }" ASAN_OPTIONS=detect_leaks=0
-            TSAN_OPTIONS="report_bugs=0 die_after_fork=0")
-fi
-pids=()
-cleanup() { for p in "${pids[@]}"; do { kill -9 "$p" && wait "$p"; } 2>/dev/null; done; rm -rf "$tmp"; }
-trap cleanup EXIT
-failures=0
-pass() { echo "PASS: $*"; }
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
 # start NAME [ROUNDS [INTERVAL_MS]]: the target in the background, its output in $tmp/NAME.out.
 start() {

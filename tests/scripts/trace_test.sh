@@ -2,25 +2,10 @@
 # `liveprobe trace` as a user runs it, against tests/programs/trace_target.c (calls of known
 # counts, return values and durations) and samples/target: every mode, a program it starts and
 # a running process, globs, threads, recursion, longjmp, and the errors.
-set -uo pipefail
-bin=${LIVEPROBE_BINARY_DIR:?LIVEPROBE_BINARY_DIR is not set}
-lp=$bin/tools/liveprobe/liveprobe
+source "$(dirname "${BASH_SOURCE[0]}")/../support/script_common.sh" trace
 target=$bin/tests/lp_trace_target
 cxx_target=$bin/tests/lp_trace_target_cxx
 plugin=$bin/tests/liblp_cxx_plugin.so
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/liveprobe-trace.XXXXXX")
-export LIVEPROBE_RUNTIME_DIR=$tmp/run
-launch=()
-if [ -n "${LIVEPROBE_SANITIZER_PRELOAD:-}" ]; then
-    launch=(env "LD_PRELOAD=${LIVEPROBE_SANITIZER_PRELOAD% }" ASAN_OPTIONS=detect_leaks=0
-            TSAN_OPTIONS="report_bugs=0 die_after_fork=0")
-fi
-pids=()
-cleanup() { for p in "${pids[@]}"; do { kill -9 "$p" && wait "$p"; } 2>/dev/null; done; rm -rf "$tmp"; }
-trap cleanup EXIT
-failures=0
-pass() { echo "PASS: $*"; }
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 # check DESCRIPTION FILE REGEX...: every regex matches a line of FILE.
 check() {
     local what=$1 file=$2 re; shift 2

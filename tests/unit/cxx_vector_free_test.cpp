@@ -10,18 +10,11 @@
 #include <cstdint>
 
 #include "arch/x86_64/region.hpp"
+#include "skip_if_sanitized.hpp"
 
 namespace lp = liveprobe;
 
 namespace {
-
-// Sanitizer builds instrument every function with calls into their runtime, which nothing can
-// prove vector-free (the engine saves the vector state around all of a hit there instead).
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-#define LP_SKIP_IF_SANITIZED() GTEST_SKIP() << "sanitizer builds instrument the handlers with calls"
-#else
-#define LP_SKIP_IF_SANITIZED() (void)0
-#endif
 
 template <typename Fn>
 bool proven(Fn *fn, const char **why)

@@ -8,15 +8,10 @@
 #include <cstdint>
 
 #include "arch/x86_64/region.hpp"
+#include "skip_if_sanitized.hpp"
 #include "trace/handlers.hpp"
 
 namespace {
-
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-#define LP_SKIP_IF_SANITIZED() GTEST_SKIP() << "sanitizer builds instrument the handlers with calls"
-#else
-#define LP_SKIP_IF_SANITIZED() (void)0
-#endif
 
 template <typename Fn>
 void expect_proven(Fn *fn, const char *name)

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "arch/x86_64/region.hpp"
+#include "skip_if_sanitized.hpp"
 
 #define LP_VF_FN(name, body)                                                                      \
     ".globl " #name "\n.type " #name ", @function\n" #name ":\n" body ".size " #name ", .-" #name \
@@ -175,9 +176,7 @@ TEST(VectorFree, PltCallsAreFollowedToWhatTheyBind) {
 }
 
 TEST(VectorFree, CompiledEmptyHandler) {
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-    GTEST_SKIP() << "sanitizer builds instrument even an empty function with calls";
-#endif
+    LP_SKIP_IF_SANITIZED();
     const char *why = "unset";
     EXPECT_TRUE(vector_free(reinterpret_cast<uint64_t>(&empty_handler), 2, &why)) << why;
 }

@@ -116,11 +116,8 @@ Runner add_insmod(CLI::App &app)
             complain(why);
             return kExitFailure;
         }
-        std::string start = library.substr(0, library.rfind('/')) + "/libliveprobe-start.so";
-        if (access(start.c_str(), R_OK) != 0) {
-            complain(fmt::format("insmod: {} is missing (it loads the module before main)", start));
-            return kExitFailure;
-        }
+        std::string start = start_library(library, "insmod");
+        if (start.empty()) return kExitFailure;
         std::string spec = agent::encode_arg(path);
         for (const std::string &p : params) spec += " " + agent::encode_arg(p);
         setenv("LIVEPROBE_INSMOD", spec.c_str(), 1);

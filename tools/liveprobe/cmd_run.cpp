@@ -38,6 +38,30 @@ Runner add_run(CLI::App &app)
     return [argv] { return run_program(*argv, nullptr); };
 }
 
+void exec_with_agent(const std::vector<std::string> &argv, const std::string &library, const std::string &extra_preload)
+{
+    const char *pre = std::getenv("LD_PRELOAD");
+    std::string preload = pre && *pre ? std::string(pre) + ":" + library : library;  // theirs first
+    if (!extra_preload.empty()) preload += ":" + extra_preload;
+    setenv("LD_PRELOAD", preload.c_str(), 1);
+    setenv("LIVEPROBE_AGENT", "1", 1);
+    std::vector<char *> args;
+    for (const std::string &a : argv) args.push_back(const_cast<char *>(a.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    int e = errno;
+    std::fprintf(stderr, "liveprobe: cannot run %s: %s\n", args[0], std::strerror(e));
+    _exit(e == ENOENT ? 127 : 126);
+}
+
+std::string start_library(const std::string &library, const char *what)
+{
+    std::string start = library.substr(0, library.rfind('/')) + "/libliveprobe-start.so";
+    if (access(start.c_str(), R_OK) == 0) return start;
+    complain(fmt::format("{}: {} is missing (it acts before the program's main)", what, start));
+    return {};
+}
+
 int run_program(std::vector<std::string> argv, const std::function<bool(pid_t)> &on_started,
                 const std::string &extra_preload)
 {
@@ -65,18 +89,7 @@ int run_program(std::vector<std::string> argv, const std::function<bool(pid_t)> 
     }
     if (pid == 0) {
         sigprocmask(SIG_SETMASK, &old, nullptr);
-        const char *pre = std::getenv("LD_PRELOAD");
-        std::string preload = pre && *pre ? std::string(pre) + ":" + library : library;  // theirs first
-        if (!extra_preload.empty()) preload += ":" + extra_preload;
-        setenv("LD_PRELOAD", preload.c_str(), 1);
-        setenv("LIVEPROBE_AGENT", "1", 1);
-        std::vector<char *> args;
-        for (std::string &a : argv) args.push_back(a.data());
-        args.push_back(nullptr);
-        execvp(args[0], args.data());
-        int e = errno;
-        std::fprintf(stderr, "liveprobe: cannot run %s: %s\n", args[0], std::strerror(e));
-        _exit(e == ENOENT ? 127 : 126);
+        exec_with_agent(argv, library, extra_preload);
     }
     std::fprintf(stderr, "liveprobe: started PID %d\n", pid);
     if (on_started && !on_started(pid)) {

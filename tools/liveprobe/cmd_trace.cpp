@@ -174,12 +174,11 @@ TraceTotals totals_of(const Shm &shm)
 }
 
 // `read`: what the reading counted (" (N events read)"), or empty.
-void print_summary(const Shm &shm, const std::string &read)
+void print_summary(const Shm &shm, const TraceTotals &t, const std::string &read)
 {
     Header *h = trace::header_of(shm.base);
     uint64_t dropped = 0, missed = 0, calls = 0;
     for (uint32_t i = 0; i < kRings; ++i) dropped += trace::ring_head(shm.base, i)->dropped.load();
-    TraceTotals t = totals_of(shm);
     for (uint32_t p = 0; p < shm.probes; ++p) {
         missed += trace::missed_of(shm.base, p)->load();
         calls += t.count[p];
@@ -396,7 +395,8 @@ Runner add_trace(CLI::App &app)
                 complain(why);
                 return kExitFailure;
             }
-            std::string start = library.substr(0, library.rfind('/')) + "/libliveprobe-start.so";
+            std::string start = start_library(library, "trace");
+            if (start.empty()) return kExitFailure;
             int mfd = static_cast<int>(syscall(SYS_memfd_create, "liveprobe-trace", 0));
             if (mfd < 0 || ftruncate(mfd, static_cast<off_t>(trace::kToolMemfdBytes)) != 0) {
                 complain(fmt::format("trace: cannot make the shared memory: {}", std::strerror(errno)));
@@ -409,19 +409,10 @@ Runner add_trace(CLI::App &app)
             child = fork();
             if (child == 0) {
                 sigprocmask(SIG_UNBLOCK, &set, nullptr);
-                const char *pre = std::getenv("LD_PRELOAD");
-                std::string preload = (pre && *pre ? std::string(pre) + ":" : std::string()) + library + ":" + start;
-                setenv("LD_PRELOAD", preload.c_str(), 1);
-                setenv("LIVEPROBE_AGENT", "1", 1);
                 setenv("LIVEPROBE_TRACE", spec.c_str(), 1);
                 setenv("LIVEPROBE_TRACE_FD", std::to_string(mfd).c_str(), 1);
                 if (o->no_follow) setenv("LIVEPROBE_TRACE_NOFOLLOW", "1", 1);
-                std::vector<char *> argv;
-                for (const std::string &a : command) argv.push_back(const_cast<char *>(a.c_str()));
-                argv.push_back(nullptr);
-                execvp(argv[0], argv.data());
-                std::fprintf(stderr, "liveprobe: cannot run %s: %s\n", argv[0], std::strerror(errno));
-                _exit(127);
+                exec_with_agent(command, library, start);
             }
             close(mfd);
             o->print.pid = child;
@@ -503,8 +494,9 @@ Runner add_trace(CLI::App &app)
             return child && WIFEXITED(status) ? WEXITSTATUS(status) : kExitFailure;
         }
         if (!o->count && !o->hist) events += drain(shm, *o);
-        if (o->count) print_counts(totals_of(shm), o->probes);
-        if (o->hist) print_hists(totals_of(shm), o->probes);
+        TraceTotals totals = totals_of(shm);
+        if (o->count) print_counts(totals, o->probes);
+        if (o->hist) print_hists(totals, o->probes);
         if (o->print.chrome) {
             chrome_end(o->print.chrome);
             std::fclose(o->print.chrome);
@@ -518,7 +510,7 @@ Runner add_trace(CLI::App &app)
             o->out.reset();
         }
         std::fflush(stdout);  // the summary (stderr) after what it sums up
-        print_summary(shm, o->count || o->hist ? std::string()
+        print_summary(shm, totals, o->count || o->hist ? std::string()
                            : !o->output.empty() ? fmt::format(" ({} records written)", events)
                                            : fmt::format(" ({} events read)", events));
         if (child) return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);

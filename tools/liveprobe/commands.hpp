@@ -43,6 +43,16 @@ std::vector<std::string> &insmod_command();
 int run_program(std::vector<std::string> argv, const std::function<bool(pid_t)> &on_started,
                 const std::string &extra_preload = "");
 
+// In a child that is about to become `argv`: preloads the agent `library` (after the caller's
+// LD_PRELOAD, and `extra_preload` after it, if any), starts it (LIVEPROBE_AGENT) and execs argv;
+// on failure says why and exits 127 (not found) or 126.
+[[noreturn]] void exec_with_agent(const std::vector<std::string> &argv, const std::string &library,
+                                  const std::string &extra_preload);
+
+// libliveprobe-start.so beside the agent `library` (it acts before the program's main: insmod's
+// module, trace's session); empty with a message after `what` when it is missing.
+std::string start_library(const std::string &library, const char *what);
+
 // Sends VERB (no arguments) to the agent of pid and prints its data lines (`status`, `lsmod`):
 // the tool's exit status. `no_agent_hint` follows the message when the process has no agent.
 int print_agent_reply(pid_t pid, const std::string &verb, const std::string &no_agent_hint);

@@ -1,6 +1,6 @@
 #include "trace_output.hpp"
 
-#include <cxxabi.h>
+#include "symbols/names.hpp"
 
 #include <algorithm>
 #include <cinttypes>
@@ -180,12 +180,8 @@ std::string demangled(const std::string &name)
 {
     size_t z = name.rfind(":_Z") != std::string::npos ? name.rfind(":_Z") + 1 : name.rfind("_Z", 0) == 0 ? 0 : std::string::npos;
     if (z == std::string::npos) return name;
-    int status = 0;
-    char *d = abi::__cxa_demangle(name.c_str() + z, nullptr, nullptr, &status);
-    if (status != 0 || d == nullptr) return name;
-    std::string out = name.substr(0, z) + d;
-    std::free(d);
-    return out;
+    std::string d = symbols::names::demangle(name.c_str() + z);
+    return d.empty() ? name : name.substr(0, z) + d;
 }
 
 void print_events(std::vector<TraceEvent> &batch, const TraceProbes &probes, PrintOptions &o)

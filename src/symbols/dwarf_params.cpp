@@ -3,12 +3,17 @@
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <mutex>
+#include <set>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
+#include "core/immortal.hpp"
 #include "symbols/elf_object.hpp"
 #include "symbols/symbols.hpp"
 
@@ -105,6 +110,82 @@ void classify(Dwarf_Die *param, Param *p)
     p->why_no_slot = "passed by value (" + p->type + ")";
 }
 
+// The DWARF of the last object asked for stays open: a glob's functions are mostly in one
+// object, and reading its .debug_info again for each of them is what costs. Never destroyed
+// (core/immortal.hpp: a thread may use it while the process exits).
+struct DwarfFile {
+    std::string key;  // the file's path, device, inode and change time
+    int fd = -1, debug_fd = -1;
+    Dwarf *dw = nullptr;  // none when the file has no DWARF
+    // The subprograms of the compilation units looked at so far, by entry address: one walk a
+    // unit (dwarf_getscopes walks it for each function: a glob over a unit of 10,000
+    // functions took 12 s).
+    std::set<Dwarf_Off> indexed;
+    std::unordered_map<uint64_t, Dwarf_Off> entries;
+};
+std::mutex g_dwarf_mu;
+core::Immortal<DwarfFile> g_dwarf;
+
+// Adds the subprograms under `die` with an entry address (through namespaces and classes).
+void index_subprograms(Dwarf_Die *die, DwarfFile &d, int depth)
+{
+    Dwarf_Die child;
+    if (depth > 8 || dwarf_child(die, &child) != 0) return;
+    do {
+        int tag = dwarf_tag(&child);
+        Dwarf_Addr low = 0;
+        if (tag == DW_TAG_subprogram && dwarf_lowpc(&child, &low) == 0) d.entries.emplace(low, dwarf_dieoffset(&child));
+        else if (tag == DW_TAG_namespace || tag == DW_TAG_structure_type || tag == DW_TAG_class_type)
+            index_subprograms(&child, d, depth + 1);
+    } while (dwarf_siblingof(&child, &child) == 0);
+}
+
+// The subprogram whose entry is pc, in the unit `cu` (g_dwarf_mu held); else the innermost
+// subprogram whose scope holds pc; nullptr when none.
+Dwarf_Die *subprogram_at(Dwarf_Die &cu, uint64_t pc, Dwarf_Die *out)
+{
+    DwarfFile &d = g_dwarf.value;
+    if (d.indexed.insert(dwarf_dieoffset(&cu)).second) index_subprograms(&cu, d, 0);
+    if (auto it = d.entries.find(pc); it != d.entries.end() && dwarf_offdie(d.dw, it->second, out)) return out;
+    Dwarf_Die *scopes = nullptr;
+    int n = dwarf_getscopes(&cu, pc, &scopes);
+    Dwarf_Die *found = nullptr;
+    for (int i = 0; i < n && !found; ++i)
+        if (dwarf_tag(&scopes[i]) == DW_TAG_subprogram) {
+            *out = scopes[i];
+            found = out;
+        }
+    free(scopes);
+    return found;
+}
+
+// Makes g_dwarf the file at open_path's (g_dwarf_mu held): false when it cannot be read.
+bool open_dwarf(const std::string &open_path, const std::string &path)
+{
+    struct stat st {};
+    if (stat(open_path.c_str(), &st) != 0) return false;
+    std::string key = fmt::format("{} {} {} {}.{}", open_path, st.st_dev, st.st_ino, st.st_ctim.tv_sec, st.st_ctim.tv_nsec);
+    DwarfFile &d = g_dwarf.value;
+    if (key == d.key) return true;
+    if (d.dw) dwarf_end(d.dw);
+    if (d.debug_fd >= 0) close(d.debug_fd);
+    if (d.fd >= 0) close(d.fd);
+    d = DwarfFile{};
+    d.fd = open(open_path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (d.fd < 0) return false;
+    d.key = key;
+    d.dw = dwarf_begin(d.fd, DWARF_C_READ);
+    if (d.dw == nullptr) {  // no DWARF in the object itself: its separate debug file
+        if (Elf *elf = elf_begin(d.fd, ELF_C_READ_MMAP, nullptr)) {
+            std::string debug = find_debug_file(elf, path);
+            elf_end(elf);
+            if (!debug.empty() && (d.debug_fd = open(debug.c_str(), O_RDONLY | O_CLOEXEC)) >= 0)
+                d.dw = dwarf_begin(d.debug_fd, DWARF_C_READ);
+        }
+    }
+    return true;
+}
+
 }  // namespace
 
 int function_params(uint64_t entry, std::vector<Param> *out, std::string *why)
@@ -115,21 +196,12 @@ int function_params(uint64_t entry, std::vector<Param> *out, std::string *why)
         *why = fmt::format("no object at {:#x}", entry);
         return -ENOENT;
     }
-    int fd = open(open_path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
+    std::lock_guard lock(g_dwarf_mu);
+    if (!open_dwarf(open_path, path)) {
         *why = fmt::format("{}: cannot be read", path);
         return -ENOENT;
     }
-    Dwarf *dw = dwarf_begin(fd, DWARF_C_READ);
-    int debug_fd = -1;
-    if (dw == nullptr) {  // no DWARF in the object itself: its separate debug file
-        if (Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, nullptr)) {
-            std::string debug = find_debug_file(elf, path);
-            elf_end(elf);
-            if (!debug.empty() && (debug_fd = open(debug.c_str(), O_RDONLY | O_CLOEXEC)) >= 0)
-                dw = dwarf_begin(debug_fd, DWARF_C_READ);
-        }
-    }
+    Dwarf *dw = g_dwarf.value.dw;
     int r = -ENOENT;
     uint64_t pc = entry - bias;
     Dwarf_Die cu;
@@ -138,11 +210,8 @@ int function_params(uint64_t entry, std::vector<Param> *out, std::string *why)
     } else if (dwarf_addrdie(dw, pc, &cu) == nullptr) {
         *why = fmt::format("{} has no DWARF for {:#x} (build it with -g, or install its debug symbols)", path, pc);
     } else {
-        Dwarf_Die *scopes = nullptr;
-        int n = dwarf_getscopes(&cu, pc, &scopes);
-        Dwarf_Die *fn = nullptr;
-        for (int i = 0; i < n && !fn; ++i)
-            if (dwarf_tag(&scopes[i]) == DW_TAG_subprogram) fn = &scopes[i];
+        Dwarf_Die fn_die;
+        Dwarf_Die *fn = subprogram_at(cu, pc, &fn_die);
         if (!fn) {
             *why = fmt::format("no function in the DWARF of {} at {:#x}", path, pc);
         } else {
@@ -171,11 +240,7 @@ int function_params(uint64_t entry, std::vector<Param> *out, std::string *why)
             }
             r = 0;
         }
-        free(scopes);
     }
-    if (dw) dwarf_end(dw);
-    if (debug_fd >= 0) close(debug_fd);
-    close(fd);
     return r;
 }
 

@@ -271,7 +271,6 @@ void place(Session &ss, std::vector<Target> fns, Started *out)
         Probe &p = *ss.list[first + i];
         out->names.push_back(placed[i].name);
         out->addrs.push_back(placed[i].addr);
-        out->specs.push_back(placed[i].spec);
         if (results[i] < 0) {
             p.kp.addr = nullptr;  // not to be unregistered
             p.rp.kp.addr = nullptr;
@@ -457,7 +456,6 @@ int start(Mode mode, const std::vector<std::string> &spec_texts, int maxactive, 
         *why = out->skipped.empty() ? "no probe could be registered" : "no probe could be registered: " + out->skipped.back();
         out->names.clear();
         out->addrs.clear();
-        out->specs.clear();
         return -ENOENT;
     }
     out->place_ms = static_cast<double>(liveprobe_ktime_ns() - t0) / 1e6;

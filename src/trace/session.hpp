@@ -30,7 +30,6 @@ struct Started {
     int memfd = -1;                    // the shared memory, a descriptor of this process
     std::vector<std::string> names;    // probe i's function, as resolve() takes it back
     std::vector<uint64_t> addrs;       // and its address (the function's plus the spec's offset)
-    std::vector<uint32_t> specs;       // and the spec that named it (its index)
     std::vector<std::string> skipped;  // "SPEC-or-NAME: why" of each function not probed
     size_t placed = 0;                 // probes registered
     size_t optimized = 0;              // of which hits take the jump path

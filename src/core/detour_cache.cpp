@@ -76,7 +76,7 @@ __attribute__((noinline, no_sanitize("address", "thread"))) const char *check_re
     for (ThreadRecord *r = all_threads(); r; r = r->next) {
         if (r->owner.load(std::memory_order_relaxed) == 0) continue;
         // in_handler counts the registry mutex too (quiet): only handlers matter here.
-        if (r->in_handler > r->quiet || r->jump_regs)
+        if (r->in_handler > r->quiet || r->jump_regs || r->jump_light)
             return "a handler was running on some thread (it may have switched stacks)";
         const ProbePoint *busy = r->busy.load(std::memory_order_relaxed);
         for (size_t i = 0; busy && i < c.retired.size(); ++i)

@@ -32,8 +32,8 @@ namespace liveprobe::core {
 
 struct ProbePoint;
 
-// (probed address, the bytes the jmp replaces, mid-function shape).
-using DetourKey = std::tuple<uint64_t, std::string, bool>;
+// (probed address, the bytes the jmp replaces, mid-function shape, the light entry's registers).
+using DetourKey = std::tuple<uint64_t, std::string, bool, uint32_t>;
 
 struct CachedDetour {
     uint64_t block = 0;

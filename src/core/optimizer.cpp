@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "arch/x86_64/branch_index.hpp"
+#include "arch/x86_64/jump_light.hpp"
 #include "arch/x86_64/jump_path.hpp"
 #include "core/detour_cache.hpp"
 #include "core/probe_table.hpp"
@@ -125,6 +126,35 @@ uint64_t branch_into(const BranchIndex &b, uint64_t addr, uint64_t len)
     return it != b.targets.end() && *it < addr + len ? *it : 0;
 }
 
+// What the light path needs of a kprobe (handler address -> registers it writes, 0 when it
+// cannot take the light path). Registry mutex; dropped with the vector proofs.
+Immortal<std::unordered_map<uint64_t, uint32_t>> g_light_memo_storage;
+std::unordered_map<uint64_t, uint32_t> &g_light_memo = g_light_memo_storage.value;
+
+// The registers a light entry must save for kp, or 0 when kp cannot take the light path.
+uint32_t light_needs(const struct kprobe *kp)
+{
+#ifdef LIVEPROBE_SANITIZER_BUILD
+    // The sanitizer runtimes, reached from instrumented code, use any register.
+    (void)kp;
+    return 0;
+#else
+    if (!kp->pre_handler || kp->post_handler || kp->fault_handler || (kp->flags & KPROBE_FLAG_FPREGS)) return 0;
+    const auto h = reinterpret_cast<uint64_t>(kp->pre_handler);
+    auto [it, fresh] = g_light_memo.try_emplace(h, 0);
+    if (fresh) {
+        uint32_t writes = 0;
+        if (arch::vector_free(h, 2, nullptr, &writes) && arch::ignores_second_arg(h, 2, nullptr)) {
+            // The dispatcher's own, decoded once: it calls only the handler.
+            static const uint32_t dispatcher = arch::function_writes(arch::light_dispatcher());
+            it->second = writes | dispatcher | arch::gpr_bit(ZYDIS_REGISTER_RAX) | arch::gpr_bit(ZYDIS_REGISTER_RSI) |
+                         arch::gpr_bit(ZYDIS_REGISTER_RDI);
+        }
+    }
+    return it->second;
+#endif
+}
+
 // Plans the region and builds (or reuses) the detour. Returns a reason on failure.
 std::string prepare(ProbePoint *pp, const std::map<uint64_t, ProbePoint *> &points)
 {
@@ -156,11 +186,16 @@ std::string prepare(ProbePoint *pp, const std::map<uint64_t, ProbePoint *> &poin
     std::string bytes;
     for (size_t i = 0; i < region.n; ++i)
         bytes.append(reinterpret_cast<const char *>(region.insns[i].bytes), region.insns[i].len);
-    DetourKey key{pp->addr, bytes, mid};
+    // The light entry, for the kprobe the point has now (another one later may still use it
+    // when it needs no more registers saved; else it takes the full path).
+    KprobeState *solo = pp->solo.load();
+    const uint32_t light_mask = solo ? light_needs(solo->kp) : 0;
+    DetourKey key{pp->addr, bytes, mid, light_mask};
     if (const CachedDetour *d = find_detour(key)) {
         pp->detour = d->block;
         pp->layout = d->layout;
         pp->region = region;
+        refresh_light(pp);
         return {};
     }
     uint64_t block = alloc_detour_block(pp->addr);
@@ -168,8 +203,8 @@ std::string prepare(ProbePoint *pp, const std::map<uint64_t, ProbePoint *> &poin
     std::vector<uint8_t> buf(os::kDetourBlock, 0xcc);
     arch::DetourLayout layout;
     auto site = reinterpret_cast<uint64_t>(probe_table().site(pp->addr));
-    int err = arch::build_detour(region, block, mid, arch::detour_entry_fn(), arch::detour_post_fn(), site,
-                                 buf.data(), kDetourCodeOffset, buf.size(), &layout);
+    int err = arch::build_detour(region, block, mid, arch::detour_fns(), site, light_mask, buf.data(),
+                                 kDetourCodeOffset, buf.size(), &layout);
     if (err == -ERANGE) return "a relocated instruction of the region cannot reach its target from the detour";
     if (err != 0) return "the detour does not fit in its block";
     DetourHeader h{pp->addr, region.len, layout};
@@ -185,6 +220,7 @@ std::string prepare(ProbePoint *pp, const std::map<uint64_t, ProbePoint *> &poin
     pp->detour = block;
     pp->layout = layout;
     pp->region = region;
+    refresh_light(pp);
     return {};
 }
 
@@ -251,7 +287,22 @@ bool vector_free_memo(uint64_t h)
 }
 }  // namespace
 
-void forget_vector_proofs() { g_vector_free_memo.clear(); }
+void forget_vector_proofs()
+{
+    g_vector_free_memo.clear();
+    g_light_memo.clear();
+}
+
+void refresh_light(ProbePoint *pp)
+{
+    KprobeState *ks = pp->solo.load();
+    KprobeState *light = nullptr;
+    if (ks && pp->layout.light_mask) {
+        uint32_t need = light_needs(ks->kp);
+        if (need && (need & ~pp->layout.light_mask) == 0) light = ks;
+    }
+    pp->light.store(light, std::memory_order_seq_cst);
+}
 
 void refresh_vector_need(ProbePoint *pp)
 {

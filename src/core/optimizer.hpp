@@ -30,6 +30,11 @@ void refresh_vector_need(ProbePoint *pp);
 // Forgets which handlers were proven vector-free (objects were unloaded). Registry mutex.
 void forget_vector_proofs();
 
+// Recomputes pp->light: pp's only kprobe when the light entry of its detour can run it (a pre
+// handler and nothing else, proven vector-free and never reading its regs, writing only
+// registers that entry saves), else null. Registry mutex; after pp->solo or pp->layout change.
+void refresh_light(ProbePoint *pp);
+
 // The code in [start, end) with the original bytes under liveprobe's own int3s and jmps.
 std::vector<uint8_t> original_code(uint64_t start, uint64_t end,
                                    const std::map<uint64_t, ProbePoint *> &points);

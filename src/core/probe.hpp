@@ -67,7 +67,7 @@ struct DetourHeader {
     uint64_t len;   // bytes replaced by the jmp
     arch::DetourLayout layout;
 };
-constexpr size_t kDetourCodeOffset = 256;
+constexpr size_t kDetourCodeOffset = 208;
 static_assert(sizeof(DetourHeader) <= kDetourCodeOffset);
 
 enum OptState : int {
@@ -86,6 +86,9 @@ struct ProbePoint {
     // fast path runs it directly; its enabled flag is still read each hit), else null.
     // Written with the registry mutex held, after members.
     std::atomic<KprobeState *> solo{nullptr};
+    // solo, when the light entry of the point's detour can run it (its handler writes only
+    // registers that entry saves, see optimizer.hpp refresh_light), else null.
+    std::atomic<KprobeState *> light{nullptr};
     uint64_t addr = 0;
     arch::Insn insn;
     uint8_t orig_byte = 0;  // the byte under the int3

@@ -329,6 +329,7 @@ void set_members(ProbePoint *pp, Members *m)
     KprobeState *solo = nullptr;
     if (m->n == 1 && m->items[0]->kp->pre_handler && !m->items[0]->kp->post_handler) solo = m->items[0];
     pp->solo.store(solo, std::memory_order_seq_cst);
+    refresh_light(pp);
 }
 
 Members *make_members(const Members *old, KprobeState *add, const KprobeState *drop)
@@ -802,6 +803,7 @@ bool probe_counters(const struct kprobe *p, ProbeCounters *out)
     out->faults = sum_counter(ks->fault_id) - ks->faults_base;
     out->nmissed = __atomic_load_n(&p->nmissed, __ATOMIC_RELAXED);
     out->optimized = ks->pp->opt.load() == kOptDone;
+    out->light = out->optimized && ks->pp->light.load() == ks;
     out->why_not = nullptr;
     if (!out->optimized) {
         // Reasons are interned: the pointer stays valid for the life of the process.

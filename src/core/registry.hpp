@@ -38,6 +38,7 @@ struct ProbeCounters {
     uint64_t faults = 0;
     uint64_t nmissed = 0;
     bool optimized = false;
+    bool light = false;  // its hits take the light entry (arch/x86_64/detour.hpp)
     const char *why_not = nullptr;  // interned: valid for the life of the process
 };
 // False if p is not registered.

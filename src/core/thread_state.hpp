@@ -41,6 +41,8 @@ struct alignas(64) ThreadRecord {
     struct pt_regs *jump_regs = nullptr;
     struct KprobeState *jump_ks = nullptr;
     ProbePoint *jump_prev = nullptr;
+    // The same for the light path (arch/x86_64/jump_light.cpp): its detour frame, null otherwise.
+    uint64_t *jump_light = nullptr;
     // [kMaxCounters], mapped when the record is first claimed, never freed.
     std::atomic<std::atomic<uint64_t> *> counters{nullptr};
     ThreadRecord *next = nullptr;               // immutable once published

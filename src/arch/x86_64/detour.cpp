@@ -73,7 +73,8 @@ void lea_rsp(Writer &w, int32_t disp)
 void emit_save(Writer &w, int32_t rz, uint64_t ip)
 {
     if (rz) lea_rsp(w, -rz);
-    lea_rsp(w, -16);        // ss, sp
+    w.bytes({0x6a, 0x2b});  // pushq $0x2b: ss
+    lea_rsp(w, -8);         // sp, filled below
     w.bytes({0x9c});        // pushfq: flags, before anything changes them
     // testl $kSlowFlags,(%rsp); jz 1f; pushq (%rsp); andl $~kSlowFlags,(%rsp); popfq; 1:
     // The calls below get the ABI's clear direction flag, and TF NT AC ID are off.
@@ -84,7 +85,9 @@ void emit_save(Writer &w, int32_t rz, uint64_t ip)
     w.bytes({0x81, 0x24, 0x24});
     w.u32(~kSlowFlags);
     w.bytes({0x9d});
-    lea_rsp(w, -24);        // cs, ip, orig_ax
+    w.bytes({0x6a, 0x33});  // pushq $0x33: cs
+    lea_rsp(w, -8);         // ip, filled below
+    w.bytes({0x6a, 0xff});  // pushq $-1: orig_ax
     w.bytes({0x57, 0x56, 0x52, 0x51, 0x50});                          // rdi rsi rdx rcx rax
     w.bytes({0x41, 0x50, 0x41, 0x51, 0x41, 0x52, 0x41, 0x53});        // r8 r9 r10 r11
     w.bytes({0x53, 0x55});                                            // rbx rbp
@@ -95,10 +98,7 @@ void emit_save(Writer &w, int32_t rz, uint64_t ip)
     w.bytes({0x48, 0x89, 0x84, 0x24, 152, 0, 0, 0});  // mov %rax,152(%rsp)
     w.bytes({0x48, 0xb8});                            // movabs $ip,%rax
     w.u64(ip);
-    w.bytes({0x48, 0x89, 0x84, 0x24, 128, 0, 0, 0});                    // mov %rax,128(%rsp)
-    w.bytes({0x48, 0xc7, 0x44, 0x24, 120, 0xff, 0xff, 0xff, 0xff});     // movq $-1,120(%rsp)
-    w.bytes({0x48, 0xc7, 0x84, 0x24, 136, 0, 0, 0, 0x33, 0, 0, 0});     // movq $0x33,136(%rsp)
-    w.bytes({0x48, 0xc7, 0x84, 0x24, 160, 0, 0, 0, 0x2b, 0, 0, 0});     // movq $0x2b,160(%rsp)
+    w.bytes({0x48, 0x89, 0x84, 0x24, 128, 0, 0, 0});  // mov %rax,128(%rsp)
 }
 
 // Step 2: call fn(arg, regs), fn being lp_detour_call_pre or _post (detour_call.S: it aligns
@@ -116,21 +116,28 @@ void emit_call(Writer &w, uint64_t fn, uint64_t arg)
     w.bytes({0xff, 0xd0});  // call *%rax
 }
 
+// Restores the flags saved at off(%rsp) (128 <= off < 255), with rax as scratch (restored
+// after); see kSlowFlags.
+void emit_restore_flags(Writer &w, uint8_t off)
+{
+    const auto o = off, o1 = static_cast<uint8_t>(off + 1);
+    w.bytes({0xf7, 0x84, 0x24, o, 0, 0, 0});  // testl $kSlowFlags,off(%rsp)
+    w.u32(kSlowFlags);
+    w.bytes({0x75, 0x15});                     // jnz slow
+    w.bytes({0x8a, 0x84, 0x24, o1, 0, 0, 0});  // mov off+1(%rsp),%al: flags bits 8..15
+    w.bytes({0x24, 0x08});                     // and $8,%al: OF
+    w.bytes({0x04, 0x78});                     // add $0x78,%al: sets OF exactly when al was 8
+    w.bytes({0x8a, 0xa4, 0x24, o, 0, 0, 0});   // mov off(%rsp),%ah: SF ZF AF PF CF
+    w.bytes({0x9e});                           // sahf
+    w.bytes({0xeb, 0x08});                     // jmp over the slow path
+    w.bytes({0xff, 0xb4, 0x24, o, 0, 0, 0});   // slow: pushq off(%rsp)
+    w.bytes({0x9d});                           // popfq
+}
+
 // Restores every register from the pt_regs at rsp, the stack pointer last.
 void emit_restore(Writer &w)
 {
-    // Flags first, with rax (restored below) as scratch; see kSlowFlags.
-    w.bytes({0xf7, 0x84, 0x24, 144, 0, 0, 0});  // testl $kSlowFlags,144(%rsp)
-    w.u32(kSlowFlags);
-    w.bytes({0x75, 0x15});                       // jnz slow
-    w.bytes({0x8a, 0x84, 0x24, 145, 0, 0, 0});  // mov 145(%rsp),%al: flags bits 8..15
-    w.bytes({0x24, 0x08});                       // and $8,%al: OF
-    w.bytes({0x04, 0x78});                       // add $0x78,%al: sets OF exactly when al was 8
-    w.bytes({0x8a, 0xa4, 0x24, 144, 0, 0, 0});  // mov 144(%rsp),%ah: SF ZF AF PF CF
-    w.bytes({0x9e});                             // sahf
-    w.bytes({0xeb, 0x08});                       // jmp over the slow path
-    w.bytes({0xff, 0xb4, 0x24, 144, 0, 0, 0});  // slow: pushq 144(%rsp)
-    w.bytes({0x9d});                             // popfq
+    emit_restore_flags(w, 144);
     w.bytes({0x41, 0x5f, 0x41, 0x5e, 0x41, 0x5d, 0x41, 0x5c});  // r15 r14 r13 r12
     w.bytes({0x5d, 0x5b});                                      // rbp rbx
     w.bytes({0x41, 0x5b, 0x41, 0x5a, 0x41, 0x59, 0x41, 0x58});  // r11 r10 r9 r8
@@ -193,11 +200,105 @@ void patch_rel32(Writer &w, size_t field, size_t target)
     std::memcpy(w.out + field, &rel, 4);
 }
 
+
+// ---- The light detour (detour.hpp) ----
+
+// mov %reg,disp(%rsp) (store) or mov disp(%rsp),%reg (load); reg in encoding order, 0..15.
+void mov_rsp_slot(Writer &w, unsigned reg, int32_t disp, bool store)
+{
+    const uint8_t rex = static_cast<uint8_t>(0x48 | (reg >= 8 ? 0x04 : 0));
+    const uint8_t op = store ? 0x89 : 0x8b;
+    const uint8_t r = static_cast<uint8_t>((reg & 7) << 3);
+    if (disp >= -128 && disp <= 127) {
+        w.bytes({rex, op, static_cast<uint8_t>(0x44 | r), 0x24, static_cast<uint8_t>(disp)});
+    } else {
+        w.bytes({rex, op, static_cast<uint8_t>(0x84 | r), 0x24});
+        w.u32(static_cast<uint32_t>(disp));
+    }
+}
+
+constexpr int32_t light_slot(unsigned reg) { return 8 + 8 * static_cast<int32_t>(reg); }
+
+// A jmp rel32 from here to `target`; false when out of reach.
+bool jmp_to(Writer &w, uint64_t target)
+{
+    int64_t rel = static_cast<int64_t>(target) - static_cast<int64_t>(w.here() + 5);
+    if (rel < INT32_MIN || rel > INT32_MAX) return false;
+    w.bytes({0xe9});
+    w.u32(static_cast<uint32_t>(static_cast<int32_t>(rel)));
+    return true;
+}
+
+// The end of a light entry's way out, the registers but rax already back: the flags (the
+// saved ones hold none of kSlowFlags: the entry left those to the full path, so the six
+// arithmetic bits are all), rax, the frame left, and a jmp to `to`.
+bool emit_light_tail(Writer &w, int32_t rz, uint64_t to)
+{
+    // rax (restored next) as scratch.
+    w.bytes({0x8a, 0x44, 0x24, 0x01});  // mov 1(%rsp),%al: flags bits 8..15
+    w.bytes({0x24, 0x08});              // and $8,%al: OF
+    w.bytes({0x04, 0x78});              // add $0x78,%al: sets OF exactly when al was 8
+    w.bytes({0x8a, 0x24, 0x24});        // mov (%rsp),%ah: SF ZF AF PF CF
+    w.bytes({0x9e});                    // sahf
+    mov_rsp_slot(w, 0, light_slot(0), false);
+    lea_rsp(w, static_cast<int32_t>(kLightFrame) + rz);
+    return jmp_to(w, to);
+}
+
+// The light entry, emitted after the full detour: `full` is its entry, `plain` its relocated
+// region (offsets in the block).
+bool emit_light(Writer &w, bool mid, uint32_t mask, uint64_t light_fn, uint64_t arg, uint32_t full,
+                uint32_t plain)
+{
+    const int32_t rz = mid ? kRedZone : 0;
+    const int32_t below = rz + static_cast<int32_t>(kLightFrame) - 8;
+    mask |= 1u << 0 | 1u << 6 | 1u << 7;  // rax rsi rdi: the call's own
+    lea_rsp(w, -below);  // lea changes no flag
+    w.bytes({0x9c});     // pushfq
+    // DF, TF, NT, AC or ID set (rare): the full path, which handles them.
+    w.bytes({0xf7, 0x04, 0x24});  // testl $kSlowFlags,(%rsp)
+    w.u32(kSlowFlags);
+    w.bytes({0x0f, 0x85});  // jnz slow (rel32, patched)
+    size_t jnz_slow = w.pos;
+    w.u32(0);
+    for (unsigned r = 0; r < 16; ++r)
+        if (mask & (1u << r)) mov_rsp_slot(w, r, light_slot(r), true);
+    w.bytes({0x48, 0xbf});  // movabs $arg,%rdi
+    w.u64(arg);
+    int64_t rel = static_cast<int64_t>(light_fn) - static_cast<int64_t>(w.here() + 5);
+    if (rel >= INT32_MIN && rel <= INT32_MAX) {
+        w.bytes({0xe8});  // call rel32
+        w.u32(static_cast<uint32_t>(static_cast<int32_t>(rel)));
+    } else {
+        w.bytes({0x48, 0xb8});  // movabs $light_fn,%rax
+        w.u64(light_fn);
+        w.bytes({0xff, 0xd0});  // call *%rax
+    }
+    // 0: plain. Else the full path: the point changed, or this hit needs more, or the handler
+    // asked to resume at regs->ip, which it could not change: the probed address, where the
+    // hit would start again.
+    // The registers but rax first (no flag changes), then which way.
+    for (unsigned r = 1; r < 16; ++r)
+        if (mask & (1u << r)) mov_rsp_slot(w, r, light_slot(r), false);
+    w.bytes({0x85, 0xc0, 0x75, 0x00});  // test %eax,%eax; jne full (rel8, patched)
+    size_t jne = w.pos - 1;
+    if (!emit_light_tail(w, rz, w.base + plain)) return false;
+    if (w.pos - (jne + 1) > 127) return false;
+    w.out[jne] = static_cast<uint8_t>(w.pos - (jne + 1));
+    if (!emit_light_tail(w, rz, w.base + full)) return false;
+    if (!w.ok) return false;
+    patch_rel32(w, jnz_slow, w.pos);
+    w.bytes({0x9d});  // slow: popfq
+    lea_rsp(w, below);
+    return jmp_to(w, w.base + full);
+}
+
 }  // namespace
 
-int build_detour(const Region &region, uint64_t at, bool mid, uint64_t pre_fn, uint64_t post_fn,
-                 uint64_t arg, uint8_t *out, size_t code_offset, size_t cap, DetourLayout *layout)
+int build_detour(const Region &region, uint64_t at, bool mid, const DetourFns &fns, uint64_t arg,
+                 uint32_t light_mask, uint8_t *out, size_t code_offset, size_t cap, DetourLayout *layout)
 {
+    const uint64_t pre_fn = fns.pre, post_fn = fns.post;
     if (region.n == 0 || region.n > kMaxRegionInsns) return -EINVAL;
     Writer w{out, code_offset, cap, at};
     DetourLayout L;
@@ -241,7 +342,19 @@ int build_detour(const Region &region, uint64_t at, bool mid, uint64_t pre_fn, u
             w.u32(static_cast<uint32_t>(static_cast<int32_t>(rel)));
         }
     }
+    L.full_entry = L.entry;
     if (!w.ok) return -ENOSPC;
+    if (light_mask) {
+        // Without room for it (a long relocated region), the detour has no light entry.
+        Writer lw = w;
+        if (emit_light(lw, mid, light_mask, mid ? fns.light_mid : fns.light_entry, arg, L.full_entry,
+                       L.plain.offset[0]) &&
+            lw.ok) {
+            L.entry = static_cast<uint32_t>(w.pos);
+            L.light_mask = light_mask;
+            w = lw;
+        }
+    }
     L.end = static_cast<uint32_t>(w.pos);
     *layout = L;
     return 0;

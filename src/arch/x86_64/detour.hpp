@@ -18,6 +18,18 @@
 //        2: resume wherever regs now says (a handler changed ip): the detour executes an
 //           int3 with rsp pointing at regs; the SIGTRAP handler loads the whole context from
 //           regs (the kernel's sigreturn restores ip, sp and flags atomically).
+//
+// The light entry (when built with a register mask): for a point whose one kprobe has only a
+// pre handler proven not to read its regs and to touch no vector state. The jmp goes there:
+//   1. Step over the red zone (mid-function shape); save the flags (any of DF TF NT AC ID set:
+//      on to the full entry), then only the general registers of the mask (those the light
+//      dispatcher and the handler write; rax rsi rdi always) into a frame of kLightFrame
+//      bytes: flags at 0, register r at 8 + 8r. The other registers are never written on this
+//      path.
+//   2. Call the light stub (detour_call.S) with rdi = site; it calls lp_jump_light.
+//   3. 0: restore, run the relocated region (the full path's). Else (the point changed, or this
+//      hit needs more, or the handler asked to resume at regs->ip, which it could not change:
+//      the probed address, where the hit would start again): restore, go into the full entry.
 // Vector state is not touched here: the dispatcher (built without vector instructions) saves
 // it around handlers that may use it.
 #pragma once
@@ -40,7 +52,18 @@ struct DetourLayout {
     uint32_t post_after1 = 0;       // the post path's save sequence, after that instruction
     RelocMap post_rest;             // the other relocated instructions on the post path
     uint32_t end = 0;               // bytes used
+    uint32_t full_entry = 0;        // the full path's step 1 (== entry without a light entry)
+    uint32_t light_mask = 0;        // the light entry's saved registers (0: no light entry)
 };
+
+// The dispatcher's entry points a detour calls.
+struct DetourFns {
+    uint64_t pre = 0, post = 0;               // lp_detour_call_pre, lp_detour_call_post
+    uint64_t light_entry = 0, light_mid = 0;  // lp_light_call_entry, lp_light_call_mid
+};
+
+// The light entry's frame (step 1 above).
+constexpr uint32_t kLightFrame = 136;
 
 // Writes the detour for `region` into out[code_offset..cap), to run at block address `at`
 // (out[0] is the block's first byte). `mid` selects the mid-function shape (red zone). pre_fn
@@ -48,8 +71,9 @@ struct DetourLayout {
 //   int pre_fn(uint64_t arg, struct pt_regs *regs);
 //   int post_fn(uint64_t arg, struct pt_regs *regs);
 // Returns 0, or -ERANGE (a relocated operand or the jump back out of reach), -ENOSPC.
-int build_detour(const Region &region, uint64_t at, bool mid, uint64_t pre_fn, uint64_t post_fn,
-                 uint64_t arg, uint8_t *out, size_t code_offset, size_t cap, DetourLayout *layout);
+// With a non-zero light_mask (gpr_bit masks), a light entry too, which becomes `entry`.
+int build_detour(const Region &region, uint64_t at, bool mid, const DetourFns &fns, uint64_t arg,
+                 uint32_t light_mask, uint8_t *out, size_t code_offset, size_t cap, DetourLayout *layout);
 
 // The register save area the detour builds on its stack is a struct pt_regs; these offsets
 // are the kernel's field order (checked against the struct in detour.cpp).

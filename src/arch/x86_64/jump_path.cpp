@@ -4,6 +4,8 @@
 #include "arch/x86_64/jump_path.hpp"
 
 #include "arch/x86_64/breakpoint.hpp"
+#include "arch/x86_64/detour.hpp"
+#include "arch/x86_64/jump_light.hpp"
 #include "arch/x86_64/vector_state.hpp"
 #include "core/dispatch.hpp"
 #include "os/linux/code_alloc.hpp"
@@ -145,6 +147,7 @@ extern "C" int lp_jump_fault(ThreadRecord *rec, struct pt_regs *regs, int sig) n
 
 bool jump_fault_resume(int sig, ucontext_t *uc) noexcept
 {
+    if (light_fault_resume(sig, uc)) return true;
     ThreadRecord *rec = core::this_thread_if_any();
     if (!rec || !rec->jump_regs) return false;
     auto regs = reinterpret_cast<uint64_t>(rec->jump_regs);
@@ -224,8 +227,15 @@ int jump_post(uint64_t site, struct pt_regs *regs) noexcept
 
 }  // namespace
 
-uint64_t detour_entry_fn() { return reinterpret_cast<uint64_t>(&lp_detour_call_pre); }
-uint64_t detour_post_fn() { return reinterpret_cast<uint64_t>(&lp_detour_call_post); }
+DetourFns detour_fns()
+{
+    DetourFns f;
+    f.pre = reinterpret_cast<uint64_t>(&lp_detour_call_pre);
+    f.post = reinterpret_cast<uint64_t>(&lp_detour_call_post);
+    f.light_entry = reinterpret_cast<uint64_t>(&lp_light_call_entry);
+    f.light_mid = reinterpret_cast<uint64_t>(&lp_light_call_mid);
+    return f;
+}
 
 bool detour_resume_trap(uint64_t at, ucontext_t *uc) noexcept
 {
@@ -247,6 +257,10 @@ bool detour_original_ip(uint64_t ip, uint64_t *orig) noexcept
     if (os::code_block(ip, &block) != os::kDetourBlock) return false;
     const auto *h = reinterpret_cast<const core::DetourHeader *>(block);
     uint64_t off = ip - block;
+    if (h->layout.light_mask && off >= h->layout.entry) {
+        *orig = h->addr;  // the light entry, after everything else
+        return true;
+    }
     // The relocated instruction whose copy holds ip: the last one starting at or before it.
     uint64_t best_off = 0, best = h->addr;
     for (const RelocMap *m : {&h->layout.plain, &h->layout.post_rest}) {

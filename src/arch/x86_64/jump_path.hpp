@@ -7,6 +7,8 @@
 
 #include <liveprobe/kprobes.h>
 
+#include "arch/x86_64/detour.hpp"
+
 namespace liveprobe::arch {
 
 // What a detour does after calling the dispatcher (detour.hpp step 2).
@@ -30,8 +32,8 @@ extern "C" void lp_detour_call_post();
 // Async-signal-safe.
 bool jump_fault_resume(int sig, ucontext_t *uc) noexcept;
 
-uint64_t detour_entry_fn();
-uint64_t detour_post_fn();
+// The dispatcher's entry points detours call (DetourFns, detour.hpp).
+DetourFns detour_fns();
 
 // A trap at `at` (the int3's address) that is a detour's "resume from regs": loads the whole
 // context from the pt_regs at the context's rsp and returns true. Async-signal-safe.

@@ -79,6 +79,32 @@ int relocate_region(const Region &region, uint64_t at, uint8_t *out, size_t cap,
 // bounds are unknown (PLT stubs are indirect jumps: a handler calling memcpy is not proven).
 // On false, *why says what was found, e.g. "vmovdqu at handler+0x12", "indirect call at
 // handler+0x8 (cannot follow)". Uses symbols::function_at for bounds; reads code directly.
-bool vector_free(uint64_t entry, int depth, const char **why);
+// With `writes`, the general registers that code writes (gpr_bit masks; all of them when not
+// proven), for the light detour (detour.hpp).
+bool vector_free(uint64_t entry, int depth, const char **why, uint32_t *writes = nullptr);
+
+// Where a PLT stub at `at` leads (the function it is bound, or will be bound, to), or 0 when
+// `at` is not a PLT stub or its target is unknown.
+uint64_t plt_target(uint64_t at);
+
+// General registers as bits: 1 << (register number in the instruction encoding), rax = bit 0
+// ... r15 = bit 15 (rsp, bit 4, is never in a mask).
+uint32_t gpr_bit(ZydisRegister r);
+constexpr uint32_t kAllGprs = 0xffef;
+// rax rcx rdx rsi rdi r8-r11: what the SysV ABI lets a call clobber.
+constexpr uint32_t kCallerSavedGprs = 0x0fc7;
+
+// The general registers the function at `entry` writes, its calls not followed (a direct call
+// counts as the caller-saved registers; the callees keep the others by the ABI; a call through
+// a pointer counts for nothing); an indirect jump makes it every register. For the light
+// dispatcher, which calls handlers through a pointer: those are proven apart.
+uint32_t function_writes(uint64_t entry);
+
+// True if the function at `entry` never reads its second argument (rsi at entry: a handler's
+// struct pt_regs *) while it may still hold it: on every path from the entry, rsi is
+// overwritten before anything reads it, copies it, or passes it on (a call or jump out with rsi
+// possibly unchanged is followed into the callee, up to `depth` levels; an indirect one, or a
+// syscall, counts as a read). *why gets the first read found.
+bool ignores_second_arg(uint64_t entry, int depth, const char **why);
 
 }  // namespace liveprobe::arch

@@ -46,6 +46,7 @@ struct Scan {
     std::string object;
     std::string name;
     const char *why = nullptr;  // nullptr: the function itself is vector-free
+    uint32_t writes = 0;        // the general registers its instructions write (gpr_bit)
     std::vector<Edge> edges;
 };
 
@@ -161,6 +162,20 @@ bool vector_category(const ZydisDecodedInstruction &zi) {
     }
 }
 
+// The general registers an instruction writes, explicit or hidden operands (cpuid's rbx, div's
+// rdx, syscall's rcx and r11, rep movs's rsi, rdi and rcx), as gpr_bit masks; a write to a
+// part (eax, bl) counts for the whole register. rsp is left out: every function gives it back,
+// and a resumed thread gets it from its detour.
+uint32_t written_gprs(const ZydisDecodedInstruction &zi, const ZydisDecodedOperand *ops) {
+    uint32_t m = 0;
+    for (size_t i = 0; i < zi.operand_count; ++i) {
+        const ZydisDecodedOperand &op = ops[i];
+        if (op.type != ZYDIS_OPERAND_TYPE_REGISTER || !(op.actions & ZYDIS_OPERAND_ACTION_MASK_WRITE)) continue;
+        m |= gpr_bit(op.reg.value);
+    }
+    return m & ~gpr_bit(ZYDIS_REGISTER_RSP);
+}
+
 std::string where(const std::string &name, uint64_t start, uint64_t at) {
     if (name.empty()) return symbols::describe(at);
     return name + "+" + hex(at - start);
@@ -203,6 +218,7 @@ Scan scan(const symbols::Function &f) {
             s.why = intern(mnemonic + " at " + where(f.name, f.start, at));
             return s;
         }
+        s.writes |= written_gprs(zi, ops);
 
         if (zi.meta.branch_type != ZYDIS_BRANCH_TYPE_NONE) {
             const bool call = zi.mnemonic == ZYDIS_MNEMONIC_CALL;
@@ -260,6 +276,68 @@ bool same_function(const std::string &a, const std::string &b) {
     return !a.empty() && !b.empty() && (split_of(a, b) || split_of(b, a));
 }
 
+// liveprobe's own API functions that handlers call and that are vector-free by construction,
+// beyond what decoding can show: liveprobe_ktime_ns() is built with -mgeneral-regs-only
+// (checked by tests/scripts/novec_check.sh) and calls only the vDSO's clock_gettime, kernel
+// code built without FPU use, through a pointer.
+bool declared_vector_free(uint64_t start) {
+    return start == reinterpret_cast<uint64_t>(&liveprobe_ktime_ns);
+}
+
+// Functions already proven or being proven. Depth is only a budget: the walk stops at the first
+// failure, so every function in here is either proven with all it reaches, or still being
+// proven (a recursive call), and reaching it again by another path adds nothing.
+using Seen = std::set<uint64_t>;
+
+// nullptr when f and what it reaches within `depth` levels are vector-free; else the reason.
+// *writes gets the general registers they write (complete only when nullptr is returned).
+const char *prove(const symbols::Function &f, int depth, Seen *seen, uint32_t *writes) {
+    seen->insert(f.start);
+    if (declared_vector_free(f.start)) {
+        // Not decoded: whatever the ABI lets a function clobber (it cannot fault).
+        *writes |= kCallerSavedGprs;
+        return nullptr;
+    }
+    const std::shared_ptr<const Scan> s = scan_of(f);
+    if (s->why) return s->why;
+    *writes |= s->writes;
+    for (const Edge &e : s->edges) {
+        // A call into the function itself: its code is the code just scanned.
+        if (e.target >= f.start && e.target < f.end) continue;
+        const std::string site = where(f.name, f.start, e.site);
+        const char *what = e.call ? "call" : "jump";
+        std::optional<symbols::Function> g = symbols::function_at(e.target);
+        // A call through the PLT: to what the stub jumps to, at no cost of a level.
+        if (!g || g->name.empty()) {
+            if (uint64_t t = plt_target(e.target)) {
+                std::optional<symbols::Function> h = symbols::function_at(t);
+                if (h && !h->name.empty()) {
+                    g = h;
+                    // The dynamic linker's lazy binding may run first: it keeps the arguments
+                    // and the callee-saved registers, and may clobber the others.
+                    *writes |= kCallerSavedGprs;
+                }
+            }
+        }
+        if (!g)
+            return intern(std::string(what) + " at " + site + " to " + symbols::describe(e.target) +
+                          ": no function bounds known there (a PLT stub?)");
+        if (seen->count(g->start)) continue;
+        int left = depth;
+        if (e.call || !same_function(f.name, g->name)) {
+            if (depth == 0)
+                return intern(std::string(what) + " at " + site + " to " +
+                              symbols::describe(e.target) + ": deeper than the levels followed");
+            left = depth - 1;
+        }
+        if (const char *why = prove(*g, left, seen, writes))
+            return intern(std::string(why) + ", reached through the " + what + " at " + site);
+    }
+    return nullptr;
+}
+
+}  // namespace
+
 // Where a PLT stub at `at` leads: it is `[endbr64;] [bnd] jmp *GOT(%rip)` (.plt.sec, .plt.got,
 // or .plt without IBT). The GOT slot holds the function once bound; before the first call it
 // points back into the PLT, and the function is the one the dynamic linker will bind: the
@@ -291,68 +369,57 @@ uint64_t plt_target(uint64_t at) {
     return 0;
 }
 
-// liveprobe's own API functions that handlers call and that are vector-free by construction,
-// beyond what decoding can show: liveprobe_ktime_ns() is built with -mgeneral-regs-only
-// (checked by tests/scripts/novec_check.sh) and calls only the vDSO's clock_gettime, kernel
-// code built without FPU use, through a pointer.
-bool declared_vector_free(uint64_t start) {
-    return start == reinterpret_cast<uint64_t>(&liveprobe_ktime_ns);
-}
-
-// Functions already proven or being proven. Depth is only a budget: the walk stops at the first
-// failure, so every function in here is either proven with all it reaches, or still being
-// proven (a recursive call), and reaching it again by another path adds nothing.
-using Seen = std::set<uint64_t>;
-
-// nullptr when f and what it reaches within `depth` levels are vector-free; else the reason.
-const char *prove(const symbols::Function &f, int depth, Seen *seen) {
-    seen->insert(f.start);
-    if (declared_vector_free(f.start)) return nullptr;
-    const std::shared_ptr<const Scan> s = scan_of(f);
-    if (s->why) return s->why;
-    for (const Edge &e : s->edges) {
-        // A call into the function itself: its code is the code just scanned.
-        if (e.target >= f.start && e.target < f.end) continue;
-        const std::string site = where(f.name, f.start, e.site);
-        const char *what = e.call ? "call" : "jump";
-        std::optional<symbols::Function> g = symbols::function_at(e.target);
-        // A call through the PLT: to what the stub jumps to, at no cost of a level.
-        if (!g || g->name.empty()) {
-            if (uint64_t t = plt_target(e.target)) {
-                std::optional<symbols::Function> h = symbols::function_at(t);
-                if (h && !h->name.empty()) g = h;
-            }
-        }
-        if (!g)
-            return intern(std::string(what) + " at " + site + " to " + symbols::describe(e.target) +
-                          ": no function bounds known there (a PLT stub?)");
-        if (seen->count(g->start)) continue;
-        int left = depth;
-        if (e.call || !same_function(f.name, g->name)) {
-            if (depth == 0)
-                return intern(std::string(what) + " at " + site + " to " +
-                              symbols::describe(e.target) + ": deeper than the levels followed");
-            left = depth - 1;
-        }
-        if (const char *why = prove(*g, left, seen))
-            return intern(std::string(why) + ", reached through the " + what + " at " + site);
-    }
-    return nullptr;
-}
-
-}  // namespace
-
-bool vector_free(uint64_t entry, int depth, const char **why) {
+bool vector_free(uint64_t entry, int depth, const char **why, uint32_t *writes) {
     std::optional<symbols::Function> f = symbols::function_at(entry);
     const char *reason = nullptr;
+    uint32_t w = 0;
     if (!f) {
         reason = intern("no bounds for " + symbols::describe(entry));
     } else {
         Seen seen;
-        reason = prove(*f, depth < 0 ? 0 : depth, &seen);
+        reason = prove(*f, depth < 0 ? 0 : depth, &seen, &w);
     }
     if (why) *why = reason;
+    if (writes) *writes = reason ? kAllGprs : w;
     return reason == nullptr;
+}
+
+uint32_t gpr_bit(ZydisRegister r) {
+    ZydisRegister big = ZydisRegisterGetLargestEnclosing(ZYDIS_MACHINE_MODE_LONG_64, r);
+    if (big < ZYDIS_REGISTER_RAX || big > ZYDIS_REGISTER_R15) return 0;
+    return 1u << (big - ZYDIS_REGISTER_RAX);
+}
+
+uint32_t function_writes(uint64_t entry) {
+    std::optional<symbols::Function> f = symbols::function_at(entry);
+    if (!f) return kAllGprs;
+    const std::shared_ptr<const Scan> s = scan_of(*f);
+    if (s->why) {
+        // Only its indirect calls may have stopped the scan (the dispatcher calls handlers
+        // through a pointer): decode on past them here.
+        uint32_t m = 0;
+        ZydisDecoder dec;
+        ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
+        for (uint64_t at = f->start; at < f->end;) {
+            ZydisDecodedInstruction zi;
+            ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+            if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&dec, reinterpret_cast<const void *>(at), f->end - at, &zi, ops)))
+                return kAllGprs;
+            if (zi.meta.branch_type != ZYDIS_BRANCH_TYPE_NONE && zi.mnemonic != ZYDIS_MNEMONIC_RET &&
+                zi.mnemonic != ZYDIS_MNEMONIC_CALL && !(ops[0].type == ZYDIS_OPERAND_TYPE_IMMEDIATE))
+                return kAllGprs;  // an indirect jump: code not decoded here
+            // A direct call may clobber what the ABI allows; a call through a pointer is the
+            // handler's, whose registers are proven apart.
+            if (zi.mnemonic == ZYDIS_MNEMONIC_CALL && ops[0].type == ZYDIS_OPERAND_TYPE_IMMEDIATE)
+                m |= kCallerSavedGprs;
+            m |= written_gprs(zi, ops);
+            at += zi.length;
+        }
+        return m;
+    }
+    uint32_t m = s->writes;
+    if (!s->edges.empty()) m |= kCallerSavedGprs;  // what it calls may clobber what the ABI allows
+    return m;
 }
 
 }  // namespace liveprobe::arch

@@ -1,0 +1,174 @@
+// The light entry of jump-optimized probes (src/arch/x86_64/detour.hpp, jump_light.cpp): a
+// point whose one kprobe has only a pre handler proven never to read its regs and to touch no
+// vector state saves only the registers the light dispatcher and that handler write.
+//
+// White-box: the registry says which probes take it (core::probe_counters), so each test
+// checks that the path it is about is the one that ran. The targets and some handlers are
+// assembly, so that every general register and flag can be checked around a hit.
+#include <gtest/gtest.h>
+#include <liveprobe/kprobes.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cerrno>
+#include <cstring>
+
+#include "core/registry.hpp"
+#include "skip_if_sanitized.hpp"
+
+// In a library of their own (tests/unit/light_targets.S): liveprobe refuses probes in the
+// object it is linked into, and this test links the engine's objects.
+extern "C" {
+// What lp_l_regs loads into every general register but rsp (in the order rax rbx rcx rdx rsi
+// rdi rbp r8 ... r15) and into the flags before its probe point (pat, pat_flags), and what it
+// found there after (dump, dump_flags).
+struct LightData {
+    uint64_t pat[15], dump[15], pat_flags, dump_flags;
+};
+LightData *lp_l_data();
+long lp_l_target(long);
+long lp_l_target2(long);
+void lp_l_regs();
+void *lp_l_regs_probe();  // where lp_l_regs gets probed
+int lp_l_clobber(struct kprobe *, struct pt_regs *);
+int lp_l_clobber_fault(struct kprobe *, struct pt_regs *);
+}
+
+namespace {
+
+std::atomic<long> g_hits{0};
+std::atomic<unsigned long> g_di{0};
+
+int count_hit(kprobe *, pt_regs *)
+{
+    g_hits.fetch_add(1, std::memory_order_relaxed);
+    return 0;
+}
+
+int read_di(kprobe *, pt_regs *regs)
+{
+    g_di = regs->di;
+    return 0;
+}
+
+kprobe at(void *addr, kprobe_pre_handler_t pre)
+{
+    kprobe kp{};
+    kp.addr = static_cast<kprobe_opcode_t *>(addr);
+    kp.pre_handler = pre;
+    return kp;
+}
+
+liveprobe::core::ProbeCounters counters(const kprobe &kp)
+{
+    liveprobe::core::ProbeCounters c;
+    EXPECT_TRUE(liveprobe::core::probe_counters(&kp, &c));
+    return c;
+}
+
+void fill(uint64_t flags)
+{
+    LightData *d = lp_l_data();
+    for (int i = 0; i < 15; ++i) d->pat[i] = 0x0101010101010101ul * (i + 1) ^ 0x8000000000000000ul;
+    d->pat_flags = flags | 0x2;
+    std::memset(d->dump, 0, sizeof d->dump);
+    d->dump_flags = 0;
+}
+
+void expect_all_back(const char *what)
+{
+    static const char *names[15] = {"rax", "rbx", "rcx", "rdx", "rsi", "rdi", "rbp", "r8",
+                                    "r9",  "r10", "r11", "r12", "r13", "r14", "r15"};
+    const LightData *d = lp_l_data();
+    for (int i = 0; i < 15; ++i) EXPECT_EQ(d->dump[i], d->pat[i]) << names[i] << " after " << what;
+    // CF PF AF ZF SF OF and DF (lp_l_regs clears DF after its dump).
+    EXPECT_EQ(d->dump_flags & 0xcd5, d->pat_flags & 0xcd5) << "flags after " << what;
+}
+
+TEST(LightPath, TakenByAHandlerThatIgnoresRegsOnly)
+{
+    LP_SKIP_IF_SANITIZED();
+    kprobe a = at(reinterpret_cast<void *>(lp_l_target), count_hit);
+    kprobe b = at(reinterpret_cast<void *>(lp_l_target2), read_di);
+    ASSERT_EQ(register_kprobe(&a), 0) << liveprobe_strerror(-EINVAL);
+    ASSERT_EQ(register_kprobe(&b), 0) << liveprobe_strerror(-EINVAL);
+    ASSERT_TRUE(counters(a).optimized) << counters(a).why_not;
+    ASSERT_TRUE(counters(b).optimized) << counters(b).why_not;
+    EXPECT_TRUE(counters(a).light);
+    EXPECT_FALSE(counters(b).light);  // it reads regs->di: the full path builds them
+    g_hits = 0;
+    EXPECT_EQ(lp_l_target(41), 42);
+    EXPECT_EQ(lp_l_target2(40), 42);
+    EXPECT_EQ(g_hits.load(), 1);
+    EXPECT_EQ(g_di.load(), 40u);
+    EXPECT_EQ(counters(a).hits, 1u);
+    EXPECT_EQ(counters(b).hits, 1u);
+    unregister_kprobe(&a);
+    unregister_kprobe(&b);
+}
+
+TEST(LightPath, EveryRegisterAndFlagComesBack)
+{
+    LP_SKIP_IF_SANITIZED();
+    for (kprobe_pre_handler_t h : {count_hit, lp_l_clobber}) {
+        kprobe kp = at(lp_l_regs_probe(), h);
+        ASSERT_EQ(register_kprobe(&kp), 0) << liveprobe_strerror(-EINVAL);
+        ASSERT_TRUE(counters(kp).light) << (counters(kp).why_not ? counters(kp).why_not : "optimized");
+        // Every arithmetic flag set, none, and each alone; DF set takes the full path.
+        for (uint64_t flags : {0x0ul, 0x8d5ul, 0x1ul, 0x4ul, 0x10ul, 0x40ul, 0x80ul, 0x800ul, 0x400ul, 0xcd5ul}) {
+            fill(flags);
+            lp_l_regs();
+            expect_all_back(h == count_hit ? "a counting handler" : "a handler writing every register");
+        }
+        EXPECT_EQ(counters(kp).hits, 10u);
+        unregister_kprobe(&kp);
+    }
+}
+
+TEST(LightPath, FaultAfterWreckingEveryRegisterLeavesTheProgramIntact)
+{
+    LP_SKIP_IF_SANITIZED();
+    kprobe kp = at(lp_l_regs_probe(), lp_l_clobber_fault);
+    ASSERT_EQ(register_kprobe(&kp), 0) << liveprobe_strerror(-EINVAL);
+    ASSERT_TRUE(counters(kp).light);
+    for (int round = 0; round < 3; ++round) {
+        fill(0x8d5);
+        lp_l_regs();
+        expect_all_back("a handler that wrecked every register and faulted");
+    }
+    EXPECT_EQ(counters(kp).faults, 3u);
+    EXPECT_EQ(counters(kp).hits, 3u);
+    unregister_kprobe(&kp);
+}
+
+TEST(LightPath, AnotherKprobeAtThePointTakesTheFullPathWhileItIsThere)
+{
+    LP_SKIP_IF_SANITIZED();
+    kprobe a = at(reinterpret_cast<void *>(lp_l_target), count_hit);
+    kprobe b = at(reinterpret_cast<void *>(lp_l_target), read_di);
+    ASSERT_EQ(register_kprobe(&a), 0) << liveprobe_strerror(-EINVAL);
+    ASSERT_TRUE(counters(a).light);
+    ASSERT_EQ(register_kprobe(&b), 0) << liveprobe_strerror(-EINVAL);
+    EXPECT_FALSE(counters(a).light);
+    EXPECT_FALSE(counters(b).light);
+    g_hits = 0;
+    g_di = 0;
+    EXPECT_EQ(lp_l_target(7), 8);
+    EXPECT_EQ(g_hits.load(), 1);
+    EXPECT_EQ(g_di.load(), 7u);
+    unregister_kprobe(&b);
+    EXPECT_TRUE(counters(a).light);
+    EXPECT_EQ(lp_l_target(8), 9);
+    EXPECT_EQ(g_hits.load(), 2);
+    EXPECT_EQ(g_di.load(), 7u);
+    // Disabled, it runs nothing on the light path either.
+    ASSERT_EQ(disable_kprobe(&a), 0);
+    EXPECT_EQ(lp_l_target(9), 10);
+    EXPECT_EQ(g_hits.load(), 2);
+    ASSERT_EQ(enable_kprobe(&a), 0);
+    EXPECT_EQ(lp_l_target(9), 10);
+    EXPECT_EQ(g_hits.load(), 3);
+    unregister_kprobe(&a);
+}
+
+}  // namespace

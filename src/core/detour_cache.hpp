@@ -32,8 +32,9 @@ namespace liveprobe::core {
 
 struct ProbePoint;
 
-// (probed address, the bytes the jmp replaces, mid-function shape, the light entry's registers).
-using DetourKey = std::tuple<uint64_t, std::string, bool, uint32_t>;
+// (probed address, the bytes the jmp replaces, mid-function shape, the light entry's registers,
+// a kretprobe's case 3).
+using DetourKey = std::tuple<uint64_t, std::string, bool, uint32_t, bool>;
 
 struct CachedDetour {
     uint64_t block = 0;

@@ -271,6 +271,7 @@ int kret_pre(struct kprobe *kp, struct pt_regs *regs) noexcept
     }
     in->ks = ks;
     in->slot = slot;
+    in->next_free = 0;
     struct kretprobe_instance *ri = in->ri();
     ri->rp = rp;
     ri->ret_addr = reinterpret_cast<kprobe_opcode_t *>(ret);
@@ -282,6 +283,9 @@ int kret_pre(struct kprobe *kp, struct pt_regs *regs) noexcept
     in->below = static_cast<Inst *>(rec->ret_top);
     rec->ret_top = in;
     *reinterpret_cast<uint64_t *>(slot) = trampoline();
+    // On the jump path's fast path (its detour's registers are these), the detour may push the
+    // trampoline's address onto the return stack buffer (lp_jump_pre, kret_take_rsb).
+    if (rec->jump_regs == regs) rec->kret_rsb = in;
     return 0;
 }
 
@@ -305,7 +309,7 @@ using namespace liveprobe::core;
 
 namespace {
 
-uint64_t kretprobe_return(struct pt_regs *regs) noexcept
+KretReturn kretprobe_return(struct pt_regs *regs) noexcept
 {
     ThreadRecord *rec = this_thread();
     uint64_t slot = regs->sp - 8;
@@ -321,6 +325,7 @@ uint64_t kretprobe_return(struct pt_regs *regs) noexcept
     Inst *done = nullptr;
     Inst **done_tail = &done;
     uint64_t ret = 0;
+    uint64_t rsb = 0;  // the outermost call's (the one that replaced the slot)
     Inst **link = reinterpret_cast<Inst **>(&rec->ret_top);
     while (Inst *e = *link) {
         if (liveprobe::os::stack_region(e->slot) != region) {
@@ -330,6 +335,7 @@ uint64_t kretprobe_return(struct pt_regs *regs) noexcept
         if (e->slot != slot) break;
         *link = e->below;
         ret = reinterpret_cast<uint64_t>(e->ri()->ret_addr);
+        rsb = e->next_free == kInstRsb;
         e->below = nullptr;
         *done_tail = e;
         done_tail = &e->below;
@@ -338,7 +344,7 @@ uint64_t kretprobe_return(struct pt_regs *regs) noexcept
         ret = return_address_of(rec, slot);  // reaped too early: it still goes home
         if (ret == 0) lost_return(slot);
         regs->ip = ret;
-        return ret;
+        return {ret, 0};
     }
     for (Inst *e = done; e;) {
         Inst *next = e->below;  // give_back reuses `below`
@@ -348,14 +354,14 @@ uint64_t kretprobe_return(struct pt_regs *regs) noexcept
         e = next;
     }
     flush_dead(rec);
-    return regs->ip;
+    return {regs->ip, rsb};
 }
 
 }  // namespace
 
 // Called by the return trampoline with the registers after the return (the return value in
 // rax/rdx, xmm0/xmm1 or st(0)).
-extern "C" uint64_t lp_kretprobe_return(struct pt_regs *regs) noexcept
+extern "C" KretReturn lp_kretprobe_return(struct pt_regs *regs) noexcept
 {
 #ifdef LIVEPROBE_SANITIZED
     // Sanitizer builds: what this calls before a handler's own save is instrumented, and the

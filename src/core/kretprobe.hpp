@@ -37,7 +37,9 @@ struct alignas(16) Inst {
     Inst *below = nullptr;  // the next older entry of its thread's return stack
     uint64_t slot = 0;      // address of the return slot it replaced
     KretState *ks = nullptr;
-    uint32_t next_free = 0;  // pool free list: index + 1 of the next free instance, 0 = none
+    // A free instance: index + 1 of the next free one (0 = none). In flight: kInstRsb when the
+    // return stack buffer holds the trampoline's address for this call (detour case 3), else 0.
+    uint32_t next_free = 0;
     uint32_t index = 0;
     struct kretprobe_instance *ri() noexcept { return reinterpret_cast<struct kretprobe_instance *>(this + 1); }
 };
@@ -111,9 +113,29 @@ void register_kretprobes_each(struct kretprobe **rps, int num, Status *each);
 }  // namespace liveprobe::core
 
 extern "C" char lp_kretprobe_trampoline[];
-extern "C" uint64_t lp_kretprobe_return(struct pt_regs *regs) noexcept;
+// What the trampoline does after lp_kretprobe_return (rax, rdx): where to return, and whether
+// the return stack buffer holds that address on top (then a `ret` is predicted).
+struct KretReturn {
+    uint64_t ip;
+    uint64_t rsb;
+};
+extern "C" KretReturn lp_kretprobe_return(struct pt_regs *regs) noexcept;
 
 namespace liveprobe::core {
 // What a replaced return slot holds.
 inline uint64_t trampoline() noexcept { return reinterpret_cast<uint64_t>(lp_kretprobe_trampoline); }
+
+constexpr uint32_t kInstRsb = 1;  // Inst::next_free of a call in flight
+
+// For lp_jump_pre's fast path, once its handler returned: true when that handler was a
+// kretprobe's kret_pre that replaced the return slot, and the detour can go on through
+// lp_kret_rsb_call (`can`): the call is marked so that the trampoline returns with a `ret`.
+inline bool kret_take_rsb(ThreadRecord *rec, bool can) noexcept
+{
+    auto *in = static_cast<Inst *>(rec->kret_rsb);
+    if (!in) return false;
+    rec->kret_rsb = nullptr;
+    if (can) in->next_free = kInstRsb;
+    return can;
+}
 }  // namespace liveprobe::core

@@ -11,6 +11,7 @@
 #include "arch/x86_64/jump_light.hpp"
 #include "arch/x86_64/jump_path.hpp"
 #include "core/detour_cache.hpp"
+#include "core/kretprobe.hpp"
 #include "core/probe_table.hpp"
 #include "core/registry.hpp"
 #include "core/slot.hpp"
@@ -190,7 +191,9 @@ std::string prepare(ProbePoint *pp, const std::map<uint64_t, ProbePoint *> &poin
     // when it needs no more registers saved; else it takes the full path).
     KprobeState *solo = pp->solo.load();
     const uint32_t light_mask = solo ? light_needs(solo->kp) : 0;
-    DetourKey key{pp->addr, bytes, mid, light_mask};
+    // A kretprobe's entry: the detour's case 3 (detour.hpp).
+    const bool kret = solo && solo->kp->pre_handler == kret_pre;
+    DetourKey key{pp->addr, bytes, mid, light_mask, kret};
     if (const CachedDetour *d = find_detour(key)) {
         pp->detour = d->block;
         pp->layout = d->layout;
@@ -203,7 +206,7 @@ std::string prepare(ProbePoint *pp, const std::map<uint64_t, ProbePoint *> &poin
     std::vector<uint8_t> buf(os::kDetourBlock, 0xcc);
     arch::DetourLayout layout;
     auto site = reinterpret_cast<uint64_t>(probe_table().site(pp->addr));
-    int err = arch::build_detour(region, block, mid, arch::detour_fns(), site, light_mask, buf.data(),
+    int err = arch::build_detour(region, block, mid, arch::detour_fns(), site, light_mask, kret, buf.data(),
                                  kDetourCodeOffset, buf.size(), &layout);
     if (err == -ERANGE) return "a relocated instruction of the region cannot reach its target from the detour";
     if (err != 0) return "the detour does not fit in its block";

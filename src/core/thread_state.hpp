@@ -51,6 +51,9 @@ struct alignas(64) ThreadRecord {
     // threads, as busy). ret_top: the newest call in flight of this thread's return stack.
     std::atomic<const void *> kret_busy{nullptr};
     void *ret_top = nullptr;
+    // The call whose return slot kret_pre has just replaced while lp_jump_pre's fast path ran
+    // it (core/kretprobe.hpp kret_take_rsb), until lp_jump_pre takes it; null otherwise.
+    void *kret_rsb = nullptr;
     // Calls reaped as gone while their frame might still return (a stack switch liveprobe
     // could not see): where they return, so that the trampoline can still send them home.
     static constexpr uint32_t kReaped = 32;

@@ -134,10 +134,16 @@ void emit_restore_flags(Writer &w, uint8_t off)
     w.bytes({0x9d});                           // popfq
 }
 
-// Restores every register from the pt_regs at rsp, the stack pointer last.
-void emit_restore(Writer &w)
+// Restores every register from the pt_regs at rsp, the stack pointer last. With `kret_next`,
+// that address is left in the flags slot once the flags are back (step 2 case 3).
+void emit_restore(Writer &w, uint64_t kret_next = 0)
 {
     emit_restore_flags(w, 144);
+    if (kret_next) {
+        w.bytes({0x48, 0xb8});  // movabs $kret_next,%rax (restored below)
+        w.u64(kret_next);
+        w.bytes({0x48, 0x89, 0x84, 0x24, 144, 0, 0, 0});  // mov %rax,144(%rsp)
+    }
     w.bytes({0x41, 0x5f, 0x41, 0x5e, 0x41, 0x5d, 0x41, 0x5c});  // r15 r14 r13 r12
     w.bytes({0x5d, 0x5b});                                      // rbp rbx
     w.bytes({0x41, 0x5b, 0x41, 0x5a, 0x41, 0x59, 0x41, 0x58});  // r11 r10 r9 r8
@@ -174,9 +180,9 @@ bool emit_relocated(Writer &w, const Region &region, size_t from, size_t to, boo
 // The conditional branches after a call: 0 -> `zero`, 1 -> `one`, else fall through into an
 // int3 (resume from regs). Returns the int3's offset; the two rel32 fields are patched later.
 struct Branches {
-    size_t je_zero, je_one, trap;
+    size_t je_zero, je_one, je_three, trap;
 };
-Branches emit_dispatch_result(Writer &w, bool has_one)
+Branches emit_dispatch_result(Writer &w, bool has_one, bool has_three)
 {
     Branches b{};
     w.bytes({0x85, 0xc0});  // test %eax,%eax
@@ -187,6 +193,12 @@ Branches emit_dispatch_result(Writer &w, bool has_one)
         w.bytes({0x83, 0xf8, 0x01});  // cmp $1,%eax
         w.bytes({0x0f, 0x84});        // je rel32
         b.je_one = w.pos;
+        w.u32(0);
+    }
+    if (has_three) {
+        w.bytes({0x83, 0xf8, 0x03});  // cmp $3,%eax
+        w.bytes({0x0f, 0x84});        // je rel32
+        b.je_three = w.pos;
         w.u32(0);
     }
     b.trap = w.pos;
@@ -296,7 +308,8 @@ bool emit_light(Writer &w, bool mid, uint32_t mask, uint64_t light_fn, uint64_t 
 }  // namespace
 
 int build_detour(const Region &region, uint64_t at, bool mid, const DetourFns &fns, uint64_t arg,
-                 uint32_t light_mask, uint8_t *out, size_t code_offset, size_t cap, DetourLayout *layout)
+                 uint32_t light_mask, bool kret, uint8_t *out, size_t code_offset, size_t cap,
+                 DetourLayout *layout)
 {
     const uint64_t pre_fn = fns.pre, post_fn = fns.post;
     if (region.n == 0 || region.n > kMaxRegionInsns) return -EINVAL;
@@ -310,11 +323,12 @@ int build_detour(const Region &region, uint64_t at, bool mid, const DetourFns &f
     L.entry = static_cast<uint32_t>(w.pos);
     emit_save(w, mid ? kRedZone : 0, region.addr);
     emit_call(w, pre_fn, arg);
-    Branches pre = emit_dispatch_result(w, L.has_post_path);
+    Branches pre = emit_dispatch_result(w, L.has_post_path, true);
     L.resume_trap = static_cast<uint32_t>(pre.trap);
 
     // Plain path.
     patch_rel32(w, pre.je_zero, w.pos);
+    const size_t plain_path = w.pos;
     emit_restore(w);
     if (!emit_relocated(w, region, 0, region.n, true, &L.plain)) return -ERANGE;
 
@@ -328,7 +342,7 @@ int build_detour(const Region &region, uint64_t at, bool mid, const DetourFns &f
         // After the first instruction the thread is mid-function: skip the red zone.
         emit_save(w, kRedZone, region.addr + first.len);
         emit_call(w, post_fn, arg);
-        Branches post = emit_dispatch_result(w, false);
+        Branches post = emit_dispatch_result(w, false, false);
         L.post_resume_trap = static_cast<uint32_t>(post.trap);
         patch_rel32(w, post.je_zero, w.pos);
         emit_restore(w);
@@ -341,6 +355,17 @@ int build_detour(const Region &region, uint64_t at, bool mid, const DetourFns &f
             if (rel < INT32_MIN || rel > INT32_MAX) return -ERANGE;
             w.u32(static_cast<uint32_t>(static_cast<int32_t>(rel)));
         }
+    }
+    // Case 3: a kretprobe's return slot replaced (function entries only: the words below the
+    // stack pointer there are free, and lp_kret_rsb_call's relies on it).
+    if (kret && !mid) {
+        L.kret_path = static_cast<uint32_t>(w.pos);
+        patch_rel32(w, pre.je_three, w.pos);
+        emit_restore(w, at + L.plain.offset[0]);
+        w.bytes({0xff, 0x25, 0, 0, 0, 0});  // jmp *0(%rip)
+        w.u64(fns.kret_rsb);
+    } else {
+        patch_rel32(w, pre.je_three, plain_path);
     }
     L.full_entry = L.entry;
     if (!w.ok) return -ENOSPC;

@@ -17,7 +17,12 @@
 //           which returns 0 (restore, run the rest of the region) or 2;
 //        2: resume wherever regs now says (a handler changed ip): the detour executes an
 //           int3 with rsp pointing at regs; the SIGTRAP handler loads the whole context from
-//           regs (the kernel's sigreturn restores ip, sp and flags atomically).
+//           regs (the kernel's sigreturn restores ip, sp and flags atomically);
+//        3: a kretprobe replaced the return slot (function-entry detours built for one, `kret`;
+//           the others take it as 0): restore as for 0, with the relocated region's address
+//           left in the flags slot, and jump to lp_kret_rsb_call (kretprobe_trampoline.S),
+//           whose call pushes the trampoline's address onto the return stack buffer before it
+//           goes on there: the function's return into the trampoline is predicted.
 //
 // The light entry (when built with a register mask): for a point whose one kprobe has only a
 // pre handler proven not to read its regs and to touch no vector state. The jmp goes there:
@@ -54,12 +59,14 @@ struct DetourLayout {
     uint32_t end = 0;               // bytes used
     uint32_t full_entry = 0;        // the full path's step 1 (== entry without a light entry)
     uint32_t light_mask = 0;        // the light entry's saved registers (0: no light entry)
+    uint32_t kret_path = 0;         // step 2 case 3's restore (0: case 3 runs the plain path)
 };
 
 // The dispatcher's entry points a detour calls.
 struct DetourFns {
     uint64_t pre = 0, post = 0;               // lp_detour_call_pre, lp_detour_call_post
     uint64_t light_entry = 0, light_mid = 0;  // lp_light_call_entry, lp_light_call_mid
+    uint64_t kret_rsb = 0;                    // lp_kret_rsb_call
 };
 
 // The light entry's frame (step 1 above).
@@ -71,9 +78,11 @@ constexpr uint32_t kLightFrame = 136;
 //   int pre_fn(uint64_t arg, struct pt_regs *regs);
 //   int post_fn(uint64_t arg, struct pt_regs *regs);
 // Returns 0, or -ERANGE (a relocated operand or the jump back out of reach), -ENOSPC.
-// With a non-zero light_mask (gpr_bit masks), a light entry too, which becomes `entry`.
+// With a non-zero light_mask (gpr_bit masks), a light entry too, which becomes `entry`; with
+// `kret` (and not `mid`), step 2 case 3's own restore.
 int build_detour(const Region &region, uint64_t at, bool mid, const DetourFns &fns, uint64_t arg,
-                 uint32_t light_mask, uint8_t *out, size_t code_offset, size_t cap, DetourLayout *layout);
+                 uint32_t light_mask, bool kret, uint8_t *out, size_t code_offset, size_t cap,
+                 DetourLayout *layout);
 
 // The register save area the detour builds on its stack is a struct pt_regs; these offsets
 // are the kernel's field order (checked against the struct in detour.cpp).

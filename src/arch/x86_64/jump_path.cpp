@@ -8,6 +8,7 @@
 #include "arch/x86_64/jump_light.hpp"
 #include "arch/x86_64/vector_state.hpp"
 #include "core/dispatch.hpp"
+#include "core/kretprobe.hpp"
 #include "os/linux/code_alloc.hpp"
 
 namespace liveprobe::arch {
@@ -116,6 +117,8 @@ extern "C" int lp_jump_pre(uint64_t site, struct pt_regs *regs) noexcept
                 std::atomic_signal_fence(std::memory_order_seq_cst);
                 if (kp->pre_handler(kp, regs) != 0) action = kJumpResume;
                 std::atomic_signal_fence(std::memory_order_seq_cst);
+                // A kretprobe that replaced the return slot: through lp_kret_rsb_call.
+                if (core::kret_take_rsb(rec, action == kJumpPlain && pp->layout.kret_path)) action = kJumpKret;
                 rec->in_handler = 0;
                 rec->jump_regs = nullptr;
             }
@@ -139,6 +142,7 @@ extern "C" int lp_jump_fault(ThreadRecord *rec, struct pt_regs *regs, int sig) n
     core::KprobeState *ks = rec->jump_ks;
     ProbePoint *prev = rec->jump_prev;
     rec->jump_regs = nullptr;
+    core::kret_take_rsb(rec, false);
     core::handler_faulted(rec, ks, regs, sig);
     rec->in_handler = 0;
     core::release(rec, prev);
@@ -234,6 +238,7 @@ DetourFns detour_fns()
     f.post = reinterpret_cast<uint64_t>(&lp_detour_call_post);
     f.light_entry = reinterpret_cast<uint64_t>(&lp_light_call_entry);
     f.light_mid = reinterpret_cast<uint64_t>(&lp_light_call_mid);
+    f.kret_rsb = reinterpret_cast<uint64_t>(&lp_kret_rsb_call);
     return f;
 }
 

@@ -16,7 +16,10 @@ enum JumpAction : int {
     kJumpPlain = 0,   // restore registers, run the relocated region
     kJumpPost = 1,    // run the first relocated instruction, then the post handlers
     kJumpResume = 2,  // resume at the registers as the handlers left them (int3 in the detour)
+    kJumpKret = 3,    // a kretprobe replaced the return slot: as kJumpPlain, through lp_kret_rsb_call
 };
+// kretprobe_trampoline.S: a call whose return address is the trampoline (detour.hpp case 3).
+extern "C" void lp_kret_rsb_call();
 
 // `site` is the probe address's ProbeTable::Site.
 extern "C" int lp_jump_pre(uint64_t site, struct pt_regs *regs) noexcept;

@@ -31,8 +31,20 @@
     .type lp_kretprobe_trampoline, @function
     .globl liveprobe_replaced_return
     .hidden liveprobe_replaced_return
-liveprobe_replaced_return:
-    nop             /* unwinders look up the return address - 1: see below */
+    .globl lp_kret_rsb_call
+    .hidden lp_kret_rsb_call
+/* lp_kret_rsb_call: where a detour whose kretprobe has just replaced the return slot goes on
+ * (detour.hpp, case 3), every register as the function's entry had it and the relocated
+ * region's address in the flags slot of the pt_regs just below the stack pointer (at sp - 24,
+ * inside the 128 bytes no signal frame touches). The call pushes the trampoline's address onto
+ * the return stack buffer, where the function's own `ret` will find it: the return into the
+ * trampoline is predicted, and so is the trampoline's `ret` home after it (the caller's entry
+ * is on top again). The pushed word itself is dropped at once (lp_kret_rsb_go). Its last byte
+ * is liveprobe_replaced_return, the byte before the trampoline: no call frame information of
+ * the library covers it (see below). */
+lp_kret_rsb_call:
+    call lp_kret_rsb_go
+liveprobe_replaced_return = . - 1   /* unwinders look up the return address - 1: see below */
 lp_kretprobe_trampoline:
     .cfi_startproc simple
     .cfi_def_cfa %rsp, 0
@@ -105,6 +117,9 @@ lp_kretprobe_dispatch:
     .cfi_def_cfa_register %rsp
     movq %rax, 168(%rsp)
     .cfi_offset %rip, -8
+    /* rdx: whether the return stack buffer holds the caller's return address on top (the
+     * entry went through lp_kret_rsb_call); the flags carry it past the pops. */
+    testq %rdx, %rdx
     popq %r15
     .cfi_adjust_cfa_offset -8
     .cfi_restore %r15
@@ -141,13 +156,34 @@ lp_kretprobe_dispatch:
     .cfi_adjust_cfa_offset -8
     popq %rdi
     .cfi_adjust_cfa_offset -8
-    leaq 56(%rsp), %rsp   /* orig_ax ip cs flags sp ss, the real return address */
-    .cfi_adjust_cfa_offset -56
-    /* An indirect jump rather than ret: the return stack buffer no longer matches (the
-     * function's ret came here), a ret would be mispredicted every time. A signal arriving
+    leaq 48(%rsp), %rsp   /* orig_ax ip cs flags sp ss: the real return address on top */
+    .cfi_adjust_cfa_offset -48
+    jz 1f
+    /* The return stack buffer holds the caller: a ret is predicted. */
+    ret
+1:  /* It does not (the entry took the breakpoint path, or another way than case 3): a ret
+     * would be mispredicted, an indirect jump is predicted by its target. A signal arriving
      * now does not reach -8(%rsp): the kernel skips the red zone. */
+    leaq 8(%rsp), %rsp
+    .cfi_adjust_cfa_offset -8
     jmp *-8(%rsp)
     .cfi_endproc
     .size lp_kretprobe_dispatch, .-lp_kretprobe_dispatch
+
+/* lp_kret_rsb_go: lp_kret_rsb_call's target. Drops the pushed trampoline address (the return
+ * slot holds it already) and goes on to the relocated region, whose address the detour left
+ * at sp - 24. At entry the frame is the probed function's, with one word more pushed. */
+    .globl lp_kret_rsb_go
+    .hidden lp_kret_rsb_go
+    .type lp_kret_rsb_go, @function
+lp_kret_rsb_go:
+    .cfi_startproc simple
+    .cfi_def_cfa %rsp, 16
+    .cfi_offset %rip, -8
+    leaq 8(%rsp), %rsp
+    .cfi_def_cfa_offset 8
+    jmp *-24(%rsp)
+    .cfi_endproc
+    .size lp_kret_rsb_go, .-lp_kret_rsb_go
 
     .section .note.GNU-stack,"",@progbits

@@ -309,6 +309,35 @@ TEST(Kretprobe, MaxactiveTwoOnRecursionFiveDeep)
     unregister_kretprobe(&rp);
 }
 
+// An entry handler that faults on every other call: the fault is counted, that call is not
+// recorded (no return handler), and its instance goes back: with maxactive 2, none of the
+// 100 calls misses. On the jump path the entry handler runs under the fast path's own guard.
+std::atomic<long> g_entry_calls{0};
+int *volatile g_null = nullptr;
+int faulting_entry(kretprobe_instance *, pt_regs *)
+{
+    if (g_entry_calls++ % 2) *g_null = 1;
+    g.entries++;
+    return 0;
+}
+
+TEST(Kretprobe, EntryHandlerFaultGivesItsInstanceBack)
+{
+    g.reset();
+    g_entry_calls = 0;
+    kretprobe rp = make(reinterpret_cast<void *>(&kr_add), 2);
+    rp.entry_handler = faulting_entry;
+    ASSERT_EQ(register_kretprobe(&rp), 0);
+    expect_optimized(rp);
+    for (long i = 0; i < 100; ++i) EXPECT_EQ(kr_add(i, 1), i + 1);
+    EXPECT_EQ(g.entries.load(), 50);
+    EXPECT_EQ(g.returns.load(), 50) << "a call whose entry handler faulted has no return handler";
+    EXPECT_EQ(liveprobe_kprobe_faults(&rp.kp), 50u);
+    EXPECT_EQ(rp.nmissed, 0) << "instances of faulted entries went back";
+    EXPECT_EQ(g.unwinds.load(), 0);
+    unregister_kretprobe(&rp);
+}
+
 TEST(Kretprobe, DefaultMaxactiveIsTenOrTwicePerCpu)
 {
     g.reset();

@@ -228,6 +228,14 @@ std::atomic<uint64_t> g_kret_unregistrations{0};
 
 void kret_reap_below(ThreadRecord *rec, uint64_t slot) noexcept { reap_below(rec, slot, false); }
 
+void kret_abandon_entry(ThreadRecord *rec) noexcept
+{
+    if (auto *in = static_cast<Inst *>(rec->kret_entry)) {
+        rec->kret_entry = nullptr;
+        give_back(rec, in);
+    }
+}
+
 void kret_put(KretState *ks, Inst *in) noexcept
 {
     uint64_t top = ks->free_top.load(std::memory_order_acquire);
@@ -276,9 +284,22 @@ int kret_pre(struct kprobe *kp, struct pt_regs *regs) noexcept
     ri->rp = rp;
     ri->ret_addr = reinterpret_cast<kprobe_opcode_t *>(ret);
     ri->tid = rec->owner.load(std::memory_order_relaxed);
-    if (rp->entry_handler && !call_entry_handler(rec, ks, rp, ri, regs)) {
-        give_back(rec, in);
-        return 0;
+    if (rp->entry_handler) {
+        bool ok;
+        if (rec->jump_regs == regs && !ks->entry_vec) {
+            // On the jump path's fast path, which guards this handler already: a fault resumes
+            // the detour through lp_jump_fault, which counts it (on this kprobe's fault_id, as
+            // call_entry_handler would) and gives the instance back (kret_abandon_entry).
+            rec->kret_entry = in;
+            ok = rp->entry_handler(ri, regs) == 0;
+            rec->kret_entry = nullptr;
+        } else {
+            ok = call_entry_handler(rec, ks, rp, ri, regs);
+        }
+        if (!ok) {
+            give_back(rec, in);
+            return 0;
+        }
     }
     in->below = static_cast<Inst *>(rec->ret_top);
     rec->ret_top = in;

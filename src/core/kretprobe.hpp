@@ -88,6 +88,10 @@ void kret_unref(KretState *ks) noexcept;
 // without returning (unwind_handler, instance back).
 void kret_reap_below(ThreadRecord *rec, uint64_t slot) noexcept;
 
+// The entry handler kret_pre ran under the jump path's fast-path guard faulted: its call's
+// instance goes back (the call is not recorded). Nothing when no entry handler was running.
+void kret_abandon_entry(ThreadRecord *rec) noexcept;
+
 // Unwinders see real return addresses (core/kret_unwind.cpp): the pre handlers of
 // liveprobe's internal probes on the unwinders (core/unwinder_hooks.cpp).
 //   kret_walk_enter / kret_walk_exit: at the entry and at each `ret` of a stack walker

@@ -54,6 +54,8 @@ struct alignas(64) ThreadRecord {
     // The call whose return slot kret_pre has just replaced while lp_jump_pre's fast path ran
     // it (core/kretprobe.hpp kret_take_rsb), until lp_jump_pre takes it; null otherwise.
     void *kret_rsb = nullptr;
+    // The call whose entry handler kret_pre runs under the fast path's guard (kret_abandon_entry).
+    void *kret_entry = nullptr;
     // Calls reaped as gone while their frame might still return (a stack switch liveprobe
     // could not see): where they return, so that the trampoline can still send them home.
     static constexpr uint32_t kReaped = 32;

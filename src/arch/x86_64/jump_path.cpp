@@ -143,6 +143,7 @@ extern "C" int lp_jump_fault(ThreadRecord *rec, struct pt_regs *regs, int sig) n
     ProbePoint *prev = rec->jump_prev;
     rec->jump_regs = nullptr;
     core::kret_take_rsb(rec, false);
+    core::kret_abandon_entry(rec);
     core::handler_faulted(rec, ks, regs, sig);
     rec->in_handler = 0;
     core::release(rec, prev);

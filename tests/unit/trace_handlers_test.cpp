@@ -35,3 +35,17 @@ TEST(TraceHandlers, EveryHandlerIsProvenVectorFree)
     expect_proven(fetch_pre, "fetch_pre");
     expect_proven(fetch_return, "fetch_return");
 }
+
+// --count's handler takes the light entry (arch/x86_64/detour.hpp): it never reads its regs,
+// and writes no callee-saved register (handlers.cpp is built with -ffixed for them), so the
+// light entry saves only caller-saved registers around it.
+TEST(TraceHandlers, CountHandlerTakesTheLightEntryWithCallerSavedRegistersOnly)
+{
+    LP_SKIP_IF_SANITIZED();
+    const auto h = reinterpret_cast<uint64_t>(&liveprobe::trace::count_pre);
+    const char *why = nullptr;
+    EXPECT_TRUE(liveprobe::arch::ignores_second_arg(h, 2, &why)) << why;
+    uint32_t writes = 0;
+    ASSERT_TRUE(liveprobe::arch::vector_free(h, 2, &why, &writes)) << why;
+    EXPECT_EQ(writes & ~liveprobe::arch::kCallerSavedGprs, 0u) << std::hex << writes;
+}

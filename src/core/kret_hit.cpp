@@ -181,7 +181,7 @@ void reap(ThreadRecord *rec, Inst *in) noexcept
 // Reaps the calls of rec's thread whose frames lie below `slot` on the same stack (and, with
 // `at_slot_unless_trampoline`, the one at `slot` when it no longer holds the trampoline's
 // address: a new call reuses it). Entries on other stacks are stepped over.
-void reap_below(ThreadRecord *rec, uint64_t slot, bool at_slot_unless_trampoline) noexcept
+[[gnu::noinline]] void reap_below_walk(ThreadRecord *rec, uint64_t slot, bool at_slot_unless_trampoline) noexcept
 {
     uint32_t region = os::stack_region(slot);
     Inst **link = reinterpret_cast<Inst **>(&rec->ret_top);
@@ -197,6 +197,19 @@ void reap_below(ThreadRecord *rec, uint64_t slot, bool at_slot_unless_trampoline
         *link = e->below;
         reap(rec, e);
     }
+}
+
+// The common cases first, inline: no call in flight, or the newest one is on this stack and
+// not gone (an outer call, or this very slot's): nothing to reap, no walk.
+inline void reap_below(ThreadRecord *rec, uint64_t slot, bool at_slot_unless_trampoline) noexcept
+{
+    const auto *top = static_cast<const Inst *>(rec->ret_top);
+    if (!top) return;
+    const bool kept = top->slot > slot ||
+                      (top->slot == slot && (!at_slot_unless_trampoline ||
+                                             *reinterpret_cast<const uint64_t *>(slot) == trampoline()));
+    if (kept && os::stack_region(top->slot) == os::stack_region(slot)) return;
+    reap_below_walk(rec, slot, at_slot_unless_trampoline);
 }
 
 // The real return address of the call whose return slot is `slot` (a tail call's callee

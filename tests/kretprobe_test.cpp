@@ -338,6 +338,71 @@ TEST(Kretprobe, EntryHandlerFaultGivesItsInstanceBack)
     unregister_kretprobe(&rp);
 }
 
+// A return handler that faults on every other call: the call still returns its value where it
+// should, the fault is counted, the instance goes back (maxactive 2, nothing missed). On the
+// jump path the handler runs without a setjmp guard: the fault resumes the trampoline.
+int faulting_return(kretprobe_instance *, pt_regs *regs)
+{
+    if (regs_return_value(regs) % 2) *g_null = 1;
+    g.returns++;
+    return 0;
+}
+
+TEST(Kretprobe, ReturnHandlerFaultFinishesTheReturn)
+{
+    g.reset();
+    kretprobe rp = make(reinterpret_cast<void *>(&kr_add), 2);
+    rp.handler = faulting_return;
+    ASSERT_EQ(register_kretprobe(&rp), 0);
+    expect_optimized(rp);
+    for (long i = 0; i < 100; ++i) EXPECT_EQ(kr_add(i, 1), i + 1);
+    EXPECT_EQ(g.entries.load(), 100);
+    EXPECT_EQ(g.returns.load(), 50);
+    EXPECT_EQ(liveprobe_kprobe_faults(&rp.kp), 50u);
+    EXPECT_EQ(rp.nmissed, 0);
+    EXPECT_EQ(g.unwinds.load(), 0);
+    unregister_kretprobe(&rp);
+}
+
+// Two calls returning through one slot (a tail call): the first one's return handler faults,
+// the second one's still runs, at the real return address, and the caller gets its value.
+std::atomic<int> g_tail_outer{0}, g_tail_inner{0};
+int inner_faults(kretprobe_instance *, pt_regs *)
+{
+    g_tail_inner++;
+    *g_null = 1;
+    return 0;
+}
+int outer_checks(kretprobe_instance *, pt_regs *regs)
+{
+    g_tail_outer++;
+    if (instruction_pointer(regs) != reinterpret_cast<unsigned long>(lp_k_tailsite_ret)) g.bad++;
+    if (regs_return_value(regs) != 18) g.bad++;
+    return 0;
+}
+
+TEST(Kretprobe, ReturnHandlerFaultInATailCallChainRunsTheRest)
+{
+    g.reset();
+    g_tail_outer = 0;
+    g_tail_inner = 0;
+    kretprobe outer = make(reinterpret_cast<void *>(&lp_k_tail));
+    kretprobe inner = make(reinterpret_cast<void *>(&lp_k_leaf));
+    outer.handler = outer_checks;
+    inner.handler = inner_faults;
+    ASSERT_EQ(register_kretprobe(&outer), 0) << liveprobe_strerror(-1);
+    ASSERT_EQ(register_kretprobe(&inner), 0) << liveprobe_strerror(-1);
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(lp_k_tailsite(10), 18);
+    EXPECT_EQ(g_tail_inner.load(), 3);
+    EXPECT_EQ(g_tail_outer.load(), 3);
+    EXPECT_EQ(liveprobe_kprobe_faults(&inner.kp), 3u);
+    EXPECT_EQ(g.bad.load(), 0);
+    EXPECT_EQ(g.unwinds.load(), 0);
+    EXPECT_EQ(inner.nmissed + outer.nmissed, 0);
+    unregister_kretprobe(&inner);
+    unregister_kretprobe(&outer);
+}
+
 TEST(Kretprobe, DefaultMaxactiveIsTenOrTwicePerCpu)
 {
     g.reset();

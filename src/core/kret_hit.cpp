@@ -149,6 +149,38 @@ FpregsExposed expose_fpregs(ThreadRecord *rec, void *area) noexcept
     rec->kret_busy.store(prev, std::memory_order_release);
 }
 
+// A return handler from kretprobe_return, `next` the calls of the same slot after it (they
+// return to `ret`, and the trampoline leaves by ret when `rsb`): with no vector state to save
+// (and outside sanitizer builds), without a setjmp guard: a fault in it resumes the trampoline
+// through lp_kret_fault (kret_fault_resume), which finishes the return from kret_guard.
+void call_return_handler(ThreadRecord *rec, Inst *in, struct pt_regs *regs, Inst *next, uint64_t ret,
+                         uint64_t rsb) noexcept
+{
+#ifndef LIVEPROBE_SANITIZED
+    KretState *ks = in->ks;
+    if (!ks->return_vec) {
+        const void *prev = rec->kret_busy.load(std::memory_order_relaxed);
+        publish_busy<const void *>(rec->kret_busy, ks);
+        if (ks->live.load(std::memory_order_acquire)) {
+            if (kretprobe_handler_t h = ks->rp->handler) {
+                rec->in_handler++;
+                rec->kret_guard = {regs, in, next, prev, ret, rsb};
+                std::atomic_signal_fence(std::memory_order_seq_cst);
+                h(in->ri(), regs);
+                std::atomic_signal_fence(std::memory_order_seq_cst);
+                rec->kret_guard.regs = nullptr;
+                rec->in_handler--;
+            }
+        }
+        rec->kret_busy.store(prev, std::memory_order_release);
+        return;
+    }
+#else
+    (void)next, (void)ret, (void)rsb;
+#endif
+    call_handler(rec, in, Which::kReturn, regs);
+}
+
 // The entry handler, guarded, with the vector state saved around it when it may touch it.
 // False when it faulted or returned non-zero.
 bool call_entry_handler(ThreadRecord *rec, KretState *ks, struct kretprobe *rp, struct kretprobe_instance *ri,
@@ -343,6 +375,21 @@ using namespace liveprobe::core;
 
 namespace {
 
+// Runs the return handlers of `e` and the calls after it (one return slot), gives their
+// instances back, and says where the trampoline goes.
+KretReturn finish_return(ThreadRecord *rec, struct pt_regs *regs, Inst *e, uint64_t ret, uint64_t rsb) noexcept
+{
+    while (e) {
+        Inst *next = e->below;  // give_back reuses `below`
+        regs->ip = ret;
+        call_return_handler(rec, e, regs, next, ret, rsb);
+        give_back(rec, e);
+        e = next;
+    }
+    flush_dead(rec);
+    return {regs->ip, rsb};
+}
+
 KretReturn kretprobe_return(struct pt_regs *regs) noexcept
 {
     ThreadRecord *rec = this_thread();
@@ -380,18 +427,42 @@ KretReturn kretprobe_return(struct pt_regs *regs) noexcept
         regs->ip = ret;
         return {ret, 0};
     }
-    for (Inst *e = done; e;) {
-        Inst *next = e->below;  // give_back reuses `below`
-        regs->ip = ret;
-        call_handler(rec, e, Which::kReturn, regs);
-        give_back(rec, e);
-        e = next;
-    }
-    flush_dead(rec);
-    return {regs->ip, rsb};
+    return finish_return(rec, regs, done, ret, rsb);
 }
 
 }  // namespace
+
+// Where a fault in a return handler run by call_return_handler resumes (kret_fault_resume), in
+// place of lp_kretprobe_return's return to the trampoline: the fault counted, the call's
+// instance back, the calls after it run, and the trampoline goes on.
+extern "C" KretReturn lp_kret_fault(ThreadRecord *rec, struct pt_regs *regs) noexcept
+{
+    ThreadRecord::KretGuard g = rec->kret_guard;
+    rec->kret_guard.regs = nullptr;
+    auto *in = static_cast<Inst *>(g.inst);
+    if (in->ks->fault_id) count(rec, in->ks->fault_id);
+    rec->in_handler--;
+    rec->kret_busy.store(g.prev_busy, std::memory_order_release);
+    give_back(rec, in);
+    return finish_return(rec, regs, static_cast<Inst *>(g.next), g.ret, g.rsb);
+}
+
+bool liveprobe::core::kret_fault_resume(int sig, ucontext_t *uc) noexcept
+{
+    (void)sig;
+    ThreadRecord *rec = this_thread_if_any();
+    if (!rec || !rec->kret_guard.regs) return false;
+    // lp_kretprobe_dispatch called lp_kretprobe_return with rsp = regs rounded down to 16: its
+    // return address is just below; rbx holds regs across the call, as the trampoline needs.
+    auto regs = reinterpret_cast<uint64_t>(rec->kret_guard.regs);
+    greg_t *g = uc->uc_mcontext.gregs;
+    g[REG_RSP] = static_cast<greg_t>((regs & ~uint64_t{15}) - 8);
+    g[REG_RBX] = static_cast<greg_t>(regs);
+    g[REG_RDI] = reinterpret_cast<greg_t>(rec);
+    g[REG_RSI] = static_cast<greg_t>(regs);
+    g[REG_RIP] = reinterpret_cast<greg_t>(&lp_kret_fault);
+    return true;
+}
 
 // Called by the return trampoline with the registers after the return (the return value in
 // rax/rdx, xmm0/xmm1 or st(0)).

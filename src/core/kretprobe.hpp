@@ -18,6 +18,8 @@
 // handler.
 #pragma once
 
+#include <ucontext.h>
+
 #include <liveprobe/kprobes.h>
 
 
@@ -91,6 +93,11 @@ void kret_reap_below(ThreadRecord *rec, uint64_t slot) noexcept;
 // The entry handler kret_pre ran under the jump path's fast-path guard faulted: its call's
 // instance goes back (the call is not recorded). Nothing when no entry handler was running.
 void kret_abandon_entry(ThreadRecord *rec) noexcept;
+
+// A synchronous fault of a return handler run without a setjmp guard on this thread
+// (kret_guard): points the context at lp_kret_fault, which finishes the return, and returns
+// true; false when no such handler runs. Async-signal-safe.
+bool kret_fault_resume(int sig, ucontext_t *uc) noexcept;
 
 // Unwinders see real return addresses (core/kret_unwind.cpp): the pre handlers of
 // liveprobe's internal probes on the unwinders (core/unwinder_hooks.cpp).

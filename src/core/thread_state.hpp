@@ -56,6 +56,15 @@ struct alignas(64) ThreadRecord {
     void *kret_rsb = nullptr;
     // The call whose entry handler kret_pre runs under the fast path's guard (kret_abandon_entry).
     void *kret_entry = nullptr;
+    // While kretprobe_return runs a return handler with no setjmp guard (core/kret_hit.cpp):
+    // what a fault there needs to finish the return (lp_kret_fault). regs is null otherwise.
+    struct KretGuard {
+        struct pt_regs *regs = nullptr;
+        void *inst = nullptr;   // the call whose handler runs
+        void *next = nullptr;   // the calls of the same slot still to run
+        const void *prev_busy = nullptr;
+        uint64_t ret = 0, rsb = 0;
+    } kret_guard;
     // Calls reaped as gone while their frame might still return (a stack switch liveprobe
     // could not see): where they return, so that the trampoline can still send them home.
     static constexpr uint32_t kReaped = 32;

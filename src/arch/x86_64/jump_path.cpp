@@ -153,6 +153,7 @@ extern "C" int lp_jump_fault(ThreadRecord *rec, struct pt_regs *regs, int sig) n
 bool jump_fault_resume(int sig, ucontext_t *uc) noexcept
 {
     if (light_fault_resume(sig, uc)) return true;
+    if (core::kret_fault_resume(sig, uc)) return true;
     ThreadRecord *rec = core::this_thread_if_any();
     if (!rec || !rec->jump_regs) return false;
     auto regs = reinterpret_cast<uint64_t>(rec->jump_regs);

@@ -29,10 +29,11 @@ extern "C" int lp_jump_post(uint64_t site, struct pt_regs *regs) noexcept;
 extern "C" void lp_detour_call_pre();
 extern "C" void lp_detour_call_post();
 
-// A synchronous fault (sig) of the handler lp_jump_pre's fast path is running on this thread:
-// points the context at the recovery (the fault is counted and the probe's fault_handler
-// called, then the detour goes on) and returns true; false when no such handler runs.
-// Async-signal-safe.
+// A synchronous fault (sig) of a handler running with no setjmp guard on this thread (the
+// fast path of lp_jump_pre or lp_jump_light, or a return handler: core/kretprobe.hpp
+// kret_fault_resume): points the context at the recovery (the fault is counted and the probe's
+// fault_handler called, then the detour or the trampoline goes on) and returns true; false
+// when no such handler runs. Async-signal-safe.
 bool jump_fault_resume(int sig, ucontext_t *uc) noexcept;
 
 // The dispatcher's entry points detours call (DetourFns, detour.hpp).

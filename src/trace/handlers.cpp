@@ -94,17 +94,24 @@ int count_pre(struct kprobe *kp, struct pt_regs *) noexcept
     return 0;
 }
 
-int entry_time(struct kretprobe_instance *ri, struct pt_regs *) noexcept
+// The entry's stamp: the TSC read unordered when the clock is the TSC (cheaper than an ordered
+// clock read by about 10 ns here), else the clock.
+static uint64_t entry_stamp() noexcept { return g_tsc ? clk::tsc_unordered() : liveprobe_ktime_ns(); }
+
+// The entry's time in the clock's nanoseconds, at a return whose clock read `now`: with the TSC,
+// now less the cycles since the stamp, so that a call costs one ordered clock read, not two.
+static uint64_t entry_ns_at(uint64_t stamp, uint64_t now) noexcept
 {
-    reinterpret_cast<EntryData *>(ri->data)->entry_ns = liveprobe_ktime_ns();
-    return 0;
+    if (!g_tsc) return stamp;
+    uint64_t end = clk::tsc_unordered();
+    uint64_t d = end <= stamp ? 0 : clk::cycles_to_ns(end - stamp);
+    return d >= now ? 0 : now - d;
 }
 
-// --hist: the duration only, in TSC cycles when the clock is the TSC (two unordered reads and
-// a multiplication: about 15 ns less a call than two ordered clock reads).
+// FUNC and --hist: the stamp alone.
 int entry_cycles(struct kretprobe_instance *ri, struct pt_regs *) noexcept
 {
-    reinterpret_cast<EntryData *>(ri->data)->entry_ns = g_tsc ? clk::tsc_unordered() : liveprobe_ktime_ns();
+    reinterpret_cast<EntryData *>(ri->data)->entry_ns = entry_stamp();
     return 0;
 }
 
@@ -118,7 +125,7 @@ int entry_regs(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept
     d->regs[4] = regs->r8;
     d->regs[5] = regs->r9;
     d->regs[6] = regs->sp;
-    d->entry_ns = liveprobe_ktime_ns();  // last: the arguments' copy is not timed
+    d->entry_ns = entry_stamp();  // last: the arguments' copy is not timed
     return 0;
 }
 
@@ -186,7 +193,7 @@ int fetch_return(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept
     if (g_silent.load(std::memory_order_relaxed)) return 0;
     uint64_t now = liveprobe_ktime_ns();
     const auto *d = reinterpret_cast<const EntryData *>(ri->data);
-    uint64_t entry = d->entry_ns;
+    uint64_t entry = entry_ns_at(d->entry_ns, now);
     const Probe *p = probe_of_rp(ri->rp);
     alignas(8) unsigned char payload[kMaxPayload];
     FetchContext ctx;
@@ -201,7 +208,7 @@ int event_return(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept
 {
     if (g_silent.load(std::memory_order_relaxed)) return 0;
     uint64_t now = liveprobe_ktime_ns();
-    uint64_t entry = reinterpret_cast<const EntryData *>(ri->data)->entry_ns;
+    uint64_t entry = entry_ns_at(reinterpret_cast<const EntryData *>(ri->data)->entry_ns, now);
     put_event(index_of(ri->rp), 1, static_cast<uint32_t>(ri->tid), entry, now, regs->ax, nullptr, 0);
     return 0;
 }

@@ -25,7 +25,9 @@ struct Probe {
 };
 
 struct EntryData {  // a kretprobe instance's data: at the entry, the time, then (r:) di si dx cx r8 r9, sp
-    uint64_t entry_ns;  // liveprobe_ktime_ns; --hist: the TSC (unordered) when g_tsc
+    // When g_tsc, the TSC read unordered (one ordered clock read a call, at the return: the
+    // entry's time is that minus the cycles between); else liveprobe_ktime_ns().
+    uint64_t entry_ns;
     uint64_t regs[7];
 };
 
@@ -35,12 +37,11 @@ extern uint32_t g_capacity;
 extern std::atomic<uint64_t> g_generation;  // moved by a new session and by fork
 extern bool g_follow;                        // a forked child goes on tracing
 extern std::atomic<bool> g_silent;           // a child that does not
-extern bool g_tsc;                           // the clock is the TSC: --hist counts its cycles
+extern bool g_tsc;                           // the clock is the TSC: entries stamp its cycles
 
 int count_pre(struct kprobe *kp, struct pt_regs *regs) noexcept;      // --count
 int fetch_pre(struct kprobe *kp, struct pt_regs *regs) noexcept;      // p:, FUNC+OFF
-int entry_time(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;  // FUNC: the time
-int entry_cycles(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;  // --hist: the TSC
+int entry_cycles(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;  // FUNC, --hist: the TSC
 int entry_regs(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;  // r:: the time, arguments, sp
 int event_return(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;  // FUNC
 int fetch_return(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;  // r:

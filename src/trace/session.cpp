@@ -246,7 +246,7 @@ void place(Session &ss, std::vector<Target> fns, Started *out)
         } else {
             p->rp.kp.addr = reinterpret_cast<kprobe_opcode_t *>(placed[i].addr);
             bool regs = ss.mode == Mode::events && spec.kind == SpecKind::ret;
-            p->rp.entry_handler = regs ? entry_regs : ss.mode == Mode::hist ? entry_cycles : entry_time;
+            p->rp.entry_handler = regs ? entry_regs : entry_cycles;
             p->rp.handler = ss.mode == Mode::hist ? hist_return : spec.kind == SpecKind::ret ? fetch_return : event_return;
             p->rp.data_size = regs ? sizeof(EntryData) : sizeof(uint64_t);
             p->rp.maxactive = spec.maxactive ? spec.maxactive : ss.maxactive;

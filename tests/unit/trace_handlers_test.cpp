@@ -27,7 +27,6 @@ TEST(TraceHandlers, EveryHandlerIsProvenVectorFree)
     LP_SKIP_IF_SANITIZED();
     using namespace liveprobe::trace;
     expect_proven(count_pre, "count_pre");
-    expect_proven(entry_time, "entry_time");
     expect_proven(entry_cycles, "entry_cycles");
     expect_proven(entry_regs, "entry_regs");
     expect_proven(event_return, "event_return");

@@ -313,10 +313,9 @@ TEST(Kretprobe, MaxactiveTwoOnRecursionFiveDeep)
 // recorded (no return handler), and its instance goes back: with maxactive 2, none of the
 // 100 calls misses. On the jump path the entry handler runs under the fast path's own guard.
 std::atomic<long> g_entry_calls{0};
-int *volatile g_null = nullptr;
 int faulting_entry(kretprobe_instance *, pt_regs *)
 {
-    if (g_entry_calls++ % 2) *g_null = 1;
+    if (g_entry_calls++ % 2) lp_t_load(nullptr);  // SIGSEGV (in assembly: no sanitizer check)
     g.entries++;
     return 0;
 }
@@ -343,7 +342,7 @@ TEST(Kretprobe, EntryHandlerFaultGivesItsInstanceBack)
 // jump path the handler runs without a setjmp guard: the fault resumes the trampoline.
 int faulting_return(kretprobe_instance *, pt_regs *regs)
 {
-    if (regs_return_value(regs) % 2) *g_null = 1;
+    if (regs_return_value(regs) % 2) lp_t_load(nullptr);
     g.returns++;
     return 0;
 }
@@ -370,7 +369,7 @@ std::atomic<int> g_tail_outer{0}, g_tail_inner{0};
 int inner_faults(kretprobe_instance *, pt_regs *)
 {
     g_tail_inner++;
-    *g_null = 1;
+    lp_t_load(nullptr);
     return 0;
 }
 int outer_checks(kretprobe_instance *, pt_regs *regs)

@@ -31,6 +31,7 @@ enum State : int { kInit, kAttach, kStopped, kMore, kResume, kDone, kFailed };
 // touches nothing but this struct and its own stack.
 struct WorldStop::Shared {
     std::atomic<int> state{kInit};
+    int creator = 0;        // the process that started the helper (its parent while it lives)
     int err = 0;            // errno of a failure
     int failed_tid = 0;
     int n = 0;              // threads listed so far
@@ -129,6 +130,24 @@ void release_all(WorldStop::Shared *s)
     }
 }
 
+// The helper's wait: as wait_state_change, but if its creator is gone (the process exited while
+// the world was stopped: its parent is some other process now), it lets its tracees go and
+// exits. PR_SET_PDEATHSIG alone misses a creator that died before the prctl, and one whose
+// death waits for its stopped threads.
+int helper_wait(WorldStop::Shared *s, int from)
+{
+    int v;
+    while ((v = s->state.load(std::memory_order_seq_cst)) == from) {
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        raw_syscall(SYS_futex, reinterpret_cast<long>(&s->state), FUTEX_WAIT, from, reinterpret_cast<long>(&ts));
+        if (s->state.load(std::memory_order_seq_cst) == from && raw_syscall(SYS_getppid) != s->creator) {
+            release_all(s);
+            raw_syscall(SYS_exit, 0);
+        }
+    }
+    return v;
+}
+
 int helper_main(void *arg)
 {
     auto *s = static_cast<WorldStop::Shared *>(arg);
@@ -138,7 +157,8 @@ int helper_main(void *arg)
     uint64_t all = ~0ull;
     raw_sigprocmask(SIG_SETMASK, &all, nullptr);
     raw_syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL);
-    wait_state_change(s, kInit);
+    if (raw_syscall(SYS_getppid) != s->creator) return 0;  // it died before the prctl
+    helper_wait(s, kInit);
     bool ok = stop_range(s);
     for (;;) {
         if (!ok) {
@@ -147,7 +167,7 @@ int helper_main(void *arg)
             break;
         }
         set_state(s, kStopped);
-        int next = wait_state_change(s, kStopped);
+        int next = helper_wait(s, kStopped);
         if (next == kMore) {
             ok = stop_range(s);
             continue;
@@ -252,6 +272,7 @@ Status WorldStop::stop()
         resume();
         return Fail(-ENOMEM, "cannot map a stack for the thread-stop helper");
     }
+    shared_->creator = raw_getpid();
     // Exit signal 0: the program never sees a SIGCHLD for it, nor reaps it with wait().
     helper_ = clone(helper_main, static_cast<char *>(stack_) + kHelperStack, CLONE_VM | CLONE_UNTRACED,
                     shared_);

@@ -96,10 +96,12 @@ TEST(LogRing, ConcurrentWritersNeverTearALine)
     constexpr int kThreads = 4, kLines = 20000;
     std::atomic<bool> stop{false};
     std::atomic<long> bad{0}, seen{0};
-    // A reader running all along: every line it gets is one a writer wrote, whole.
+    // A reader running all along: every line it gets is one a writer wrote, whole. It reads once
+    // more after the writers are done (on a loaded machine it may not have run before).
     std::thread reader([&] {
         uint64_t next = 0;
-        while (!stop.load()) {
+        for (bool last = false; !last;) {
+            last = stop.load();
             for (auto &l : r->read(next, &next)) {
                 ++seen;
                 // "T<t> <i> " followed by 300 copies of the letter of t (spans two records).

@@ -68,7 +68,7 @@ start nopad-sleep nanosleep 1500 && LIVEPROBE_TEST_NO_PADDING=1 attach nopad-sle
 # 3. Attaching twice finds the agent there.
 start twice nanosleep 1500 && attach twice && {
     out=$("$lp" attach -p "$pid" 2>&1)
-    if echo "$out" | grep -q "already running"; then pass "second attach: $out"; else fail "second attach: $out"; fi
+    if grep -q "already running" <<<"$out"; then pass "second attach: $out"; else fail "second attach: $out"; fi
     finish twice "rc 0"; }
 
 # 4. Killing the tool (SIGKILL) at each step of an attach leaves the target unharmed: it goes on
@@ -88,7 +88,7 @@ done
 for i in 1 2 3 4 5; do
     start "exiting-$i" exit $((i * 5)) || continue
     out=$(timeout 20 "$lp" attach -p "$pid" 2>&1); rc=$?
-    if [ "$rc" -eq 0 ] || { [ "$rc" -eq 1 ] && echo "$out" | grep -Eq "exit|no process|gone"; }; then
+    if [ "$rc" -eq 0 ] || { [ "$rc" -eq 1 ] && grep -Eq "exit|no process|gone" <<<"$out"; }; then
         pass "exiting target ($((i * 5)) ms): exit $rc: $out"
     else fail "exiting target ($((i * 5)) ms): exit $rc: $out"; fi
     wait "$pid" 2>/dev/null
@@ -103,28 +103,28 @@ else
     out=$("$lp" attach -p 1 2>&1); rc=$?
     who="pid 1 (root's) as user $(id -u)"
 fi
-if [ "$rc" -eq 1 ] && echo "$out" | grep -q "belongs to user"; then pass "refused $who: $out"
+if [ "$rc" -eq 1 ] && grep -q "belongs to user" <<<"$out"; then pass "refused $who: $out"
 else fail "$who: exit $rc: $out"; fi
 [ "$(id -u)" -eq 0 ] && finish mine "rc 0"
 nopid=4194000; while kill -0 "$nopid" 2>/dev/null; do nopid=$((nopid + 1)); done
 out=$("$lp" attach -p "$nopid" 2>&1); rc=$?
-if [ "$rc" -eq 1 ] && echo "$out" | grep -q "no process $nopid"; then pass "nonexistent pid: $out"; else fail "nonexistent pid: exit $rc: $out"; fi
+if [ "$rc" -eq 1 ] && grep -q "no process $nopid" <<<"$out"; then pass "nonexistent pid: $out"; else fail "nonexistent pid: exit $rc: $out"; fi
 out=$("$lp" status -p "$nopid" 2>&1); rc=$?
-if [ "$rc" -eq 1 ] && echo "$out" | grep -q "no process"; then pass "status of a nonexistent pid: $out"; else fail "status, nonexistent pid: exit $rc: $out"; fi
+if [ "$rc" -eq 1 ] && grep -q "no process" <<<"$out"; then pass "status of a nonexistent pid: $out"; else fail "status, nonexistent pid: exit $rc: $out"; fi
 out=$("$lp" attach 2>&1); rc=$?
-if [ "$rc" -eq 2 ] && echo "$out" | grep -q -- "--pid"; then pass "attach without -p: exit 2"; else fail "attach without -p: exit $rc: $out"; fi
+if [ "$rc" -eq 2 ] && grep -q -- "--pid" <<<"$out"; then pass "attach without -p: exit 2"; else fail "attach without -p: exit $rc: $out"; fi
 
 # 7. list: the functions, as OBJECT:NAME.
 start list nanosleep 1000 && {
     out=$("$lp" list -p "$pid" 'round_of_work*' 2>&1)
-    if echo "$out" | grep -q "^lp_attach_target:round_of_work"; then pass "list: $out"; else fail "list: $out"; fi
+    if grep -q "^lp_attach_target:round_of_work" <<<"$out"; then pass "list: $out"; else fail "list: $out"; fi
     out=$("$lp" list -p "$pid" 'nanosleep' 2>&1)
-    if echo "$out" | grep -q "^libc.so.6:nanosleep$"; then pass "list libc: $(echo "$out" | head -1)"; else fail "list libc: $out"; fi
+    if grep -q "^libc.so.6:nanosleep$" <<<"$out"; then pass "list libc: $(echo "$out" | head -1)"; else fail "list libc: $out"; fi
     finish list "rc 0"; }
 
 # 8. run: the agent preloaded, the program's exit status, signals passed on, children inherit.
 out=$("${launch[@]}" "$lp" run -- sh -c 'exit 7' 2>&1); rc=$?
-if [ "$rc" -eq 7 ] && echo "$out" | grep -q "^liveprobe: started PID [0-9]*$"; then pass "run: exit status 7 and '$out'"
+if [ "$rc" -eq 7 ] && grep -q "^liveprobe: started PID [0-9]*$" <<<"$out"; then pass "run: exit status 7 and '$out'"
 else fail "run: exit $rc: $out"; fi
 "${launch[@]}" "$lp" run -- "$target" fork 20 >"$tmp/run.out" 2>"$tmp/run.err" &
 tool=$!; pids+=("$tool")
@@ -140,7 +140,7 @@ kill -TERM "$tool"
 wait "$tool"; rc=$?
 if [ "$rc" -eq 143 ]; then pass "run: SIGTERM passed on, exit 143"; else fail "run: after SIGTERM, exit $rc"; fi
 out=$("$lp" run -- /nonexistent/program 2>&1); rc=$?
-if [ "$rc" -eq 127 ] && echo "$out" | grep -q "cannot run /nonexistent/program"; then pass "run: a missing program: exit 127"
+if [ "$rc" -eq 127 ] && grep -q "cannot run /nonexistent/program" <<<"$out"; then pass "run: a missing program: exit 127"
 else fail "run, missing program: exit $rc: $out"; fi
 
 # 9. dmesg: the lines of the process's log, oldest first; -f follows it.
@@ -152,14 +152,14 @@ out=$("$lp" dmesg -t -p "$logpid" 2>&1)
 if [ "$(echo "$out" | head -3 | tr '\n' ,)" = "hello 0,hello 1,hello 2," ]; then pass "dmesg: $(echo "$out" | head -3 | tr '\n' ' ')"
 else fail "dmesg: $out"; fi
 out=$(timeout 1 "$lp" dmesg -t -f -p "$logpid" 2>&1)
-ticks=$(echo "$out" | grep -c '^tick')
+ticks=$(grep -c '^tick' <<<"$out")
 later=$("$lp" dmesg -t -p "$logpid" 2>&1 | grep -c '^tick')
-if [ "$ticks" -ge 3 ] && echo "$out" | grep -q "^hello 0$"; then pass "dmesg -f: followed $ticks tick lines in 1 s"
+if [ "$ticks" -ge 3 ] && grep -q "^hello 0$" <<<"$out"; then pass "dmesg -f: followed $ticks tick lines in 1 s"
 else fail "dmesg -f: $out"; fi
 [ "$later" -ge "$ticks" ] || fail "dmesg after -f: $later tick lines, fewer than followed ($ticks)"
 wait "$tool"
 out=$("$lp" dmesg -p "$nopid" 2>&1); rc=$?
-if [ "$rc" -eq 1 ] && echo "$out" | grep -q "no process"; then pass "dmesg of a nonexistent pid: $out"; else fail "dmesg, nonexistent pid: exit $rc: $out"; fi
+if [ "$rc" -eq 1 ] && grep -q "no process" <<<"$out"; then pass "dmesg of a nonexistent pid: $out"; else fail "dmesg, nonexistent pid: exit $rc: $out"; fi
 
 if [ "$failures" -eq 0 ]; then echo "attach test: PASSED"; exit 0; fi
 echo "attach test: FAILED ($failures failure(s))"

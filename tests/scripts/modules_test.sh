@@ -22,7 +22,7 @@ start() {
 expect() {
     local what=$1 want=$2 re=$3 out rc; shift 3
     out=$("$@" 2>&1); rc=$?
-    if [ "$rc" -eq "$want" ] && echo "$out" | grep -Eq -- "$re"; then pass "$what: $(echo "$out" | tail -1)"
+    if [ "$rc" -eq "$want" ] && grep -Eq -- "$re" <<<"$out"; then pass "$what: $(echo "$out" | tail -1)"
     else fail "$what: exit $rc (want $want), output:"; echo "$out" | sed 's/^/    /'; fi
 }
 # until_log PID REGEX: waits (5 s at most) for a dmesg line matching REGEX.
@@ -46,9 +46,9 @@ expect "insmod kretprobe_example func=do_sys_open" 0 "loaded kretprobe_example" 
     "$lp" insmod -p "$pid" "$samples/kretprobe_example.so" func=do_sys_open
 until_log "$pid" "^do_sys_open returned -2 and took" || fail "kretprobe_example: no line for the missing file"
 log=$("$lp" dmesg -t -p "$pid")
-if echo "$log" | grep -Eq '^do_sys_open returned [0-9]+ and took [0-9]+ ns to execute$' &&
-   echo "$log" | grep -Eq '^do_sys_open returned -2 and took [0-9]+ ns to execute$' &&
-   ! echo "$log" | grep -Ev '^do_sys_open returned -?[0-9]+ and took [0-9]+ ns to execute$' | grep -q .; then
+if grep -Eq '^do_sys_open returned [0-9]+ and took [0-9]+ ns to execute$' <<<"$log" &&
+   grep -Eq '^do_sys_open returned -2 and took [0-9]+ ns to execute$' <<<"$log" &&
+   ! grep -Ev '^do_sys_open returned -?[0-9]+ and took [0-9]+ ns to execute$' <<<"$log" | grep -q .; then
     pass "kretprobe_example dmesg: $(echo "$log" | head -1)"
 else fail "kretprobe_example dmesg:"; echo "$log" | head -5 | sed 's/^/    /'; fi
 "$lp" dmesg -p "$pid" | head -1 | grep -Eq '^\[ *[0-9]+\.[0-9]{6}\] do_sys_open returned' ||
@@ -75,13 +75,13 @@ expect "insmod kprobe_example" 0 "loaded kprobe_example" "$lp" insmod -p "$pid" 
 addr=$("$lp" lsmod -p "$pid" | awk '$2 == "k" && $3 == "do_fork+0x0" { print $1 }')
 until_log "$pid" "^post_handler" || fail "kprobe_example: no post_handler line"
 log=$("$lp" dmesg -t -p "$pid")
-if echo "$log" | grep -q "^kprobe registered$" &&
-   echo "$log" | grep -Eq "^pre_handler: p->addr=0x$addr, eflags=0x[0-9a-f]+$" &&
-   echo "$log" | grep -q "^Call Trace:$" &&
-   echo "$log" | grep -Eq "^ handler_pre\+0x[0-9a-f]+/0x[0-9a-f]+ \[kprobe_example\]$" &&
-   echo "$log" | grep -Eq "^ do_fork\+0x0/0x[0-9a-f]+$" &&
-   echo "$log" | grep -Eq "^ main\+0x[0-9a-f]+/0x[0-9a-f]+$" &&
-   echo "$log" | grep -Eq "^post_handler: p->addr=0x$addr, eflags=0x[0-9a-f]+ $"; then
+if grep -q "^kprobe registered$" <<<"$log" &&
+   grep -Eq "^pre_handler: p->addr=0x$addr, eflags=0x[0-9a-f]+$" <<<"$log" &&
+   grep -q "^Call Trace:$" <<<"$log" &&
+   grep -Eq "^ handler_pre\+0x[0-9a-f]+/0x[0-9a-f]+ \[kprobe_example\]$" <<<"$log" &&
+   grep -Eq "^ do_fork\+0x0/0x[0-9a-f]+$" <<<"$log" &&
+   grep -Eq "^ main\+0x[0-9a-f]+/0x[0-9a-f]+$" <<<"$log" &&
+   grep -Eq "^post_handler: p->addr=0x$addr, eflags=0x[0-9a-f]+ $" <<<"$log"; then
     pass "kprobe_example dmesg: $(echo "$log" | grep -m1 '^pre_handler')"
 else fail "kprobe_example dmesg (probe at $addr):"; echo "$log" | grep -v do_sys_open | tail -12 | sed 's/^/    /'; fi
 "$lp" rmmod -p "$pid" kprobe_example.so || fail "rmmod kprobe_example.so (by file name)"
@@ -105,8 +105,8 @@ want1="count=-12 ucount=32 big=-5000000000 ubig=18446744073709551615 small=-300 
 want2="verbose=1 quiet=0 label=two words name=seven77 nvalues=3 values=1,-2,3,0"
 want3="current: pid=[0-9]+ tgid=$pid comm=liveprobe mm=set"  # init runs on the agent's thread
 want4="values: 1 -2 3"  # pr_info, then a pr_cont per value: one line
-if echo "$log" | grep -qx "$want1" && echo "$log" | grep -qx "$want2" && echo "$log" | grep -Eqx "$want3" &&
-   echo "$log" | grep -qx "$want4"; then
+if grep -qx "$want1" <<<"$log" && grep -qx "$want2" <<<"$log" && grep -Eqx "$want3" <<<"$log" &&
+   grep -qx "$want4" <<<"$log"; then
     pass "params_module: every value as given: $want2"
 else fail "params_module: want '$want1' / '$want2' / '$want3' / '$want4', log:"; echo "$log" | grep -v do_ | tail -4 | sed 's/^/    /'; fi
 "$lp" rmmod -p "$pid" params_module || fail "rmmod params_module"
@@ -229,7 +229,7 @@ else fail "target killed during insmod: exit $rc:"; sed 's/^/    /' "$tmp/dying.
 
 # 9. insmod -- CMD: the program started with the module loaded; the tool exits with its status.
 out=$("${launch[@]}" "$lp" insmod "$samples/kretprobe_example.so" func=sys_open -- "$target" 12 5 2>&1); rc=$?
-if [ "$rc" -eq 0 ] && echo "$out" | grep -q "loaded kretprobe_example" && echo "$out" | grep -q "^round 11: open ok"; then
+if [ "$rc" -eq 0 ] && grep -q "loaded kretprobe_example" <<<"$out" && grep -q "^round 11: open ok" <<<"$out"; then
     pass "insmod -- target: $(echo "$out" | grep loaded)"
 else fail "insmod -- target: exit $rc:"; echo "$out" | sed 's/^/    /'; fi
 expect "insmod -- a program, with a bad parameter" 1 "unknown parameter 'fn'" \

@@ -78,7 +78,7 @@ check "-i FILE --count" "$tmp/ic.out" '^lp_tr_fib +177$' '^lp_tr_square +6$' '^l
 "$lp" trace -i "$tmp/t.lptrace" --json --tid 999999999 >"$tmp/ij.out" 2>&1
 grep -q '^{' "$tmp/ij.out" && fail "-i --tid: events of another thread shown" || pass "-i FILE --tid filters"
 out=$("$lp" trace -i /etc/passwd 2>&1); rc=$?
-[ "$rc" -eq 1 ] && echo "$out" | grep -q 'not a liveprobe trace file' && pass "-i of a file that is not a trace: $out" || fail "-i /etc/passwd: exit $rc: $out"
+[ "$rc" -eq 1 ] && grep -q 'not a liveprobe trace file' <<<"$out" && pass "-i of a file that is not a trace: $out" || fail "-i /etc/passwd: exit $rc: $out"
 out=$("$lp" trace -i "$tmp/t.lptrace" lp_tr_leaf 2>&1); rc=$?
 [ "$rc" -eq 2 ] && pass "-i with a spec: exit 2" || fail "-i with a spec: exit $rc: $out"
 
@@ -134,7 +134,7 @@ check "parameters by name (DWARF)" "$tmp/dwarf.out" ' lp_fa_open\+0x0 path="/etc
     ' lp_fa_open\+0x0 path=\(fault\) flags=0$' ' lp_fa_area returned after [0-9]+ ns p=0x[0-9a-f]+ ret=12$' \
     ' lp_fa_area\+0x0 x=-7 label="a long label' "^liveprobe: not traced: lp_tr_square: no parameter 'nope' \(its parameters: n\)$"
 out=$("${launch[@]}" "$lp" trace 'p:lp_cx_after i' -- "$cxx_target" "$plugin" 2>&1); rc=$?
-[ "$rc" -eq 1 ] && echo "$out" | grep -q 'has no DWARF.*(build it with -g' && pass "a parameter by name without DWARF: said so" ||
+[ "$rc" -eq 1 ] && grep -q 'has no DWARF.*(build it with -g' <<<"$out" && pass "a parameter by name without DWARF: said so" ||
     fail "no DWARF: exit $rc: $out"
 "${launch[@]}" "$lp" trace --json 'r:lp_fa_open ret=$retval:s32 p=+0($arg1):string f=$arg2:x16' -- "$target" >"$tmp/fjson.out" 2>&1
 check "--json: fetched values as members" "$tmp/fjson.out" \
@@ -154,8 +154,8 @@ spec_error() {  # SPEC MESSAGE COLUMN
     local out rc want
     out=$("$lp" trace "$1" -- "$target" 2>&1); rc=$?
     want=$(printf '  %*s^' "$3" '')
-    if [ "$rc" -eq 2 ] && echo "$out" | grep -qF -- "$2" && echo "$out" | grep -qxF -- "  $1" && echo "$out" | grep -qxF -- "$want" &&
-       ! echo "$out" | grep -q 'trace_target done'; then pass "bad spec '$1': $2"
+    if [ "$rc" -eq 2 ] && grep -qF -- "$2" <<<"$out" && grep -qxF -- "  $1" <<<"$out" && grep -qxF -- "$want" <<<"$out" &&
+       ! grep -q 'trace_target done' <<<"$out"; then pass "bad spec '$1': $2"
     else fail "bad spec '$1': exit $rc: $out"; fi
 }
 spec_error 'p:lp_fa_open %zz' "unknown register '%zz'" 13
@@ -168,11 +168,11 @@ spec_error 'p:lp_fa_open x=%di:u33' "unknown type 'u33'" 19
 spec_error 'p:lp_fa_open $arg0' 'arguments are $arg1 .. $arg32' 13
 spec_error 'p:lp_fa_open x=%di y=%si x=%dx' "'x' is named twice" 25
 out=$("$lp" trace --count 'p:lp_fa_open %di' -- "$target" 2>&1); rc=$?
-[ "$rc" -eq 2 ] && echo "$out" | grep -q 'not with --count' && pass "--count with values to fetch: exit 2" || fail "--count p: %di: exit $rc: $out"
+[ "$rc" -eq 2 ] && grep -q 'not with --count' <<<"$out" && pass "--count with values to fetch: exit 2" || fail "--count p: %di: exit $rc: $out"
 out=$("$lp" trace --hist lp_fa_asm+4 -- "$target" 2>&1); rc=$?
-[ "$rc" -eq 2 ] && echo "$out" | grep -q -- '--hist needs calls' && pass "--hist of an instruction: exit 2" || fail "--hist FUNC+OFF: exit $rc: $out"
+[ "$rc" -eq 2 ] && grep -q -- '--hist needs calls' <<<"$out" && pass "--hist of an instruction: exit 2" || fail "--hist FUNC+OFF: exit $rc: $out"
 out=$("${launch[@]}" "$lp" trace lp_fa_asm+1 -- "$target" 2>&1); rc=$?
-[ "$rc" -eq 1 ] && echo "$out" | grep -q 'lp_fa_asm+0x1: not the start of an instruction' && pass "FUNC+OFF inside an instruction: said so" ||
+[ "$rc" -eq 1 ] && grep -q 'lp_fa_asm+0x1: not the start of an instruction' <<<"$out" && pass "FUNC+OFF inside an instruction: said so" ||
     fail "lp_fa_asm+1: exit $rc: $out"
 
 # 9. C++: exceptions thrown through traced frames (their returns never come; the instances come
@@ -220,17 +220,17 @@ done
 
 # 10. Errors.
 out=$("${launch[@]}" "$lp" trace --count nothing_is_called_this 'lp_none_*' -- "$target" 2>&1); rc=$?
-[ "$rc" -eq 1 ] && echo "$out" | grep -q "nothing_is_called_this" && pass "no function at all: $(echo "$out" | tail -1)" ||
+[ "$rc" -eq 1 ] && grep -q "nothing_is_called_this" <<<"$out" && pass "no function at all: $(echo "$out" | tail -1)" ||
     fail "no function: exit $rc: $out"
 out=$("${launch[@]}" "$lp" trace --count lp_tr_leaf nothing_is_called_this -- "$target" 2>&1); rc=$?
-[ "$rc" -eq 0 ] && echo "$out" | grep -Eq "^lp_tr_leaf +1000$" && echo "$out" | grep -q "nothing_is_called_this" &&
+[ "$rc" -eq 0 ] && grep -Eq "^lp_tr_leaf +1000$" <<<"$out" && grep -q "nothing_is_called_this" <<<"$out" &&
     pass "one unknown among others: traced the rest, said which" || fail "one unknown: exit $rc: $out"
 out=$("$lp" trace lp_tr_leaf 2>&1); rc=$?
 [ "$rc" -eq 2 ] && pass "no -p and no program: exit 2" || fail "no target: exit $rc: $out"
 out=$("$lp" trace --count --hist lp_tr_leaf -- "$target" 2>&1); rc=$?
 [ "$rc" -eq 2 ] && pass "--count with --hist: exit 2" || fail "--count --hist: exit $rc: $out"
 out=$("$lp" trace -p 999999999 lp_tr_leaf 2>&1); rc=$?
-[ "$rc" -eq 1 ] && echo "$out" | grep -q "no process" && pass "a nonexistent process: $out" || fail "no process: exit $rc: $out"
+[ "$rc" -eq 1 ] && grep -q "no process" <<<"$out" && pass "a nonexistent process: $out" || fail "no process: exit $rc: $out"
 
 echo "$failures failure(s)"
 [ "$failures" -eq 0 ]

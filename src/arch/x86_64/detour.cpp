@@ -116,22 +116,44 @@ void emit_call(Writer &w, uint64_t fn, uint64_t arg)
     w.bytes({0xff, 0xd0});  // call *%rax
 }
 
-// Restores the flags saved at off(%rsp) (128 <= off < 255), with rax as scratch (restored
+// mov disp(%rsp),%al (ah: false) or %ah (true), with an 8- or 32-bit displacement.
+void mov_rsp_byte(Writer &w, int32_t disp, bool ah)
+{
+    const uint8_t reg = ah ? 0x20 : 0x00;
+    if (disp == 0) {
+        w.bytes({0x8a, static_cast<uint8_t>(0x04 | reg), 0x24});
+    } else if (disp >= -128 && disp <= 127) {
+        w.bytes({0x8a, static_cast<uint8_t>(0x44 | reg), 0x24, static_cast<uint8_t>(disp)});
+    } else {
+        w.bytes({0x8a, static_cast<uint8_t>(0x84 | reg), 0x24});
+        w.u32(static_cast<uint32_t>(disp));
+    }
+}
+
+// The six arithmetic flags (CF PF AF ZF SF OF) from the flags word at off(%rsp), without popfq
+// (about 20 cycles), with rax as scratch (restored after): sahf, and an add for OF.
+void emit_arith_flags(Writer &w, int32_t off)
+{
+    mov_rsp_byte(w, off + 1, false);  // mov off+1(%rsp),%al: flags bits 8..15
+    w.bytes({0x24, 0x08});            // and $8,%al: OF
+    w.bytes({0x04, 0x78});            // add $0x78,%al: sets OF exactly when al was 8
+    mov_rsp_byte(w, off, true);       // mov off(%rsp),%ah: SF ZF AF PF CF
+    w.bytes({0x9e});                  // sahf
+}
+
+// Restores the flags saved at off(%rsp) (off < 255), with rax as scratch (restored
 // after); see kSlowFlags.
 void emit_restore_flags(Writer &w, uint8_t off)
 {
-    const auto o = off, o1 = static_cast<uint8_t>(off + 1);
-    w.bytes({0xf7, 0x84, 0x24, o, 0, 0, 0});  // testl $kSlowFlags,off(%rsp)
+    w.bytes({0xf7, 0x84, 0x24, off, 0, 0, 0});  // testl $kSlowFlags,off(%rsp)
     w.u32(kSlowFlags);
-    w.bytes({0x75, 0x15});                     // jnz slow
-    w.bytes({0x8a, 0x84, 0x24, o1, 0, 0, 0});  // mov off+1(%rsp),%al: flags bits 8..15
-    w.bytes({0x24, 0x08});                     // and $8,%al: OF
-    w.bytes({0x04, 0x78});                     // add $0x78,%al: sets OF exactly when al was 8
-    w.bytes({0x8a, 0xa4, 0x24, o, 0, 0, 0});   // mov off(%rsp),%ah: SF ZF AF PF CF
-    w.bytes({0x9e});                           // sahf
-    w.bytes({0xeb, 0x08});                     // jmp over the slow path
-    w.bytes({0xff, 0xb4, 0x24, o, 0, 0, 0});   // slow: pushq off(%rsp)
-    w.bytes({0x9d});                           // popfq
+    w.bytes({0x75, 0x00});  // jnz slow (its offset written below)
+    const size_t fast = w.pos;
+    emit_arith_flags(w, off);
+    w.bytes({0xeb, 0x08});  // jmp over the slow path
+    if (w.ok) w.out[fast - 1] = static_cast<uint8_t>(w.pos - fast);
+    w.bytes({0xff, 0xb4, 0x24, off, 0, 0, 0});  // slow: pushq off(%rsp)
+    w.bytes({0x9d});                            // popfq
 }
 
 // Restores every register from the pt_regs at rsp, the stack pointer last. With `kret_next`,
@@ -246,12 +268,7 @@ bool jmp_to(Writer &w, uint64_t target)
 // arithmetic bits are all), rax, the frame left, and a jmp to `to`.
 bool emit_light_tail(Writer &w, int32_t rz, uint64_t to)
 {
-    // rax (restored next) as scratch.
-    w.bytes({0x8a, 0x44, 0x24, 0x01});  // mov 1(%rsp),%al: flags bits 8..15
-    w.bytes({0x24, 0x08});              // and $8,%al: OF
-    w.bytes({0x04, 0x78});              // add $0x78,%al: sets OF exactly when al was 8
-    w.bytes({0x8a, 0x24, 0x24});        // mov (%rsp),%ah: SF ZF AF PF CF
-    w.bytes({0x9e});                    // sahf
+    emit_arith_flags(w, 0);  // rax, restored next, as scratch
     mov_rsp_slot(w, 0, light_slot(0), false);
     lea_rsp(w, static_cast<int32_t>(kLightFrame) + rz);
     return jmp_to(w, to);
@@ -350,10 +367,7 @@ int build_detour(const Region &region, uint64_t at, bool mid, const DetourFns &f
             if (!emit_relocated(w, region, 1, region.n, true, &L.post_rest)) return -ERANGE;
         } else {
             // Only one instruction was replaced: jump back after it.
-            w.bytes({0xe9});
-            int64_t rel = static_cast<int64_t>(region.addr + region.len) - static_cast<int64_t>(w.here() + 4);
-            if (rel < INT32_MIN || rel > INT32_MAX) return -ERANGE;
-            w.u32(static_cast<uint32_t>(static_cast<int32_t>(rel)));
+            if (!jmp_to(w, region.addr + region.len)) return -ERANGE;
         }
     }
     // Case 3: a kretprobe's return slot replaced (function entries only: the words below the

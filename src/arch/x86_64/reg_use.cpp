@@ -8,7 +8,6 @@
 // (and after a call returns rsi counts as tainted still: with -fipa-ra a caller may know its
 // callee left rsi alone). Only a proof counts: an instruction that cannot be decoded is a use.
 #include <cinttypes>
-#include <mutex>
 #include <cstdio>
 #include <optional>
 #include <set>
@@ -22,16 +21,6 @@ namespace liveprobe::arch {
 namespace {
 
 constexpr uint32_t kRsi = 1u << 6;
-
-// Reasons are built rarely (once per handler refused): kept for the life of the process, so
-// the pointers handed out stay valid.
-const char *keep(std::string s)
-{
-    static auto *reasons = new std::set<std::string>;  // never destroyed: pointers stay valid
-    static std::mutex *mutex = new std::mutex;
-    std::lock_guard lock(*mutex);
-    return reasons->insert(std::move(s)).first->c_str();
-}
 
 std::string at_text(uint64_t at) { return symbols::describe(at); }
 
@@ -82,16 +71,16 @@ const char *follow(Walk &w, uint64_t site, uint64_t target, int left)
     if (!g || g->name.empty()) {
         if (uint64_t t = plt_target(target)) target = t;  // a PLT stub does not read rsi
     }
-    if (left <= 0) return keep("rsi still holds regs at the call at " + at_text(site) + ", deeper than the levels followed");
+    if (left <= 0) return intern_reason("rsi still holds regs at the call at " + at_text(site) + ", deeper than the levels followed");
     if (const char *why = w.function(target, left - 1))
-        return keep(std::string(why) + ", reached from " + at_text(site));
+        return intern_reason(std::string(why) + ", reached from " + at_text(site));
     return nullptr;
 }
 
 const char *Walk::function(uint64_t entry, int left)
 {
     std::optional<symbols::Function> f = symbols::function_at(entry);
-    if (!f) return keep("no bounds for " + at_text(entry));
+    if (!f) return intern_reason("no bounds for " + at_text(entry));
     if (!functions.insert(entry).second) return nullptr;
     ZydisDecoder dec;
     ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
@@ -110,13 +99,13 @@ const char *Walk::function(uint64_t entry, int left)
             ZydisDecodedInstruction zi;
             ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
             if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&dec, reinterpret_cast<const void *>(at), f->end - at, &zi, ops)))
-                return keep("undecodable bytes at " + at_text(at));
-            if (zi.mnemonic == ZYDIS_MNEMONIC_INT3) return keep("int3 at " + at_text(at) + " (hides the instruction under it)");
+                return intern_reason("undecodable bytes at " + at_text(at));
+            if (zi.mnemonic == ZYDIS_MNEMONIC_INT3) return intern_reason("int3 at " + at_text(at) + " (hides the instruction under it)");
             const std::string mnemonic = ZydisMnemonicGetString(zi.mnemonic);
-            if (reads_rsi(zi, ops)) return keep(mnemonic + " at " + at_text(at) + " reads rsi (regs)");
+            if (reads_rsi(zi, ops)) return intern_reason(mnemonic + " at " + at_text(at) + " reads rsi (regs)");
             if (zi.mnemonic == ZYDIS_MNEMONIC_SYSCALL || zi.mnemonic == ZYDIS_MNEMONIC_SYSENTER ||
                 zi.mnemonic == ZYDIS_MNEMONIC_INT || zi.mnemonic == ZYDIS_MNEMONIC_INTO)
-                return keep(mnemonic + " at " + at_text(at) + " with rsi (regs) as its argument");
+                return intern_reason(mnemonic + " at " + at_text(at) + " with rsi (regs) as its argument");
             const uint64_t next = at + zi.length;
             if (zi.mnemonic == ZYDIS_MNEMONIC_RET || zi.mnemonic == ZYDIS_MNEMONIC_UD2 ||
                 zi.mnemonic == ZYDIS_MNEMONIC_HLT)
@@ -126,7 +115,7 @@ const char *Walk::function(uint64_t entry, int left)
                 ZyanU64 target = 0;
                 if (!op0 || op0->type != ZYDIS_OPERAND_TYPE_IMMEDIATE || !op0->imm.is_relative ||
                     !ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(&zi, op0, at, &target)))
-                    return keep("indirect " + mnemonic + " at " + at_text(at) + " while rsi may hold regs");
+                    return intern_reason("indirect " + mnemonic + " at " + at_text(at) + " while rsi may hold regs");
                 if (zi.mnemonic == ZYDIS_MNEMONIC_CALL) {
                     if (target != next) {
                         if (const char *why = follow(*this, at, target, left)) return why;

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "arch/x86_64/insn.hpp"
@@ -82,6 +83,9 @@ int relocate_region(const Region &region, uint64_t at, uint8_t *out, size_t cap,
 // With `writes`, the general registers that code writes (gpr_bit masks; all of them when not
 // proven), for the light detour (detour.hpp).
 bool vector_free(uint64_t entry, int depth, const char **why, uint32_t *writes = nullptr);
+
+// A reason kept for the life of the process (the provers' answers hand out these pointers).
+const char *intern_reason(std::string s);
 
 // Where a PLT stub at `at` leads (the function it is bound, or will be bound, to), or 0 when
 // `at` is not a PLT stub or its target is unknown.

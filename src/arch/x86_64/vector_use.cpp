@@ -58,11 +58,6 @@ core::Immortal<std::set<std::string>> g_reasons_storage;
 std::map<uint64_t, std::shared_ptr<const Scan>> &g_scans = g_scans_storage.value;  // by function start
 std::set<std::string> &g_reasons = g_reasons_storage.value;  // interned reasons; never erased
 
-const char *intern(std::string s) {
-    std::lock_guard lock(g_mutex);
-    return g_reasons.insert(std::move(s)).first->c_str();
-}
-
 std::string hex(uint64_t v) {
     char buf[24];
     std::snprintf(buf, sizeof buf, "0x%" PRIx64, v);
@@ -196,13 +191,13 @@ Scan scan(const symbols::Function &f) {
         ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
         if (!ZYAN_SUCCESS(
                 ZydisDecoderDecodeFull(&dec, code + (at - f.start), f.end - at, &zi, ops))) {
-            s.why = intern("undecodable bytes at " + where(f.name, f.start, at));
+            s.why = intern_reason("undecodable bytes at " + where(f.name, f.start, at));
             return s;
         }
         const std::string mnemonic = ZydisMnemonicGetString(zi.mnemonic);
         if (zi.mnemonic == ZYDIS_MNEMONIC_INT3) {
             // A breakpoint (maybe liveprobe's own) hides the instruction under it.
-            s.why = intern("int3 at " + where(f.name, f.start, at) +
+            s.why = intern_reason("int3 at " + where(f.name, f.start, at) +
                            " (a breakpoint hides the instruction under it)");
             return s;
         }
@@ -215,7 +210,7 @@ Scan scan(const symbols::Function &f) {
                 vec = vector_class(op.mem.base) || vector_class(op.mem.index);
         }
         if (vec) {
-            s.why = intern(mnemonic + " at " + where(f.name, f.start, at));
+            s.why = intern_reason(mnemonic + " at " + where(f.name, f.start, at));
             return s;
         }
         s.writes |= written_gprs(zi, ops);
@@ -223,7 +218,7 @@ Scan scan(const symbols::Function &f) {
         if (zi.meta.branch_type != ZYDIS_BRANCH_TYPE_NONE) {
             const bool call = zi.mnemonic == ZYDIS_MNEMONIC_CALL;
             if (zi.meta.branch_type == ZYDIS_BRANCH_TYPE_FAR) {
-                s.why = intern("far " + mnemonic + " at " + where(f.name, f.start, at));
+                s.why = intern_reason("far " + mnemonic + " at " + where(f.name, f.start, at));
                 return s;
             }
             const ZydisDecodedOperand *op0 = zi.operand_count_visible > 0 ? &ops[0] : nullptr;
@@ -231,7 +226,7 @@ Scan scan(const symbols::Function &f) {
                 ZyanU64 target = 0;
                 if (!ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(&zi, op0, at, &target))) {
                     s.why =
-                        intern("unresolvable " + mnemonic + " at " + where(f.name, f.start, at));
+                        intern_reason("unresolvable " + mnemonic + " at " + where(f.name, f.start, at));
                     return s;
                 }
                 if (call || target < f.start || target >= f.end)
@@ -239,7 +234,7 @@ Scan scan(const symbols::Function &f) {
             } else if (zi.mnemonic != ZYDIS_MNEMONIC_RET) {
                 // Bounds without a name come from an FDE: the linker writes one for .plt.
                 s.why =
-                    intern("indirect " + std::string(call ? "call" : "jump") + " at " +
+                    intern_reason("indirect " + std::string(call ? "call" : "jump") + " at " +
                            where(f.name, f.start, at) +
                            (f.name.empty() ? " (cannot follow; a PLT stub?)" : " (cannot follow)"));
                 return s;
@@ -320,18 +315,18 @@ const char *prove(const symbols::Function &f, int depth, Seen *seen, uint32_t *w
             }
         }
         if (!g)
-            return intern(std::string(what) + " at " + site + " to " + symbols::describe(e.target) +
+            return intern_reason(std::string(what) + " at " + site + " to " + symbols::describe(e.target) +
                           ": no function bounds known there (a PLT stub?)");
         if (seen->count(g->start)) continue;
         int left = depth;
         if (e.call || !same_function(f.name, g->name)) {
             if (depth == 0)
-                return intern(std::string(what) + " at " + site + " to " +
+                return intern_reason(std::string(what) + " at " + site + " to " +
                               symbols::describe(e.target) + ": deeper than the levels followed");
             left = depth - 1;
         }
         if (const char *why = prove(*g, left, seen, writes))
-            return intern(std::string(why) + ", reached through the " + what + " at " + site);
+            return intern_reason(std::string(why) + ", reached through the " + what + " at " + site);
     }
     return nullptr;
 }
@@ -343,6 +338,11 @@ const char *prove(const symbols::Function &f, int depth, Seen *seen, uint32_t *w
 // points back into the PLT, and the function is the one the dynamic linker will bind: the
 // symbol of the slot's JUMP_SLOT relocation, looked up in the global scope. 0 when `at` is
 // not a stub or its target is unknown.
+const char *intern_reason(std::string s) {
+    std::lock_guard lock(g_mutex);
+    return g_reasons.insert(std::move(s)).first->c_str();
+}
+
 uint64_t plt_target(uint64_t at) {
     ZydisDecoder dec;
     ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
@@ -374,7 +374,7 @@ bool vector_free(uint64_t entry, int depth, const char **why, uint32_t *writes) 
     const char *reason = nullptr;
     uint32_t w = 0;
     if (!f) {
-        reason = intern("no bounds for " + symbols::describe(entry));
+        reason = intern_reason("no bounds for " + symbols::describe(entry));
     } else {
         Seen seen;
         reason = prove(*f, depth < 0 ? 0 : depth, &seen, &w);

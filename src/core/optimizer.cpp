@@ -127,10 +127,24 @@ uint64_t branch_into(const BranchIndex &b, uint64_t addr, uint64_t len)
     return it != b.targets.end() && *it < addr + len ? *it : 0;
 }
 
-// What the light path needs of a kprobe (handler address -> registers it writes, 0 when it
-// cannot take the light path). Registry mutex; dropped with the vector proofs.
-Immortal<std::unordered_map<uint64_t, uint32_t>> g_light_memo_storage;
-std::unordered_map<uint64_t, uint32_t> &g_light_memo = g_light_memo_storage.value;
+// What decoding a handler proved (registry mutex): vector-free, with the general registers it
+// and what it calls write; whether it never reads its regs (a pre handler's second argument),
+// decoded when first asked. A batch of 10,000 probes sharing a handler decodes it once.
+// Dropped when objects are unloaded (an address may then hold other code).
+struct HandlerProof {
+    bool vector_free = false;
+    uint32_t writes = arch::kAllGprs;
+    int8_t ignores_regs = -1;  // -1: not decoded yet
+};
+Immortal<std::unordered_map<uint64_t, HandlerProof>> g_proofs_storage;
+std::unordered_map<uint64_t, HandlerProof> &g_proofs = g_proofs_storage.value;
+
+HandlerProof &proof_of(uint64_t h)
+{
+    auto [it, fresh] = g_proofs.try_emplace(h);
+    if (fresh) it->second.vector_free = arch::vector_free(h, 2, nullptr, &it->second.writes);
+    return it->second;
+}
 
 // The registers a light entry must save for kp, or 0 when kp cannot take the light path.
 uint32_t light_needs(const struct kprobe *kp)
@@ -142,17 +156,14 @@ uint32_t light_needs(const struct kprobe *kp)
 #else
     if (!kp->pre_handler || kp->post_handler || kp->fault_handler || (kp->flags & KPROBE_FLAG_FPREGS)) return 0;
     const auto h = reinterpret_cast<uint64_t>(kp->pre_handler);
-    auto [it, fresh] = g_light_memo.try_emplace(h, 0);
-    if (fresh) {
-        uint32_t writes = 0;
-        if (arch::vector_free(h, 2, nullptr, &writes) && arch::ignores_second_arg(h, 2, nullptr)) {
-            // The dispatcher's own, decoded once: it calls only the handler.
-            static const uint32_t dispatcher = arch::function_writes(arch::light_dispatcher());
-            it->second = writes | dispatcher | arch::gpr_bit(ZYDIS_REGISTER_RAX) | arch::gpr_bit(ZYDIS_REGISTER_RSI) |
-                         arch::gpr_bit(ZYDIS_REGISTER_RDI);
-        }
-    }
-    return it->second;
+    HandlerProof &p = proof_of(h);
+    if (!p.vector_free) return 0;
+    if (p.ignores_regs < 0) p.ignores_regs = arch::ignores_second_arg(h, 2, nullptr);
+    if (!p.ignores_regs) return 0;
+    // The dispatcher's own, decoded once: it calls only the handler.
+    static const uint32_t dispatcher = arch::function_writes(arch::light_dispatcher());
+    return p.writes | dispatcher | arch::gpr_bit(ZYDIS_REGISTER_RAX) | arch::gpr_bit(ZYDIS_REGISTER_RSI) |
+           arch::gpr_bit(ZYDIS_REGISTER_RDI);
 #endif
 }
 
@@ -273,28 +284,10 @@ const char *optimization_off_reason()
 }
 
 namespace {
-// Handler address -> proven vector-free (registry mutex). A batch of 10,000 probes sharing a
-// handler decodes it once. Dropped when objects are unloaded (an address may then hold other
-// code).
-Immortal<std::unordered_map<uint64_t, bool>> g_vector_free_memo_storage;
-std::unordered_map<uint64_t, bool> &g_vector_free_memo = g_vector_free_memo_storage.value;
-
-bool vector_free_memo(uint64_t h)
-{
-    auto [it, fresh] = g_vector_free_memo.try_emplace(h, false);
-    if (fresh) {
-        const char *why = nullptr;
-        it->second = arch::vector_free(h, 2, &why);
-    }
-    return it->second;
-}
+bool vector_free_memo(uint64_t h) { return proof_of(h).vector_free; }
 }  // namespace
 
-void forget_vector_proofs()
-{
-    g_vector_free_memo.clear();
-    g_light_memo.clear();
-}
+void forget_vector_proofs() { g_proofs.clear(); }
 
 void refresh_light(ProbePoint *pp)
 {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -176,3 +177,53 @@ TEST(KprobeStress, HandlersRegisteringAndUnregisteringOtherProbes)
 }
 
 }  // namespace
+
+// A handler whose callees hit another probe (a missed hit: the nested dispatch still takes the
+// other point for a moment, as dump_stack's unwinder does with liveprobe's internal probes).
+// unregister_kprobe must wait for the handler all the same: found by the samples' kprobe_example
+// (dump_stack in its pre handler), whose probe point was freed under its running handler.
+extern "C" __attribute__((noinline)) long lp_s_outer(long x)
+{
+    asm volatile("");
+    return x + 1;
+}
+extern "C" __attribute__((noinline)) long lp_s_inner(long x)
+{
+    asm volatile("");
+    return x * 3;
+}
+std::atomic<bool> g_outer_running{false};
+std::atomic<long> g_inner_sum{0};
+int outer_pre(kprobe *, pt_regs *)
+{
+    g_outer_running = true;
+    auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+    long sum = 0;
+    while (std::chrono::steady_clock::now() < end)
+        for (int i = 0; i < 100; ++i) sum += lp_s_inner(i);
+    g_inner_sum = sum;
+    g_outer_running = false;
+    return 0;
+}
+
+TEST(KprobeStress, UnregisterWaitsForAHandlerWhoseCalleesHitOtherProbes)
+{
+    kprobe inner{};
+    inner.symbol_name = "lp_s_inner";
+    inner.pre_handler = count_pre;
+    ASSERT_EQ(register_kprobe(&inner), 0);
+    for (int round = 0; round < 3; ++round) {
+        kprobe outer{};
+        outer.symbol_name = "lp_s_outer";
+        outer.pre_handler = outer_pre;
+        ASSERT_EQ(register_kprobe(&outer), 0);
+        std::thread caller([] { EXPECT_EQ(lp_s_outer(1), 2); });
+        while (!g_outer_running.load()) std::this_thread::yield();
+        unregister_kprobe(&outer);
+        EXPECT_FALSE(g_outer_running.load()) << "round " << round
+                                             << ": unregister_kprobe returned while the handler still ran";
+        caller.join();
+    }
+    EXPECT_GT(inner.nmissed, 0u);
+    unregister_kprobe(&inner);
+}

@@ -78,9 +78,8 @@ __attribute__((noinline, no_sanitize("address", "thread"))) const char *check_re
         // in_handler counts the registry mutex too (quiet): only handlers matter here.
         if (r->in_handler > r->quiet || r->jump_regs || r->jump_light)
             return "a handler was running on some thread (it may have switched stacks)";
-        const ProbePoint *busy = r->busy.load(std::memory_order_relaxed);
-        for (size_t i = 0; busy && i < c.retired.size(); ++i)
-            if (c.retired[i].it->second.pp == busy) c.keep[i] = 1;
+        for (size_t i = 0; i < c.retired.size(); ++i)
+            if (r->busy.holds(const_cast<ProbePoint *>(c.retired[i].it->second.pp))) c.keep[i] = 1;
     }
     return nullptr;
 }

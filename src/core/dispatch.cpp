@@ -58,8 +58,7 @@ ProbePoint *acquire(ThreadRecord *rec, uint64_t addr) noexcept
 {
     ProbeTable &t = probe_table();
     ProbePoint *pp = t.lookup(addr);
-    if (!pp) return nullptr;
-    mark_busy(rec, pp);
+    if (!pp || !publish_busy(rec->busy, pp)) return nullptr;
     return t.lookup(addr) == pp ? pp : nullptr;
 }
 
@@ -69,7 +68,7 @@ ProbePoint *acquire_site(ThreadRecord *rec, const std::atomic<ProbePoint *> *sit
     return acquire_site_inline(rec, site);
 }
 
-void release(ThreadRecord *rec, ProbePoint *prev) noexcept { release_inline(rec, prev); }
+void release(ThreadRecord *rec, BusyMark prev) noexcept { release_inline(rec, prev); }
 #endif
 
 PreResult run_pre(ThreadRecord *rec, ProbePoint *pp, struct pt_regs *regs) noexcept

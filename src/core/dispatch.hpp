@@ -66,64 +66,62 @@ template <typename Fn>
 // unwinds to it (does not return). Returns otherwise.
 void unwind_to_guard(int sig, const siginfo_t *info) noexcept;
 
-// The reader's half of a quiescence protocol (busy, kret_busy): the field = value, visible
-// before the caller looks at what it protects again. Writers make every thread execute a full
-// barrier (membarrier) before they scan these fields (thread_state.cpp), so a compiler barrier
-// is enough here; without membarrier, a real fence.
+// The reader's half of a quiescence protocol (busy, kret_busy): value in the next level's
+// slot, visible before the caller looks at what it protects again. Writers make every thread
+// execute a full barrier (membarrier) before they scan the slots (thread_state.cpp), so a
+// compiler barrier is enough here; without membarrier, a real fence. False when every level is
+// taken (nothing published: the caller goes on as if the point were going away).
 template <typename T>
-inline void publish_busy(std::atomic<T> &field, T value) noexcept
+inline bool publish_busy(BusySlots<T> &slots, T value) noexcept
 {
-    field.store(value, std::memory_order_relaxed);
+    if (!slots.take(value)) return false;
     if (os::hit_path_needs_fence())
         std::atomic_thread_fence(std::memory_order_seq_cst);
     else
         std::atomic_signal_fence(std::memory_order_seq_cst);
+    return true;
 }
 
-inline void mark_busy(ThreadRecord *rec, ProbePoint *pp) noexcept { publish_busy(rec->busy, pp); }
-
+// The level it takes stays taken when it returns null: the caller releases it (its mark).
 inline ProbePoint *acquire_site_inline(ThreadRecord *rec, const std::atomic<ProbePoint *> *site) noexcept
 {
     ProbePoint *pp = site->load(std::memory_order_acquire);
-    if (!pp) return nullptr;
-    mark_busy(rec, pp);
+    if (!pp || !publish_busy(rec->busy, pp)) return nullptr;
     return site->load(std::memory_order_acquire) == pp ? pp : nullptr;
 }
 
-inline void release_inline(ThreadRecord *rec, ProbePoint *prev) noexcept
-{
-    rec->busy.store(prev, std::memory_order_release);
-}
+inline void release_inline(ThreadRecord *rec, BusyMark prev) noexcept { rec->busy.release(prev); }
 
-// Finds the live probe point at addr and marks this thread as dispatching it (busy), or
-// returns null. The quiescence protocol (an asymmetric Dekker): the thread stores busy = pp
-// and then looks pp up again; a registry writer removes pp from the table, makes every
-// thread execute a full barrier (membarrier), and then waits until no thread's busy is pp.
-// One of the two sees the other, so either the reader bails out or the writer waits for it:
-// pp and its members stay valid while busy == pp.
+// Finds the live probe point at addr and marks this thread as dispatching it (a level of busy),
+// or returns null (the level it may have taken is the caller's to release, from its mark). The
+// quiescence protocol (an asymmetric Dekker): the thread stores pp in its level's slot and then
+// looks pp up again; a registry writer removes pp from the table, makes every thread execute a
+// full barrier (membarrier), and then waits until no slot of any thread holds pp. One of the
+// two sees the other, so either the reader bails out or the writer waits for it: pp and its
+// members stay valid while the slot holds pp.
 ProbePoint *acquire(ThreadRecord *rec, uint64_t addr) noexcept;
 
 // The same protocol through a probe address's site (ProbeTable::site): two loads instead of
 // two hash look-ups, for the jump path.
-// release(): ends the dispatch of a point: busy goes back to what it was (release).
+// release(): ends the dispatch of a point: busy goes back to the mark taken before (release).
 // Sanitizer builds keep both out of line, in instrumented code, so that TSan sees the release
 // the registry's quiescence wait pairs with even when called from the uninstrumented jump path.
 #ifdef LIVEPROBE_SANITIZER_BUILD
 ProbePoint *acquire_site(ThreadRecord *rec, const std::atomic<ProbePoint *> *site) noexcept;
-void release(ThreadRecord *rec, ProbePoint *prev) noexcept;
+void release(ThreadRecord *rec, BusyMark prev) noexcept;
 #else
 inline ProbePoint *acquire_site(ThreadRecord *rec, const std::atomic<ProbePoint *> *site) noexcept
 {
     return acquire_site_inline(rec, site);
 }
-inline void release(ThreadRecord *rec, ProbePoint *prev) noexcept { release_inline(rec, prev); }
+inline void release(ThreadRecord *rec, BusyMark prev) noexcept { release_inline(rec, prev); }
 #endif
 
-// acquire_site, with *prev = what busy held before (for release). Null, with busy back at
+// acquire_site, with *prev = the mark of busy before (for release). Null, with busy back at
 // *prev, when the point is going away.
-inline ProbePoint *acquire_site_saving(ThreadRecord *rec, const void *site, ProbePoint **prev) noexcept
+inline ProbePoint *acquire_site_saving(ThreadRecord *rec, const void *site, BusyMark *prev) noexcept
 {
-    *prev = rec->busy.load(std::memory_order_relaxed);
+    *prev = rec->busy.mark();
     ProbePoint *pp = acquire_site(rec, static_cast<const std::atomic<ProbePoint *> *>(site));
     if (!pp) release(rec, *prev);
     return pp;

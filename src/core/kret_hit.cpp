@@ -130,9 +130,8 @@ FpregsExposed expose_fpregs(ThreadRecord *rec, void *area) noexcept
 [[gnu::noinline]] void call_handler(ThreadRecord *rec, Inst *in, Which which, struct pt_regs *regs) noexcept
 {
     KretState *ks = in->ks;
-    const void *prev = rec->kret_busy.load(std::memory_order_relaxed);
-    publish_busy<const void *>(rec->kret_busy, ks);
-    if (ks->live.load(std::memory_order_acquire)) {
+    const BusyMark prev = rec->kret_busy.mark();
+    if (publish_busy<const void *>(rec->kret_busy, ks) && ks->live.load(std::memory_order_acquire)) {
         struct kretprobe *rp = ks->rp;
         kretprobe_handler_t h = which == Which::kReturn ? rp->handler : rp->unwind_handler;
         bool vec = which == Which::kReturn ? ks->return_vec : ks->unwind_vec;
@@ -146,7 +145,7 @@ FpregsExposed expose_fpregs(ThreadRecord *rec, void *area) noexcept
             rec->in_handler--;
         }
     }
-    rec->kret_busy.store(prev, std::memory_order_release);
+    rec->kret_busy.release(prev);
 }
 
 // A return handler from kretprobe_return, `next` the calls of the same slot after it (they
@@ -159,9 +158,8 @@ void call_return_handler(ThreadRecord *rec, Inst *in, struct pt_regs *regs, Inst
 #ifndef LIVEPROBE_SANITIZED
     KretState *ks = in->ks;
     if (!ks->return_vec) {
-        const void *prev = rec->kret_busy.load(std::memory_order_relaxed);
-        publish_busy<const void *>(rec->kret_busy, ks);
-        if (ks->live.load(std::memory_order_acquire)) {
+        const BusyMark prev = rec->kret_busy.mark();
+        if (publish_busy<const void *>(rec->kret_busy, ks) && ks->live.load(std::memory_order_acquire)) {
             if (kretprobe_handler_t h = ks->rp->handler) {
                 rec->in_handler++;
                 rec->kret_guard = {regs, in, next, prev, ret, rsb};
@@ -172,7 +170,7 @@ void call_return_handler(ThreadRecord *rec, Inst *in, struct pt_regs *regs, Inst
                 rec->in_handler--;
             }
         }
-        rec->kret_busy.store(prev, std::memory_order_release);
+        rec->kret_busy.release(prev);
         return;
     }
 #else
@@ -442,7 +440,7 @@ extern "C" KretReturn lp_kret_fault(ThreadRecord *rec, struct pt_regs *regs) noe
     auto *in = static_cast<Inst *>(g.inst);
     if (in->ks->fault_id) count(rec, in->ks->fault_id);
     rec->in_handler--;
-    rec->kret_busy.store(g.prev_busy, std::memory_order_release);
+    rec->kret_busy.release(g.prev_busy);
     give_back(rec, in);
     return finish_return(rec, regs, static_cast<Inst *>(g.next), g.ret, g.rsb);
 }

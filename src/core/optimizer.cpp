@@ -68,7 +68,7 @@ bool wait_quiescent_bounded(const ProbePoint *pp)
     ThreadRecord *self = this_thread_if_any();
     for (ThreadRecord *r = all_threads(); r; r = r->next) {
         if (r == self) continue;
-        for (int spins = 0; r->busy.load(std::memory_order_seq_cst) == pp; ++spins) {
+        for (int spins = 0; r->busy.holds(const_cast<ProbePoint *>(pp)); ++spins) {
             if (spins > kQuiescentSpins) return false;
             if (spins > 64) os::raw_sched_yield();
         }

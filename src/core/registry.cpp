@@ -378,7 +378,7 @@ uint32_t alloc_ids()
 bool is_busy_anywhere(const ProbePoint *pp)
 {
     for (ThreadRecord *r = all_threads(); r; r = r->next)
-        if (r->busy.load() == pp) return true;
+        if (r->busy.holds(const_cast<ProbePoint *>(pp))) return true;
     return false;
 }
 
@@ -403,7 +403,7 @@ void retire(ProbePoint *pp, Members *old, KprobeState *ks, bool free_point)
 {
     wait_quiescent(pp);
     ThreadRecord *self = this_thread_if_any();
-    if (self && self->busy.load() == pp) {
+    if (self && self->busy.holds(pp)) {
         RegistryLock lk;
         g_retired.push_back({pp, old, ks, free_point});
         return;

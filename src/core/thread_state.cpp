@@ -20,7 +20,7 @@ pthread_key_t g_exit_key;
 bool g_key_ok = [] { return pthread_key_create(&g_exit_key, [](void *p) {
                          auto *rec = static_cast<ThreadRecord *>(p);
                          if (g_thread_gone_hook) g_thread_gone_hook(rec);
-                         rec->busy.store(nullptr);
+                         rec->busy.clear();
                          rec->in_handler = 0;
                          rec->quiet = 0;
                          rec->guard = nullptr;
@@ -99,13 +99,13 @@ namespace {
 // The writer's half of the busy protocols: every thread's store to `field` before this point is
 // made visible (membarrier), then each other thread is waited for until its field is not p.
 template <typename T>
-void wait_until_none_is(std::atomic<T> ThreadRecord::*field, T p)
+void wait_until_none_is(BusySlots<T> ThreadRecord::*field, T p)
 {
     os::barrier_all_threads();
     ThreadRecord *self = tl_rec;
     for (ThreadRecord *r = all_threads(); r; r = r->next) {
         if (r == self) continue;
-        for (int spins = 0; (r->*field).load(std::memory_order_seq_cst) == p; ++spins) {
+        for (int spins = 0; (r->*field).holds(p); ++spins) {
             if (spins < 64)
                 __builtin_ia32_pause();
             else
@@ -142,8 +142,8 @@ void reset_after_fork()
             r->owner.store(tid);
             continue;
         }
-        r->busy.store(nullptr);
-        r->kret_busy.store(nullptr);
+        r->busy.clear();
+        r->kret_busy.clear();
         r->ret_top = nullptr;  // those threads and their frames do not exist in the child
         for (auto &c : r->kret_cache) c = {};
         r->in_handler = 0;

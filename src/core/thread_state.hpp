@@ -9,7 +9,9 @@
 //
 // Concurrency contract:
 //   owner       CAS by a claiming thread; reset by its exit (pthread key destructor).
-//   busy        written only by the owner (seq_cst); read by any registering thread.
+//   busy, kret_busy
+//               slots written only by the owner (and its signal handlers); read by any
+//               registering thread (BusySlots::holds). depth: owner only.
 //   in_handler, guard
 //               owner only.
 //   counters    the array pointer is published with release when the record is first claimed;
@@ -29,18 +31,65 @@ struct GuardFrame;
 
 constexpr uint32_t kMaxCounters = 1u << 20;  // probe ids per process (8 MiB of virtual memory)
 
+// What a thread is dispatching: one slot per nesting level. A handler's callee may hit another
+// probe, a signal handler may interrupt a dispatch: each level publishes its own slot and clears
+// only its own when done, so an inner level never hides an outer one from a thread waiting for
+// it (with one shared slot, an inner dispatch overwrote the outer point for a moment, and a
+// waiting unregistration that looked then freed the point under the running outer handler).
+// A mark is the depth before a level: release(mark) ends that level and any left above it.
+// Writing order, for a signal handler that interrupts on the same thread: depth first, then
+// the slot, when taking a level; the slot first, then depth, when leaving it.
+template <typename T>
+struct BusySlots {
+    static constexpr uint32_t kLevels = 4;
+    std::atomic<T> slot[kLevels] = {};
+    uint32_t depth = 0;
+
+    uint32_t mark() const noexcept { return depth; }
+    // Takes the next level for v: false (nothing changed) when all are taken. The caller
+    // orders the slot's store with what it reads next (dispatch.hpp publish_busy).
+    bool take(T v) noexcept
+    {
+        uint32_t d = depth;
+        if (d >= kLevels) return false;
+        depth = d + 1;
+        std::atomic_signal_fence(std::memory_order_seq_cst);
+        slot[d].store(v, std::memory_order_relaxed);
+        return true;
+    }
+    void release(uint32_t m) noexcept
+    {
+        for (uint32_t d = depth; d > m;) slot[--d].store(T{}, std::memory_order_release);
+        std::atomic_signal_fence(std::memory_order_seq_cst);
+        depth = m;
+    }
+    // Whether some level holds v (any thread; after a membarrier, see dispatch.hpp).
+    bool holds(T v) const noexcept
+    {
+        for (const auto &s : slot)
+            if (s.load(std::memory_order_seq_cst) == v) return true;
+        return false;
+    }
+    void clear() noexcept
+    {
+        for (auto &s : slot) s.store(T{}, std::memory_order_relaxed);
+        depth = 0;
+    }
+};
+using BusyMark = uint32_t;
+
 struct alignas(64) ThreadRecord {
     std::atomic<int> owner{0};                  // tid, 0 when free
-    std::atomic<ProbePoint *> busy{nullptr};    // the probe point this thread is dispatching
+    BusySlots<ProbePoint *> busy;               // the probe points this thread is dispatching
     int in_handler = 0;                         // a handler of some probe runs on this thread
     int quiet = 0;  // liveprobe itself runs (registry): hits run no handler and are not counted
     GuardFrame *guard = nullptr;                // innermost fault guard
     // The jump path's one-handler fast path (arch/x86_64/jump_path.cpp): while its handler
     // runs, the detour's registers (a fault there resumes the detour), the kprobe and the
-    // busy value to go back to. jump_regs is null otherwise.
+    // busy mark to go back to. jump_regs is null otherwise.
     struct pt_regs *jump_regs = nullptr;
     struct KprobeState *jump_ks = nullptr;
-    ProbePoint *jump_prev = nullptr;
+    BusyMark jump_prev = 0;
     // The same for the light path (arch/x86_64/jump_light.cpp): its detour frame, null otherwise.
     uint64_t *jump_light = nullptr;
     // [kMaxCounters], mapped when the record is first claimed, never freed.
@@ -49,7 +98,7 @@ struct alignas(64) ThreadRecord {
 
     // Return probes (core/kretprobe.cpp), owner only except kret_busy (read by unregistering
     // threads, as busy). ret_top: the newest call in flight of this thread's return stack.
-    std::atomic<const void *> kret_busy{nullptr};
+    BusySlots<const void *> kret_busy;
     void *ret_top = nullptr;
     // The call whose return slot kret_pre has just replaced while lp_jump_pre's fast path ran
     // it (core/kretprobe.hpp kret_take_rsb), until lp_jump_pre takes it; null otherwise.
@@ -62,7 +111,7 @@ struct alignas(64) ThreadRecord {
         struct pt_regs *regs = nullptr;
         void *inst = nullptr;   // the call whose handler runs
         void *next = nullptr;   // the calls of the same slot still to run
-        const void *prev_busy = nullptr;
+        BusyMark prev_busy = 0;
         uint64_t ret = 0, rsb = 0;
     } kret_guard;
     // Calls reaped as gone while their frame might still return (a stack switch liveprobe
@@ -154,9 +203,9 @@ ThreadRecord *all_threads() noexcept;
 // Where the list's head pointer lives (a ThreadRecord *), for debuggers reading the process.
 const void *thread_list_head() noexcept;
 
-// Waits until no thread other than the caller is dispatching `pp` (its busy == pp).
+// Waits until no thread other than the caller is dispatching `pp` (no level of its busy holds pp).
 void wait_quiescent(const ProbePoint *pp);
-// The same for kret_busy == p.
+// The same for kret_busy and p.
 void wait_kret_quiescent(const void *p);
 
 // Adds one to counter `id` of the calling thread. Lock-free, no shared cache line.

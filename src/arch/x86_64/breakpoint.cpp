@@ -99,7 +99,7 @@ void post_trap(ThreadRecord *rec, uint64_t at, ucontext_t *uc, siginfo_t *info)
         return;
     }
     const auto *h = reinterpret_cast<const SlotHeader *>(slot);
-    ProbePoint *prev = rec->busy.load(std::memory_order_relaxed);
+    BusyMark prev = rec->busy.mark();
     ProbePoint *pp = acquire(rec, h->orig);
     struct pt_regs regs;
     arch::regs_from_context(uc, &regs);
@@ -117,7 +117,7 @@ void post_trap(ThreadRecord *rec, uint64_t at, ucontext_t *uc, siginfo_t *info)
     }
     if (regs.ip == next_orig) regs.ip = h->next;
     arch::regs_to_context(&regs, uc);
-    rec->busy.store(prev, std::memory_order_release);
+    rec->busy.release(prev);
 }
 
 }  // namespace
@@ -150,12 +150,12 @@ void breakpoint_trap_handler(int sig, siginfo_t *info, ucontext_t *uc)
         break;
     }
 
-    ProbePoint *prev = rec->busy.load(std::memory_order_relaxed);
+    BusyMark prev = rec->busy.mark();
     ProbePoint *pp;
     for (;;) {
         pp = acquire(rec, at);
         if (pp) break;
-        rec->busy.store(prev, std::memory_order_release);
+        rec->busy.release(prev);
         // No point: the int3 that trapped was removed since (stale: run the original), or
         // the byte is an int3 again because the address was registered anew meanwhile
         // (registration publishes the point before it writes the int3, so looking again
@@ -175,7 +175,7 @@ void breakpoint_trap_handler(int sig, siginfo_t *info, ucontext_t *uc)
     // point found may be a new one not armed yet, whose slot is not written.
     if (*reinterpret_cast<volatile const uint8_t *>(at) != 0xcc) {
         set_context_ip(uc, at);
-        rec->busy.store(prev, std::memory_order_release);
+        rec->busy.release(prev);
         return;
     }
 
@@ -184,7 +184,7 @@ void breakpoint_trap_handler(int sig, siginfo_t *info, ucontext_t *uc)
     // waited for (it is busy with pp) before any byte of the region is replaced.
     if (pp->opt.load(std::memory_order_acquire) != kOptNone) {
         set_context_ip(uc, pp->detour + pp->layout.entry);
-        rec->busy.store(prev, std::memory_order_release);
+        rec->busy.release(prev);
         return;
     }
 
@@ -208,7 +208,7 @@ void breakpoint_trap_handler(int sig, siginfo_t *info, ucontext_t *uc)
         }
         if (r == PreResult::kSkip) {
             arch::regs_to_context(&regs, uc);
-            rec->busy.store(prev, std::memory_order_release);
+            rec->busy.release(prev);
             return;
         }
         post = r == PreResult::kContinueWithPost;
@@ -224,7 +224,7 @@ void breakpoint_trap_handler(int sig, siginfo_t *info, ucontext_t *uc)
             // at the original address.
             regs.ip = at;
             arch::regs_to_context(&regs, uc);
-            rec->busy.store(prev, std::memory_order_release);
+            rec->busy.release(prev);
             os::forward_signal(ga.sig ? ga.sig : SIGSEGV, &ga.info, uc);
             return;
         }
@@ -236,7 +236,7 @@ void breakpoint_trap_handler(int sig, siginfo_t *info, ucontext_t *uc)
         regs.ip = pp->slot + (post ? kSlotTrapOffset : kSlotJumpOffset);
     }
     arch::regs_to_context(&regs, uc);
-    rec->busy.store(prev, std::memory_order_release);
+    rec->busy.release(prev);
 }
 
 void breakpoint_fault_handler(int sig, siginfo_t *info, ucontext_t *uc)

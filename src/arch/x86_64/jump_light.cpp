@@ -26,7 +26,7 @@ extern "C" int lp_jump_light(uint64_t site, uint64_t *frame) noexcept
     // A thread liveprobe has not seen yet, or a hit inside a handler: the full path.
     if (!rec || rec->in_handler) [[unlikely]]
         return kLightFull;
-    ProbePoint *prev;
+    core::BusyMark prev;
     ProbePoint *pp = core::acquire_site_saving(rec, reinterpret_cast<const void *>(site), &prev);
     if (!pp) return kLightPlain;  // the probe is going away: run the original instructions
     KprobeState *ks = pp->light.load(std::memory_order_relaxed);

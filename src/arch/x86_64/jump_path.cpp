@@ -76,7 +76,7 @@ inline void post_handlers(ThreadRecord *rec, ProbePoint *pp, struct pt_regs *reg
 namespace {
 int jump_pre(uint64_t site, struct pt_regs *regs) noexcept;
 int jump_post(uint64_t site, struct pt_regs *regs) noexcept;
-int jump_pre_acquired(ThreadRecord *rec, ProbePoint *pp, ProbePoint *prev, struct pt_regs *regs) noexcept;
+int jump_pre_acquired(ThreadRecord *rec, ProbePoint *pp, core::BusyMark prev, struct pt_regs *regs) noexcept;
 
 template <typename Fn>
 int saved_around(Fn fn, uint64_t site, struct pt_regs *regs) noexcept
@@ -101,7 +101,7 @@ extern "C" int lp_jump_pre(uint64_t site, struct pt_regs *regs) noexcept
     if constexpr (!kSaveAroundAll) {
         ThreadRecord *rec = core::tl_rec;
         if (rec && !rec->in_handler) [[likely]] {
-            ProbePoint *prev;
+            core::BusyMark prev;
             ProbePoint *pp = core::acquire_site_saving(rec, reinterpret_cast<const void *>(site), &prev);
             if (!pp) return kJumpPlain;  // the probe is going away: run the original instructions
             core::KprobeState *ks = pp->solo.load(std::memory_order_relaxed);
@@ -140,7 +140,7 @@ extern "C" int lp_jump_pre(uint64_t site, struct pt_regs *regs) noexcept
 extern "C" int lp_jump_fault(ThreadRecord *rec, struct pt_regs *regs, int sig) noexcept
 {
     core::KprobeState *ks = rec->jump_ks;
-    ProbePoint *prev = rec->jump_prev;
+    core::BusyMark prev = rec->jump_prev;
     rec->jump_regs = nullptr;
     core::kret_take_rsb(rec, false);
     core::kret_abandon_entry(rec);
@@ -178,14 +178,14 @@ int jump_pre(uint64_t site, struct pt_regs *regs) noexcept
 {
     ThreadRecord *rec = core::this_thread();
     if (!rec) return kJumpPlain;
-    ProbePoint *prev;
+    core::BusyMark prev;
     ProbePoint *pp = core::acquire_site_saving(rec, reinterpret_cast<const void *>(site), &prev);
     if (!pp) return kJumpPlain;  // the probe is going away: run the original instructions
     return jump_pre_acquired(rec, pp, prev, regs);
 }
 
-// jump_pre once pp is acquired (busy == pp; prev: busy before).
-[[gnu::noinline]] int jump_pre_acquired(ThreadRecord *rec, ProbePoint *pp, ProbePoint *prev,
+// jump_pre once pp is acquired (a level of busy holds pp; prev: the mark before it).
+[[gnu::noinline]] int jump_pre_acquired(ThreadRecord *rec, ProbePoint *pp, core::BusyMark prev,
                                         struct pt_regs *regs) noexcept
 {
     if (rec->in_handler) {
@@ -223,7 +223,7 @@ int jump_post(uint64_t site, struct pt_regs *regs) noexcept
     ThreadRecord *rec = core::this_thread();
     if (!rec) return kJumpPlain;
     uint64_t next = regs->ip;
-    ProbePoint *prev;
+    core::BusyMark prev;
     ProbePoint *pp = core::acquire_site_saving(rec, reinterpret_cast<const void *>(site), &prev);
     if (!pp) return kJumpPlain;
     if (!rec->in_handler) post_handlers(rec, pp, regs);

@@ -160,10 +160,7 @@ uint32_t light_needs(const struct kprobe *kp)
     if (!p.vector_free) return 0;
     if (p.ignores_regs < 0) p.ignores_regs = arch::ignores_second_arg(h, 2, nullptr);
     if (!p.ignores_regs) return 0;
-    // The dispatcher's own, decoded once: it calls only the handler.
-    static const uint32_t dispatcher = arch::function_writes(arch::light_dispatcher());
-    return p.writes | dispatcher | arch::gpr_bit(ZYDIS_REGISTER_RAX) | arch::gpr_bit(ZYDIS_REGISTER_RSI) |
-           arch::gpr_bit(ZYDIS_REGISTER_RDI);
+    return p.writes | arch::light_dispatcher_writes();
 #endif
 }
 

@@ -78,6 +78,10 @@ ThreadRecord *this_thread_claim() noexcept
     if (!r->counters.load(std::memory_order_relaxed)) {
         void *c = os::raw_mmap(nullptr, sizeof(uint64_t) * kMaxCounters, PROT_READ | PROT_WRITE,
                                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE);
+        if (!c) {  // no record without counters (the light dispatcher relies on them)
+            r->owner.store(0, std::memory_order_release);
+            return nullptr;
+        }
         r->counters.store(static_cast<std::atomic<uint64_t> *>(c), std::memory_order_release);
     }
     tl_rec = r;

@@ -14,7 +14,8 @@
 //               registering thread (BusySlots::holds). depth: owner only.
 //   in_handler, guard
 //               owner only.
-//   counters    the array pointer is published with release when the record is first claimed;
+//   counters    the array pointer is published with release when the record is first claimed
+//               (never null in a record its thread holds: the claim fails without it);
 //               entries are written only by the owner (relaxed), read by any thread for sums.
 #pragma once
 
@@ -90,7 +91,8 @@ struct alignas(64) ThreadRecord {
     struct pt_regs *jump_regs = nullptr;
     struct KprobeState *jump_ks = nullptr;
     BusyMark jump_prev = 0;
-    // The same for the light path (arch/x86_64/jump_light.cpp): its detour frame, null otherwise.
+    // The same for the light path (arch/x86_64/jump_light.S): the light dispatcher's stack
+    // pointer at the handler's call (the return address is just below), null otherwise.
     uint64_t *jump_light = nullptr;
     // [kMaxCounters], mapped when the record is first claimed, never freed.
     std::atomic<std::atomic<uint64_t> *> counters{nullptr};

@@ -1,4 +1,4 @@
-// The light entry of jump-optimized probes (src/arch/x86_64/detour.hpp, jump_light.cpp): a
+// The light entry of jump-optimized probes (src/arch/x86_64/detour.hpp, jump_light.S): a
 // point whose one kprobe has only a pre handler proven never to read its regs and to touch no
 // vector state saves only the registers the light dispatcher and that handler write.
 //
@@ -13,6 +13,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "arch/x86_64/jump_light.hpp"
+#include "arch/x86_64/region.hpp"
 #include "core/registry.hpp"
 #include "skip_if_sanitized.hpp"
 
@@ -32,6 +34,9 @@ void lp_l_regs();
 void *lp_l_regs_probe();  // where lp_l_regs gets probed
 int lp_l_clobber(struct kprobe *, struct pt_regs *);
 int lp_l_clobber_fault(struct kprobe *, struct pt_regs *);
+// A handler calling lp_l_target2(1); what that returned.
+int lp_l_nest(struct kprobe *, struct pt_regs *);
+long lp_l_nest_result();
 }
 
 namespace {
@@ -169,6 +174,42 @@ TEST(LightPath, AnotherKprobeAtThePointTakesTheFullPathWhileItIsThere)
     EXPECT_EQ(lp_l_target(9), 10);
     EXPECT_EQ(g_hits.load(), 3);
     unregister_kprobe(&a);
+}
+
+// The light entry saves what the dispatcher says it writes: decoded, the assembly agrees (a
+// call through a pointer, the handler's, counts for nothing: handlers are proven apart).
+TEST(LightPath, TheDispatcherWritesWhatItDeclares)
+{
+    using namespace liveprobe::arch;
+    for (void (*fn)() : {lp_light_entry, lp_light_mid, lp_light_entry_fenced, lp_light_mid_fenced})
+        EXPECT_EQ(function_writes(reinterpret_cast<uint64_t>(fn)), light_dispatcher_writes());
+}
+
+// A light handler whose callee hits another light probe: that hit is the full entry's (the
+// thread is in a handler), a miss; the outer hit is counted once.
+TEST(LightPath, AHitInsideALightHandlerIsMissed)
+{
+    LP_SKIP_IF_SANITIZED();
+    kprobe inner = at(reinterpret_cast<void *>(lp_l_target2), count_hit);
+    kprobe outer = at(reinterpret_cast<void *>(lp_l_target), lp_l_nest);
+    // The outer one first: its handler's callee is decoded before a jmp replaces its start.
+    ASSERT_EQ(register_kprobe(&outer), 0);
+    ASSERT_EQ(register_kprobe(&inner), 0);
+    ASSERT_TRUE(counters(inner).light) << counters(inner).why_not;
+    ASSERT_TRUE(counters(outer).light) << counters(outer).why_not;
+    g_hits = 0;
+    EXPECT_EQ(lp_l_target(1), 2);
+    EXPECT_EQ(lp_l_nest_result(), 3);
+    EXPECT_EQ(g_hits.load(), 0);  // the inner handler did not run
+    EXPECT_EQ(counters(outer).hits, 1u);
+    EXPECT_EQ(counters(inner).hits, 0u);
+    EXPECT_EQ(inner.nmissed, 1u);
+    // Outside any handler, the inner probe runs.
+    EXPECT_EQ(lp_l_target2(1), 3);
+    EXPECT_EQ(g_hits.load(), 1);
+    EXPECT_EQ(counters(inner).hits, 1u);
+    unregister_kprobe(&outer);
+    unregister_kprobe(&inner);
 }
 
 }  // namespace

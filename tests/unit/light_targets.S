@@ -31,9 +31,29 @@ FUNC(lp_l_target)
 END(lp_l_target)
 
 FUNC(lp_l_target2)
+.Ltarget2:
     leaq 2(%rdi), %rax
     ret
 END(lp_l_target2)
+
+/* A handler that calls lp_l_target2 (directly: no PLT) and keeps what it returned, for
+ * lp_l_nest_result. */
+    .bss
+.Lnest_ret:
+    .zero 8
+    .text
+FUNC(lp_l_nest)
+    movl $1, %edi
+    call .Ltarget2
+    movq %rax, .Lnest_ret(%rip)
+    xorl %eax, %eax
+    ret
+END(lp_l_nest)
+
+FUNC(lp_l_nest_result)
+    movq .Lnest_ret(%rip), %rax
+    ret
+END(lp_l_nest_result)
 
 /* Loads pat into every general register but rsp and pat_flags into the flags, reaches
  * lp_l_regs_probe (two 5-byte nops: a plain region), stores them all into dump. */

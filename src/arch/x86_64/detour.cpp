@@ -6,6 +6,8 @@
 
 #include <liveprobe/kprobes.h>
 
+#include "arch/x86_64/jump_light.hpp"
+
 namespace liveprobe::arch {
 namespace {
 
@@ -263,25 +265,25 @@ bool jmp_to(Writer &w, uint64_t target)
     return true;
 }
 
-// The end of a light entry's way out, the registers but rax already back: the flags (the
-// saved ones hold none of kSlowFlags: the entry left those to the full path, so the six
-// arithmetic bits are all), rax, the frame left, and a jmp to `to`.
-bool emit_light_tail(Writer &w, int32_t rz, uint64_t to)
+// A light entry's way out, the registers but rax already back: the flags (the saved ones hold
+// none of kSlowFlags: the entry left those to the full path, so the six arithmetic bits are
+// all), rax, and the frame left.
+void emit_light_leave(Writer &w, int32_t rz)
 {
     emit_arith_flags(w, 0);  // rax, restored next, as scratch
     mov_rsp_slot(w, 0, light_slot(0), false);
     lea_rsp(w, static_cast<int32_t>(kLightFrame) + rz);
-    return jmp_to(w, to);
 }
 
-// The light entry, emitted after the full detour: `full` is its entry, `plain` its relocated
-// region (offsets in the block).
+// The light entry, emitted after the full detour: `full` is its entry, `plain` the full
+// path's relocated region (offsets in the block). With `own`, it has its own copy of the
+// relocated region instead (one jump fewer per hit), mapped in *own.
 bool emit_light(Writer &w, bool mid, uint32_t mask, uint64_t light_fn, uint64_t arg, uint32_t full,
-                uint32_t plain)
+                uint32_t plain, const Region &region, RelocMap *own)
 {
     const int32_t rz = mid ? kRedZone : 0;
     const int32_t below = rz + static_cast<int32_t>(kLightFrame) - 8;
-    mask |= 1u << 0 | 1u << 6 | 1u << 7;  // rax rsi rdi: the call's own
+    mask |= light_dispatcher_writes();  // rax and rdi are the entry's own too
     lea_rsp(w, -below);  // lea changes no flag
     w.bytes({0x9c});     // pushfq
     // DF, TF, NT, AC or ID set (rare): the full path, which handles them.
@@ -309,12 +311,15 @@ bool emit_light(Writer &w, bool mid, uint32_t mask, uint64_t light_fn, uint64_t 
     // The registers but rax first (no flag changes), then which way.
     for (unsigned r = 1; r < 16; ++r)
         if (mask & (1u << r)) mov_rsp_slot(w, r, light_slot(r), false);
-    w.bytes({0x85, 0xc0, 0x75, 0x00});  // test %eax,%eax; jne full (rel8, patched)
-    size_t jne = w.pos - 1;
-    if (!emit_light_tail(w, rz, w.base + plain)) return false;
-    if (w.pos - (jne + 1) > 127) return false;
-    w.out[jne] = static_cast<uint8_t>(w.pos - (jne + 1));
-    if (!emit_light_tail(w, rz, w.base + full)) return false;
+    w.bytes({0x85, 0xc0, 0x0f, 0x85});  // test %eax,%eax; jne full (rel32, patched)
+    const size_t jne = w.pos;
+    w.u32(0);
+    emit_light_leave(w, rz);
+    if (own ? !emit_relocated(w, region, 0, region.n, true, own) : !jmp_to(w, w.base + plain)) return false;
+    if (!w.ok) return false;
+    patch_rel32(w, jne, w.pos);
+    emit_light_leave(w, rz);
+    if (!jmp_to(w, w.base + full)) return false;
     if (!w.ok) return false;
     patch_rel32(w, jnz_slow, w.pos);
     w.bytes({0x9d});  // slow: popfq
@@ -384,11 +389,22 @@ int build_detour(const Region &region, uint64_t at, bool mid, const DetourFns &f
     L.full_entry = L.entry;
     if (!w.ok) return -ENOSPC;
     if (light_mask) {
-        // Without room for it (a long relocated region), the detour has no light entry.
+        // With its own copy of the relocated region when there is room, else with a jump to the
+        // full path's; without room for either (a long relocated region, a full mask), the
+        // detour has no light entry.
+        const uint64_t light_fn = mid ? fns.light_mid : fns.light_entry;
         Writer lw = w;
-        if (emit_light(lw, mid, light_mask, mid ? fns.light_mid : fns.light_entry, arg, L.full_entry,
-                       L.plain.offset[0]) &&
-            lw.ok) {
+        RelocMap own;
+        bool fits = emit_light(lw, mid, light_mask, light_fn, arg, L.full_entry, L.plain.offset[0], region, &own) &&
+                    lw.ok && own.n == L.plain.n;
+        if (fits) {
+            for (size_t i = 0; i < own.n; ++i) L.light_plain[i] = static_cast<uint16_t>(own.offset[i]);
+        } else {
+            lw = w;
+            fits = emit_light(lw, mid, light_mask, light_fn, arg, L.full_entry, L.plain.offset[0], region, nullptr) &&
+                   lw.ok;
+        }
+        if (fits) {
             L.entry = static_cast<uint32_t>(w.pos);
             L.light_mask = light_mask;
             w = lw;

@@ -28,13 +28,15 @@
 // pre handler proven not to read its regs and to touch no vector state. The jmp goes there:
 //   1. Step over the red zone (mid-function shape); save the flags (any of DF TF NT AC ID set:
 //      on to the full entry), then only the general registers of the mask (those the light
-//      dispatcher and the handler write; rax rsi rdi always) into a frame of kLightFrame
+//      dispatcher and the handler write; rax rdx rdi always) into a frame of kLightFrame
 //      bytes: flags at 0, register r at 8 + 8r. The other registers are never written on this
 //      path.
-//   2. Call the light stub (detour_call.S) with rdi = site; it calls lp_jump_light.
-//   3. 0: restore, run the relocated region (the full path's). Else (the point changed, or this
-//      hit needs more, or the handler asked to resume at regs->ip, which it could not change:
-//      the probed address, where the hit would start again): restore, go into the full entry.
+//   2. Call the light dispatcher (jump_light.S) with rdi = site: it runs the busy protocol,
+//      counts the hit and calls the handler.
+//   3. 0: restore, run the relocated region (the light entry's own copy when the block has
+//      room for it, else the full path's). Else (the point changed, or this hit needs more, or
+//      the handler asked to resume at regs->ip, which it could not change: the probed address,
+//      where the hit would start again): restore, go into the full entry.
 // Vector state is not touched here: the dispatcher (built without vector instructions) saves
 // it around handlers that may use it.
 #pragma once
@@ -59,13 +61,16 @@ struct DetourLayout {
     uint32_t end = 0;               // bytes used
     uint32_t full_entry = 0;        // the full path's step 1 (== entry without a light entry)
     uint32_t light_mask = 0;        // the light entry's saved registers (0: no light entry)
+    // The light entry's own copy of the relocated region, when it has one: where each
+    // instruction of `plain` is in it (same instructions, same order); all 0 otherwise.
+    uint16_t light_plain[kMaxRegionInsns] = {};
     uint32_t kret_path = 0;         // step 2 case 3's restore (0: case 3 runs the plain path)
 };
 
 // The dispatcher's entry points a detour calls.
 struct DetourFns {
     uint64_t pre = 0, post = 0;               // lp_detour_call_pre, lp_detour_call_post
-    uint64_t light_entry = 0, light_mid = 0;  // lp_light_call_entry, lp_light_call_mid
+    uint64_t light_entry = 0, light_mid = 0;  // lp_light_entry, lp_light_mid
     uint64_t kret_rsb = 0;                    // lp_kret_rsb_call
 };
 

@@ -52,42 +52,4 @@
     DETOUR_CALL lp_detour_call_pre, lp_jump_pre
     DETOUR_CALL lp_detour_call_post, lp_jump_post
 
-/* lp_light_call_entry, lp_light_call_mid: how a detour's light entry (detour.hpp) calls
- * lp_jump_light (jump_light.cpp), rdi = site. The light entry's frame starts right above this
- * stub's return address (frame = rsp + 8 here): the flags at frame + 0, then the registers it
- * saved, the frame's end at frame + 136, then (mid-function shape) the 128-byte red zone. The
- * canonical frame address is the stack pointer the thread had at the probed ip: rsp + 144
- * (+ 128). The probed ip is the detour block's first word (core/probe.hpp, DetourHeader): the
- * return address rounded down to the block's 1024 bytes, read. The callee-saved registers hold
- * the thread's values (neither the dispatcher nor a handler's finished frames leave them
- * changed); the others are not described. No alignment: the dispatcher and a light handler use
- * no vector instruction. */
-.macro LIGHT_CALL name, rz
-    .globl \name
-    .hidden \name
-    .type \name, @function
-    .p2align 4
-\name:
-    .cfi_startproc simple
-    .cfi_signal_frame
-    .cfi_def_cfa %rsp, 144 + \rz
-    /* rip = *(*rsp & -1024): DW_CFA_val_expression, DW_OP_breg7 0, deref, consts -1024, and,
-     * deref */
-    .cfi_escape 0x16, 16, 8, 0x77, 0x00, 0x06, 0x11, 0x80, 0x78, 0x1a, 0x06
-    .cfi_same_value %rbx
-    .cfi_same_value %rbp
-    .cfi_same_value %r12
-    .cfi_same_value %r13
-    .cfi_same_value %r14
-    .cfi_same_value %r15
-    leaq 8(%rsp), %rsi
-    call lp_jump_light
-    ret
-    .cfi_endproc
-    .size \name, .-\name
-.endm
-
-    LIGHT_CALL lp_light_call_entry, 0
-    LIGHT_CALL lp_light_call_mid, 128
-
     .section .note.GNU-stack,"",@progbits

@@ -1,57 +1,48 @@
-// The light dispatcher: what a detour's light entry calls (detour.hpp, "The light entry").
-//
-// The light entry saves only the registers this code and the handler write, so this file is
-// built so as to write as few as it can: with -ffixed for every callee-saved register (it
-// never touches rbx, rbp, r12-r15: nothing is kept in them across the handler's call, which
-// is also what lets a fault in the handler resume here without restoring them) and with
-// general registers only (src/CMakeLists.txt). The optimizer decodes lp_jump_light to learn
-// what it writes (arch::function_writes) rather than trusting these flags.
+// The C++ side of the light dispatcher (jump_light.S): the layout its assembly relies on,
+// checked here against the structures, its write set, and its fault path.
 #include "arch/x86_64/jump_light.hpp"
 
+#include <cstddef>
+
+#include "arch/x86_64/detour.hpp"
+#include "arch/x86_64/light_layout.h"
+#include "arch/x86_64/region.hpp"
 #include "core/dispatch.hpp"
 #include "os/linux/code_alloc.hpp"
 
 namespace liveprobe::arch {
 
-// detour_call.S's light stubs find the probed address by rounding down to a detour block.
-static_assert(os::kDetourBlock == 1024);
-
 using core::KprobeState;
 using core::ProbePoint;
 using core::ThreadRecord;
 
-extern "C" int lp_jump_light(uint64_t site, uint64_t *frame) noexcept
+// jump_light.S finds the probed address by rounding down to a detour block.
+static_assert(os::kDetourBlock == 1024);
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Winvalid-offsetof"
+static_assert(offsetof(ThreadRecord, busy) + offsetof(core::BusySlots<ProbePoint *>, slot) == LP_REC_BUSY_SLOT0);
+static_assert(offsetof(ThreadRecord, busy) + offsetof(core::BusySlots<ProbePoint *>, depth) == LP_REC_BUSY_DEPTH);
+static_assert(sizeof(core::BusySlots<ProbePoint *>::depth) == 4);
+static_assert(offsetof(ThreadRecord, in_handler) == LP_REC_IN_HANDLER);
+static_assert(sizeof(ThreadRecord::in_handler) == 4);
+static_assert(offsetof(ThreadRecord, jump_ks) == LP_REC_JUMP_KS);
+static_assert(offsetof(ThreadRecord, jump_light) == LP_REC_JUMP_LIGHT);
+static_assert(offsetof(ThreadRecord, counters) == LP_REC_COUNTERS);
+static_assert(offsetof(ProbePoint, light) == LP_PP_LIGHT);
+static_assert(offsetof(KprobeState, kp) == LP_KS_KP);
+static_assert(offsetof(KprobeState, id) == LP_KS_ID);
+static_assert(sizeof(KprobeState::id) == 4);
+static_assert(offsetof(KprobeState, enabled) == LP_KS_ENABLED);
+static_assert(sizeof(KprobeState::enabled) == 1);
+static_assert(offsetof(struct kprobe, pre_handler) == LP_KP_PRE_HANDLER);
+#pragma GCC diagnostic pop
+static_assert(sizeof(std::atomic<uint64_t>) == 8);
+static_assert(kLightFrame == LP_LIGHT_FRAME);
+
+uint32_t light_dispatcher_writes()
 {
-    ThreadRecord *rec = core::tl_rec;
-    // A thread liveprobe has not seen yet, or a hit inside a handler: the full path.
-    if (!rec || rec->in_handler) [[unlikely]]
-        return kLightFull;
-    core::BusyMark prev;
-    ProbePoint *pp = core::acquire_site_saving(rec, reinterpret_cast<const void *>(site), &prev);
-    if (!pp) return kLightPlain;  // the probe is going away: run the original instructions
-    KprobeState *ks = pp->light.load(std::memory_order_relaxed);
-    int action = kLightFull;  // the point no longer has a kprobe the light path can run
-    if (ks) {
-        action = kLightPlain;
-        if (ks->enabled.load(std::memory_order_relaxed)) {
-            core::count(rec, ks->id);
-            struct kprobe *kp = ks->kp;
-            rec->jump_ks = ks;
-            rec->jump_prev = prev;
-            rec->jump_light = frame;
-            rec->in_handler = 1;
-            std::atomic_signal_fence(std::memory_order_seq_cst);
-            // The handler was proven never to read its regs.
-            if (kp->pre_handler(kp, nullptr) != 0) action = kLightFull;
-            std::atomic_signal_fence(std::memory_order_seq_cst);
-            rec = core::tl_rec;  // nothing lives across the call but on the stack
-            rec->in_handler = 0;
-            rec->jump_light = nullptr;
-            prev = rec->jump_prev;
-        }
-    }
-    core::release(rec, prev);
-    return action;
+    return gpr_bit(ZYDIS_REGISTER_RAX) | gpr_bit(ZYDIS_REGISTER_RDX) | gpr_bit(ZYDIS_REGISTER_RDI);
 }
 
 bool light_fault_resume(int sig, ucontext_t *uc) noexcept
@@ -63,18 +54,16 @@ bool light_fault_resume(int sig, ucontext_t *uc) noexcept
     rec->jump_light = nullptr;
     core::count(rec, rec->jump_ks->fault_id);  // a light kprobe has no fault_handler
     rec->in_handler = 0;
-    core::release(rec, rec->jump_prev);
-    // Back in the stub as if lp_jump_light had returned kLightPlain: its call left the return
-    // address at frame - 16 and the stub's own stack pointer is frame - 8. The registers the
-    // handler may have changed are all among those the light entry restores; the others
-    // still hold what the thread had.
+    core::release(rec, 0);  // the light dispatcher runs at the outermost level only
+    // Back in the dispatcher as if the handler had returned 0: its call left the return
+    // address just below `frame`, the dispatcher's stack pointer. The registers the handler
+    // may have changed are all among those the light entry restores; the others still hold
+    // what the thread had.
     greg_t *g = uc->uc_mcontext.gregs;
-    g[REG_RSP] = reinterpret_cast<greg_t>(frame - 1);
-    g[REG_RIP] = static_cast<greg_t>(frame[-2]);
+    g[REG_RSP] = reinterpret_cast<greg_t>(frame);
+    g[REG_RIP] = static_cast<greg_t>(frame[-1]);
     g[REG_RAX] = kLightPlain;
     return true;
 }
-
-uint64_t light_dispatcher() { return reinterpret_cast<uint64_t>(&lp_jump_light); }
 
 }  // namespace liveprobe::arch

@@ -238,8 +238,9 @@ DetourFns detour_fns()
     DetourFns f;
     f.pre = reinterpret_cast<uint64_t>(&lp_detour_call_pre);
     f.post = reinterpret_cast<uint64_t>(&lp_detour_call_post);
-    f.light_entry = reinterpret_cast<uint64_t>(&lp_light_call_entry);
-    f.light_mid = reinterpret_cast<uint64_t>(&lp_light_call_mid);
+    const bool fenced = os::hit_path_needs_fence();
+    f.light_entry = reinterpret_cast<uint64_t>(fenced ? &lp_light_entry_fenced : &lp_light_entry);
+    f.light_mid = reinterpret_cast<uint64_t>(fenced ? &lp_light_mid_fenced : &lp_light_mid);
     f.kret_rsb = reinterpret_cast<uint64_t>(&lp_kret_rsb_call);
     return f;
 }
@@ -264,21 +265,27 @@ bool detour_original_ip(uint64_t ip, uint64_t *orig) noexcept
     if (os::code_block(ip, &block) != os::kDetourBlock) return false;
     const auto *h = reinterpret_cast<const core::DetourHeader *>(block);
     uint64_t off = ip - block;
-    if (h->layout.light_mask && off >= h->layout.entry) {
-        *orig = h->addr;  // the light entry, after everything else
-        return true;
-    }
     // The relocated instruction whose copy holds ip: the last one starting at or before it.
-    uint64_t best_off = 0, best = h->addr;
-    for (const RelocMap *m : {&h->layout.plain, &h->layout.post_rest}) {
-        for (size_t i = 0; i < m->n; ++i)
-            if (m->offset[i] <= off && m->offset[i] >= best_off) {
-                best_off = m->offset[i];
-                best = m->orig[i];
+    // The light entry comes after everything else, with its own copy.
+    const bool light = h->layout.light_mask && off >= h->layout.entry;
+    uint64_t best_off = light ? h->layout.entry : 0, best = h->addr;
+    auto look = [&](const RelocMap &m, const uint16_t *offsets) {
+        for (size_t i = 0; i < m.n; ++i) {
+            const uint32_t o = offsets ? offsets[i] : m.offset[i];
+            if (o <= off && o >= best_off) {
+                best_off = o;
+                best = m.orig[i];
             }
+        }
+    };
+    if (light) {
+        if (h->layout.light_plain[0]) look(h->layout.plain, h->layout.light_plain);
+    } else {
+        look(h->layout.plain, nullptr);
+        look(h->layout.post_rest, nullptr);
+        if (h->layout.has_post_path && h->layout.post_insn1 <= off && h->layout.post_insn1 >= best_off)
+            best = h->addr;
     }
-    if (h->layout.has_post_path && h->layout.post_insn1 <= off && h->layout.post_insn1 >= best_off)
-        best = h->addr;
     *orig = best;
     return true;
 }

@@ -30,7 +30,7 @@ extern "C" void lp_detour_call_pre();
 extern "C" void lp_detour_call_post();
 
 // A synchronous fault (sig) of a handler running with no setjmp guard on this thread (the
-// fast path of lp_jump_pre or lp_jump_light, or a return handler: core/kretprobe.hpp
+// fast path of lp_jump_pre or the light dispatcher, or a return handler: core/kretprobe.hpp
 // kret_fault_resume): points the context at the recovery (the fault is counted and the probe's
 // fault_handler called, then the detour or the trampoline goes on) and returns true; false
 // when no such handler runs. Async-signal-safe.

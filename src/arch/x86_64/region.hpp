@@ -56,9 +56,9 @@ const char *plan_region(uint64_t addr, const CodeRange &fn, const std::vector<Co
 // Where a relocated instruction of a region landed in the detour, so a thread stopped inside
 // the region, or faulting in the copy, can be mapped between the two.
 struct RelocMap {
-    size_t n = 0;
-    uint64_t orig[kMaxRegionInsns];    // original address of instruction i
-    uint32_t offset[kMaxRegionInsns];  // its offset in `out` of relocate_region
+    uint32_t n = 0;
+    uint32_t offset[kMaxRegionInsns];  // offset in `out` of relocate_region of instruction i
+    uint64_t orig[kMaxRegionInsns];    // its original address
 };
 
 // Writes the region's instructions, relocated to execute at `at`, followed by a jump back to

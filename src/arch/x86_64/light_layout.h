@@ -1,0 +1,25 @@
+/* Offsets the light dispatcher (jump_light.S) reads, shared by that assembly and the C++ that
+ * checks them against the structures (jump_light.cpp static_asserts). Preprocessor only. */
+#ifndef LIVEPROBE_ARCH_X86_64_LIGHT_LAYOUT_H
+#define LIVEPROBE_ARCH_X86_64_LIGHT_LAYOUT_H
+
+/* core::ThreadRecord */
+#define LP_REC_BUSY_SLOT0 0x08   /* busy.slot[0] */
+#define LP_REC_BUSY_DEPTH 0x28   /* busy.depth */
+#define LP_REC_IN_HANDLER 0x30
+#define LP_REC_JUMP_KS 0x48
+#define LP_REC_JUMP_LIGHT 0x58
+#define LP_REC_COUNTERS 0x60
+/* core::ProbePoint */
+#define LP_PP_LIGHT 0x18
+/* core::KprobeState */
+#define LP_KS_KP 0x00
+#define LP_KS_ID 0x10
+#define LP_KS_ENABLED 0x28
+/* struct kprobe */
+#define LP_KP_PRE_HANDLER 0x18
+
+/* The light entry's frame (detour.hpp): flags at 0, register r at 8 + 8r. */
+#define LP_LIGHT_FRAME 136
+
+#endif

@@ -91,8 +91,9 @@ struct alignas(64) ThreadRecord {
     struct pt_regs *jump_regs = nullptr;
     struct KprobeState *jump_ks = nullptr;
     BusyMark jump_prev = 0;
-    // The same for the light path (arch/x86_64/jump_light.S): the light dispatcher's stack
-    // pointer at the handler's call (the return address is just below), null otherwise.
+    // The same for the light path (arch/x86_64/jump_light.S): where the running handler's
+    // return address is (the light dispatcher's stack pointer when it jumped there), null
+    // otherwise.
     uint64_t *jump_light = nullptr;
     // [kMaxCounters], mapped when the record is first claimed, never freed.
     std::atomic<std::atomic<uint64_t> *> counters{nullptr};

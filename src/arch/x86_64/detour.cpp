@@ -7,6 +7,7 @@
 #include <liveprobe/kprobes.h>
 
 #include "arch/x86_64/jump_light.hpp"
+#include "arch/x86_64/light_layout.h"
 
 namespace liveprobe::arch {
 namespace {
@@ -275,24 +276,43 @@ void emit_light_leave(Writer &w, int32_t rz)
     lea_rsp(w, static_cast<int32_t>(kLightFrame) + rz);
 }
 
+// The light entry's finish, right after its call (jump_light.S): with rec = core::tl_rec, read
+// at its thread-pointer offset `tls`, in rdx, and rdi = 0 (registers the dispatcher writes):
+// in_handler, jump_light, busy's level 0 slot and then its depth, all 0. Fixed encodings: the dispatcher
+// skips exactly LP_LIGHT_FINISH_SIZE bytes to leave it out.
+void emit_light_finish(Writer &w, int32_t tls)
+{
+    const size_t start = w.pos;
+    w.bytes({0x64, 0x48, 0x8b, 0x14, 0x25});  // mov %fs:tls,%rdx
+    w.u32(static_cast<uint32_t>(tls));
+    w.bytes({0x31, 0xff});                               // xor %edi,%edi
+    w.bytes({0x89, 0x7a, LP_REC_IN_HANDLER});            // mov %edi,in_handler(%rdx)
+    w.bytes({0x48, 0x89, 0x7a, LP_REC_JUMP_LIGHT});      // mov %rdi,jump_light(%rdx)
+    w.bytes({0x48, 0x89, 0x7a, LP_REC_BUSY_SLOT0});      // mov %rdi,busy.slot[0](%rdx)
+    w.bytes({0x89, 0x7a, LP_REC_BUSY_DEPTH});            // mov %edi,busy.depth(%rdx)
+    if (w.ok && w.pos - start != LP_LIGHT_FINISH_SIZE) w.ok = false;
+}
+
 // The light entry, emitted after the full detour: `full` is its entry, `plain` the full
 // path's relocated region (offsets in the block). With `own`, it has its own copy of the
 // relocated region instead (one jump fewer per hit), mapped in *own.
-bool emit_light(Writer &w, bool mid, uint32_t mask, uint64_t light_fn, uint64_t arg, uint32_t full,
-                uint32_t plain, const Region &region, RelocMap *own)
+bool emit_light(Writer &w, bool mid, uint32_t mask, uint64_t light_fn, int32_t tls, uint64_t arg,
+                uint32_t full, uint32_t plain, const Region &region, RelocMap *own)
 {
     const int32_t rz = mid ? kRedZone : 0;
     const int32_t below = rz + static_cast<int32_t>(kLightFrame) - 8;
     mask |= light_dispatcher_writes();  // rax and rdi are the entry's own too
     lea_rsp(w, -below);  // lea changes no flag
     w.bytes({0x9c});     // pushfq
-    // DF, TF, NT, AC or ID set (rare): the full path, which handles them.
+    mov_rsp_slot(w, 0, light_slot(0), true);
+    // DF, TF, NT, AC or ID set (rare): the full path, which handles them, by the way out below
+    // (it restores rax and the arithmetic flags; the others were never changed).
     w.bytes({0xf7, 0x04, 0x24});  // testl $kSlowFlags,(%rsp)
     w.u32(kSlowFlags);
-    w.bytes({0x0f, 0x85});  // jnz slow (rel32, patched)
+    w.bytes({0x0f, 0x85});  // jnz full tail (rel32, patched)
     size_t jnz_slow = w.pos;
     w.u32(0);
-    for (unsigned r = 0; r < 16; ++r)
+    for (unsigned r = 1; r < 16; ++r)
         if (mask & (1u << r)) mov_rsp_slot(w, r, light_slot(r), true);
     w.bytes({0x48, 0xbf});  // movabs $arg,%rdi
     w.u64(arg);
@@ -305,6 +325,7 @@ bool emit_light(Writer &w, bool mid, uint32_t mask, uint64_t light_fn, uint64_t 
         w.u64(light_fn);
         w.bytes({0xff, 0xd0});  // call *%rax
     }
+    emit_light_finish(w, tls);
     // 0: plain. Else the full path: the point changed, or this hit needs more, or the handler
     // asked to resume at regs->ip, which it could not change: the probed address, where the
     // hit would start again.
@@ -318,13 +339,9 @@ bool emit_light(Writer &w, bool mid, uint32_t mask, uint64_t light_fn, uint64_t 
     if (own ? !emit_relocated(w, region, 0, region.n, true, own) : !jmp_to(w, w.base + plain)) return false;
     if (!w.ok) return false;
     patch_rel32(w, jne, w.pos);
-    emit_light_leave(w, rz);
-    if (!jmp_to(w, w.base + full)) return false;
-    if (!w.ok) return false;
     patch_rel32(w, jnz_slow, w.pos);
-    w.bytes({0x9d});  // slow: popfq
-    lea_rsp(w, below);
-    return jmp_to(w, w.base + full);
+    emit_light_leave(w, rz);
+    return jmp_to(w, w.base + full) && w.ok;
 }
 
 }  // namespace
@@ -388,20 +405,20 @@ int build_detour(const Region &region, uint64_t at, bool mid, const DetourFns &f
     }
     L.full_entry = L.entry;
     if (!w.ok) return -ENOSPC;
-    if (light_mask) {
+    if (light_mask && fns.light_tls) {
         // With its own copy of the relocated region when there is room, else with a jump to the
         // full path's; without room for either (a long relocated region, a full mask), the
         // detour has no light entry.
         const uint64_t light_fn = mid ? fns.light_mid : fns.light_entry;
         Writer lw = w;
         RelocMap own;
-        bool fits = emit_light(lw, mid, light_mask, light_fn, arg, L.full_entry, L.plain.offset[0], region, &own) &&
+        bool fits = emit_light(lw, mid, light_mask, light_fn, fns.light_tls, arg, L.full_entry, L.plain.offset[0], region, &own) &&
                     lw.ok && own.n == L.plain.n;
         if (fits) {
             for (size_t i = 0; i < own.n; ++i) L.light_plain[i] = static_cast<uint16_t>(own.offset[i]);
         } else {
             lw = w;
-            fits = emit_light(lw, mid, light_mask, light_fn, arg, L.full_entry, L.plain.offset[0], region, nullptr) &&
+            fits = emit_light(lw, mid, light_mask, light_fn, fns.light_tls, arg, L.full_entry, L.plain.offset[0], region, nullptr) &&
                    lw.ok;
         }
         if (fits) {

@@ -71,6 +71,7 @@ struct DetourLayout {
 struct DetourFns {
     uint64_t pre = 0, post = 0;               // lp_detour_call_pre, lp_detour_call_post
     uint64_t light_entry = 0, light_mid = 0;  // lp_light_entry, lp_light_mid
+    int32_t light_tls = 0;                    // core::tl_rec's offset from the thread pointer
     uint64_t kret_rsb = 0;                    // lp_kret_rsb_call
 };
 

@@ -1,7 +1,13 @@
 /* The light dispatcher: what a detour's light entry (detour.hpp, "The light entry") calls,
  * rdi = the probe address's site (ProbeTable::Site: the slot holding its probe point), to run
- * the point's one light kprobe. It returns eax = 0 (run the relocated region) or 1 (take the
- * full entry: jump_light.hpp LightAction).
+ * the point's one light kprobe. It jumps into the handler, which returns straight into the
+ * light entry: one call and one return per hit. There, the light entry's finish (detour.cpp
+ * emit_light_finish, LP_LIGHT_FINISH_SIZE bytes) ends the level of busy this took and the
+ * handler's run; eax then says what to do: 0 run the relocated region, else the full entry
+ * (jump_light.hpp LightAction). When it does not call the handler it returns the same way,
+ * with eax = 0 or 1, and the finish still runs (its stores are then no-ops or the release);
+ * when it took nothing because the thread has no record or is already dispatching or in a
+ * handler, it returns past the finish, with eax = 1.
  *
  * Four entry points: lp_light_entry and lp_light_mid for the two detour shapes (their call frame
  * information differs), and their _fenced twins for a kernel without membarrier, whose busy
@@ -15,14 +21,16 @@
  * is not touched: the handler was proven vector-free. The handler is called with regs = NULL
  * in spirit: it was proven never to read its second argument, so rsi is left as it is.
  *
- * Call frame information: one rule for every instruction (rsp does not move here). The frame
- * it describes is the probed function at the probed ip, as if interrupted there: the canonical
- * frame address is the stack pointer the thread had at the probed ip (the light entry's frame
- * starts right above the return address: + 136, + 128 for the red zone of the mid-function
- * shape); the ip is the detour block's first word (core/probe.hpp, DetourHeader), found by
- * rounding the return address down to the block's 1024 bytes; the callee-saved registers hold
- * the thread's values (nothing here writes them, and a handler's finished frames leave them as
- * they were). The other registers are not described. */
+ * Call frame information, for a signal that arrives while this runs: one rule for every
+ * instruction (rsp does not move here). The frame it describes is the probed function at the
+ * probed ip, as if interrupted there: the canonical frame address is the stack pointer the
+ * thread had at the probed ip (the light entry's frame starts right above the return address:
+ * + 136, + 128 for the red zone of the mid-function shape); the ip is the detour block's first
+ * word (core/probe.hpp, DetourHeader), found by rounding the return address down to the
+ * block's 1024 bytes; the callee-saved registers hold the thread's values (nothing here writes
+ * them). The other registers are not described. The handler's own frame returns into the
+ * detour, which has no call frame information: a walk started in a light handler ends there
+ * (docs/DESIGN-NOTES.md, "The light entry"). */
 #include "arch/x86_64/light_layout.h"
 
 #define TL_REC _ZN9liveprobe4core6tl_recE
@@ -55,7 +63,7 @@
     jnz 7f                                  /* nested: the full entry */
     movq (%rdi), %rdx                       /* the probe point */
     testq %rdx, %rdx
-    jz 8f                                   /* going away: the original instructions */
+    jz 6f                                   /* going away: the original instructions */
     /* Publish the point in level 0 of busy (depth first, then the slot), then look it up
      * again: the reader's half of the quiescence protocol (dispatch.hpp publish_busy). */
     movl $1, LP_REC_BUSY_DEPTH(%rax)
@@ -75,28 +83,20 @@
     shlq $3, %rdi
     addq LP_REC_COUNTERS(%rax), %rdi
     incq (%rdi)
-    /* What a fault in the handler needs (light_fault_resume), then the handler. */
+    /* What a fault in the handler needs (light_fault_resume), then the handler, with this
+     * call's return address: it returns into the light entry's finish. */
     movq %rdx, LP_REC_JUMP_KS(%rax)
     movq %rsp, LP_REC_JUMP_LIGHT(%rax)
     movl $1, LP_REC_IN_HANDLER(%rax)
     movq LP_KS_KP(%rdx), %rdi
-    call *LP_KP_PRE_HANDLER(%rdi)
-    /* A fault in the handler comes back here with eax = 0. Non-zero: the handler asked to
-     * resume at regs->ip, which it could not change: the full entry runs the hit again. */
-    movq TL_REC@GOTTPOFF(%rip), %rdi
-    movq %fs:(%rdi), %rdi
-    movl $0, LP_REC_IN_HANDLER(%rdi)
-    movq $0, LP_REC_JUMP_LIGHT(%rdi)
-    movq $0, LP_REC_BUSY_SLOT0(%rdi)        /* the slot, then depth */
-    movl $0, LP_REC_BUSY_DEPTH(%rdi)
+    jmp *LP_KP_PRE_HANDLER(%rdi)
+5:  movl $1, %eax                           /* the finish releases the level */
     ret
-5:  movq $0, LP_REC_BUSY_SLOT0(%rax)
-    movl $0, LP_REC_BUSY_DEPTH(%rax)
-7:  movl $1, %eax
+6:  xorl %eax, %eax
     ret
-6:  movq $0, LP_REC_BUSY_SLOT0(%rax)
-    movl $0, LP_REC_BUSY_DEPTH(%rax)
-8:  xorl %eax, %eax
+7:  /* Nothing taken, and the level is not this call's to release: past the finish. */
+    movl $1, %eax
+    addq $LP_LIGHT_FINISH_SIZE, (%rsp)
     ret
     .cfi_endproc
     .size \name, .-\name

@@ -55,15 +55,22 @@ bool light_fault_resume(int sig, ucontext_t *uc) noexcept
     core::count(rec, rec->jump_ks->fault_id);  // a light kprobe has no fault_handler
     rec->in_handler = 0;
     core::release(rec, 0);  // the light dispatcher runs at the outermost level only
-    // Back in the dispatcher as if the handler had returned 0: its call left the return
-    // address just below `frame`, the dispatcher's stack pointer. The registers the handler
-    // may have changed are all among those the light entry restores; the others still hold
-    // what the thread had.
+    // As if the handler had returned 0: `frame` is where its return address is. The registers
+    // the handler may have changed are all among those the light entry restores; the others
+    // still hold what the thread had.
     greg_t *g = uc->uc_mcontext.gregs;
-    g[REG_RSP] = reinterpret_cast<greg_t>(frame);
-    g[REG_RIP] = static_cast<greg_t>(frame[-1]);
+    g[REG_RSP] = reinterpret_cast<greg_t>(frame + 1);
+    g[REG_RIP] = static_cast<greg_t>(frame[0]);
     g[REG_RAX] = kLightPlain;
     return true;
+}
+
+int32_t light_tls_offset()
+{
+    uint64_t tp;
+    asm("mov %%fs:0, %0" : "=r"(tp));  // the thread pointer (x86-64 TLS: its own first word)
+    const int64_t off = reinterpret_cast<int64_t>(&core::tl_rec) - static_cast<int64_t>(tp);
+    return off >= INT32_MIN && off <= INT32_MAX ? static_cast<int32_t>(off) : 0;
 }
 
 }  // namespace liveprobe::arch

@@ -29,9 +29,13 @@ extern "C" void lp_light_mid_fenced();
 // these and the handler's.
 uint32_t light_dispatcher_writes();
 
+// core::tl_rec's offset from the thread pointer (initial-exec TLS: the same in every thread),
+// which light entries read it at; 0 if it does not fit a displacement (then no light entry).
+int32_t light_tls_offset();
+
 // A synchronous fault of the handler the light dispatcher runs on this thread: counted, and
-// the context sent back into the dispatcher as if the handler had returned 0. False when no
-// such handler runs. Async-signal-safe.
+// the context sent to where the handler would have returned (the light entry's finish), as if
+// it had returned 0. False when no such handler runs. Async-signal-safe.
 bool light_fault_resume(int sig, ucontext_t *uc) noexcept;
 
 }  // namespace liveprobe::arch

@@ -241,6 +241,7 @@ DetourFns detour_fns()
     const bool fenced = os::hit_path_needs_fence();
     f.light_entry = reinterpret_cast<uint64_t>(fenced ? &lp_light_entry_fenced : &lp_light_entry);
     f.light_mid = reinterpret_cast<uint64_t>(fenced ? &lp_light_mid_fenced : &lp_light_mid);
+    f.light_tls = light_tls_offset();
     f.kret_rsb = reinterpret_cast<uint64_t>(&lp_kret_rsb_call);
     return f;
 }

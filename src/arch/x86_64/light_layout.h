@@ -21,5 +21,8 @@
 
 /* The light entry's frame (detour.hpp): flags at 0, register r at 8 + 8r. */
 #define LP_LIGHT_FRAME 136
+/* The light entry's finish (detour.cpp emit_light_finish), right after its call: the bytes a
+ * return skips to leave it out. */
+#define LP_LIGHT_FINISH_SIZE 25
 
 #endif

@@ -99,9 +99,10 @@ constexpr uint32_t kAllGprs = 0xffef;
 constexpr uint32_t kCallerSavedGprs = 0x0fc7;
 
 // The general registers the function at `entry` writes, its calls not followed (a direct call
-// counts as the caller-saved registers; the callees keep the others by the ABI; a call through
-// a pointer counts for nothing); an indirect jump makes it every register. For the light
-// dispatcher, which calls handlers through a pointer: those are proven apart.
+// counts as the caller-saved registers; the callees keep the others by the ABI; a call or a
+// jump through a pointer counts for nothing); a direct jump out of the function makes it every
+// register. For the light dispatcher, which jumps to handlers through a pointer: those are
+// proven apart.
 uint32_t function_writes(uint64_t entry);
 
 // True if the function at `entry` never reads its second argument (rsi at entry: a handler's

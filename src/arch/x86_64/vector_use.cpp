@@ -395,8 +395,9 @@ uint32_t function_writes(uint64_t entry) {
     if (!f) return kAllGprs;
     const std::shared_ptr<const Scan> s = scan_of(*f);
     if (s->why) {
-        // Only its indirect calls may have stopped the scan (the dispatcher calls handlers
-        // through a pointer): decode on past them here.
+        // Only its indirect calls and jumps may have stopped the scan (the dispatcher jumps
+        // to handlers through a pointer): decode on past them here. The code is decoded in
+        // address order over the whole function, so a jump table's targets are covered too.
         uint32_t m = 0;
         ZydisDecoder dec;
         ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
@@ -405,11 +406,13 @@ uint32_t function_writes(uint64_t entry) {
             ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
             if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&dec, reinterpret_cast<const void *>(at), f->end - at, &zi, ops)))
                 return kAllGprs;
-            if (zi.meta.branch_type != ZYDIS_BRANCH_TYPE_NONE && zi.mnemonic != ZYDIS_MNEMONIC_RET &&
-                zi.mnemonic != ZYDIS_MNEMONIC_CALL && !(ops[0].type == ZYDIS_OPERAND_TYPE_IMMEDIATE))
-                return kAllGprs;  // an indirect jump: code not decoded here
-            // A direct call may clobber what the ABI allows; a call through a pointer is the
-            // handler's, whose registers are proven apart.
+            if (zi.meta.branch_type != ZYDIS_BRANCH_TYPE_NONE && ops[0].type == ZYDIS_OPERAND_TYPE_IMMEDIATE &&
+                zi.mnemonic != ZYDIS_MNEMONIC_CALL) {
+                const uint64_t to = at + zi.length + static_cast<uint64_t>(ops[0].imm.value.s);
+                if (to < f->start || to >= f->end) return kAllGprs;  // a direct jump elsewhere
+            }
+            // A direct call may clobber what the ABI allows; a call or a jump through a pointer
+            // is the handler's, whose registers are proven apart.
             if (zi.mnemonic == ZYDIS_MNEMONIC_CALL && ops[0].type == ZYDIS_OPERAND_TYPE_IMMEDIATE)
                 m |= kCallerSavedGprs;
             m |= written_gprs(zi, ops);

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 #include "arch/x86_64/jump_light.hpp"
 #include "arch/x86_64/region.hpp"
@@ -210,6 +211,29 @@ TEST(LightPath, AHitInsideALightHandlerIsMissed)
     EXPECT_EQ(counters(inner).hits, 1u);
     unregister_kprobe(&outer);
     unregister_kprobe(&inner);
+}
+
+// A thread's first hit finds no record: the light dispatcher takes nothing and returns past
+// the light entry's finish into the full entry, which claims one; its next hits are light.
+TEST(LightPath, AThreadsFirstHitGoesThroughTheFullEntry)
+{
+    LP_SKIP_IF_SANITIZED();
+    kprobe kp = at(reinterpret_cast<void *>(lp_l_target), count_hit);
+    ASSERT_EQ(register_kprobe(&kp), 0);
+    ASSERT_TRUE(counters(kp).light);
+    g_hits = 0;
+    long r1 = 0, r2 = 0;
+    std::thread t([&] {
+        r1 = lp_l_target(10);
+        r2 = lp_l_target(20);
+    });
+    t.join();
+    EXPECT_EQ(r1, 11);
+    EXPECT_EQ(r2, 21);
+    EXPECT_EQ(g_hits.load(), 2);
+    EXPECT_EQ(counters(kp).hits, 2u);
+    EXPECT_EQ(kp.nmissed, 0u);
+    unregister_kprobe(&kp);
 }
 
 }  // namespace

@@ -500,6 +500,47 @@ TEST(Kretprobe, FourThreadsExactCounts)
     unregister_kretprobe(&rp);
 }
 
+// A hundred functions for the instance-cache test below: kc_f<N>(x) = x + N.
+#define KC_F(n) extern "C" __attribute__((noipa)) long kc_f##n(long x) { return x + n; }
+#define KC_F10(t) KC_F(t##0) KC_F(t##1) KC_F(t##2) KC_F(t##3) KC_F(t##4) KC_F(t##5) KC_F(t##6) \
+    KC_F(t##7) KC_F(t##8) KC_F(t##9)
+KC_F(0) KC_F(1) KC_F(2) KC_F(3) KC_F(4) KC_F(5) KC_F(6) KC_F(7) KC_F(8) KC_F(9)
+KC_F10(1) KC_F10(2) KC_F10(3) KC_F10(4) KC_F10(5) KC_F10(6) KC_F10(7) KC_F10(8) KC_F10(9)
+#define KC_P(n) &kc_f##n,
+#define KC_P10(t) KC_P(t##0) KC_P(t##1) KC_P(t##2) KC_P(t##3) KC_P(t##4) KC_P(t##5) KC_P(t##6) \
+    KC_P(t##7) KC_P(t##8) KC_P(t##9)
+long (*const kc_table[100])(long) = {KC_P(0) KC_P(1) KC_P(2) KC_P(3) KC_P(4) KC_P(5) KC_P(6) KC_P(7)
+                                     KC_P(8) KC_P(9) KC_P10(1) KC_P10(2) KC_P10(3) KC_P10(4)
+                                     KC_P10(5) KC_P10(6) KC_P10(7) KC_P10(8) KC_P10(9)};
+
+// A thread keeps free instances per probe in a direct-mapped cache of 64 entries: a hundred
+// kretprobes, one instance each (maxactive 1), called in turn, share entries and evict each
+// other's. Every call must still get its return handler: an instance lost in an eviction would
+// leave its probe with none (nmissed).
+TEST(Kretprobe, HundredProbesWithOneInstanceEachShareTheThreadsCaches)
+{
+    g.reset();
+    std::vector<kretprobe> rps(100);
+    std::vector<kretprobe *> ptrs;
+    for (int i = 0; i < 100; ++i) {
+        rps[i] = make(reinterpret_cast<void *>(kc_table[i]), 1);
+        ptrs.push_back(&rps[i]);
+    }
+    ASSERT_EQ(register_kretprobes(ptrs.data(), 100), 0);
+    long wrong = 0;
+    for (long round = 0; round < 50; ++round)
+        for (int i = 0; i < 100; ++i)
+            if (kc_table[i](round) != round + i) ++wrong;
+    EXPECT_EQ(wrong, 0);
+    EXPECT_EQ(g.entries.load(), 5000);
+    EXPECT_EQ(g.returns.load(), 5000);
+    EXPECT_EQ(g.unwinds.load(), 0);
+    long missed = 0;
+    for (auto &rp : rps) missed += rp.nmissed;
+    EXPECT_EQ(missed, 0);
+    unregister_kretprobes(ptrs.data(), 100);
+}
+
 TEST(Kretprobe, ThreadExitingWithCallsInFlightLeaksNothing)
 {
     g.reset();

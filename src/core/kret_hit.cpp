@@ -12,11 +12,18 @@
 namespace liveprobe::core {
 namespace {
 
+// The cache entry a probe's instances go to: direct-mapped by the pool's address (a pool is
+// an mmap of its own: page-aligned).
+ThreadRecord::KretCache &cache_entry(ThreadRecord *rec, const KretState *ks) noexcept
+{
+    const auto a = reinterpret_cast<uintptr_t>(ks) >> 12;
+    return rec->kret_cache[(a ^ (a >> 7) ^ (a >> 14)) % ThreadRecord::kKretCaches];
+}
+
 ThreadRecord::KretCache *cache_of(ThreadRecord *rec, const KretState *ks) noexcept
 {
-    for (auto &c : rec->kret_cache)
-        if (c.ks == ks) return &c;
-    return nullptr;
+    ThreadRecord::KretCache &c = cache_entry(rec, ks);
+    return c.ks == ks ? &c : nullptr;
 }
 
 // Gives a cache's instances back to their pool (its probe is gone, or the slot is needed).
@@ -60,19 +67,15 @@ void give_back(ThreadRecord *rec, Inst *in) noexcept
 {
     KretState *ks = in->ks;
     if (ks->live.load(std::memory_order_relaxed)) {
-        ThreadRecord::KretCache *c = cache_of(rec, ks);
-        if (!c) {
-            for (auto &e : rec->kret_cache)
-                if (!e.ks) {
-                    c = &e;
-                    c->ks = ks;
-                    break;
-                }
+        ThreadRecord::KretCache &c = cache_entry(rec, ks);
+        if (c.ks != ks) {
+            if (c.ks) flush(c);  // another probe's: the one used last keeps the entry
+            c.ks = ks;
         }
-        if (c && c->n < ThreadRecord::kKretCacheMax) {
-            in->below = static_cast<Inst *>(c->head);
-            c->head = in;
-            c->n++;
+        if (c.n < ThreadRecord::kKretCacheMax) {
+            in->below = static_cast<Inst *>(c.head);
+            c.head = in;
+            c.n++;
             return;
         }
     }

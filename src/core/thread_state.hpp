@@ -124,14 +124,15 @@ struct alignas(64) ThreadRecord {
     uint64_t reaped_ret[kReaped] = {};
     uint32_t reaped_next = 0;
     // Free instances kept by this thread for the kretprobes it used last (no atomic operation
-    // on a call whose instance comes from and goes back here). Cached instances count as
-    // taken for the pool's maxactive and its memory.
+    // on a call whose instance comes from and goes back here), direct-mapped by probe
+    // (core/kret_hit.cpp cache_entry): a tracer's hundreds of kretprobes mostly find theirs.
+    // Cached instances count as taken for the pool's maxactive and its memory.
     struct KretCache {
         const void *ks = nullptr;
         void *head = nullptr;
         uint32_t n = 0;
     };
-    static constexpr uint32_t kKretCaches = 4;
+    static constexpr uint32_t kKretCaches = 64;
     static constexpr uint32_t kKretCacheMax = 8;
     KretCache kret_cache[kKretCaches];
     uint64_t kret_seen_unregistrations = 0;

@@ -60,7 +60,14 @@ struct BusySlots {
     }
     void release(uint32_t m) noexcept
     {
-        for (uint32_t d = depth; d > m;) slot[--d].store(T{}, std::memory_order_release);
+        // Common case: only the level at m was taken. Its stores then take m from a register,
+        // not from depth just stored (a store-to-load forwarding on every hit's critical path);
+        // depth is only compared, which a predicted branch does not wait for.
+        if (depth == m + 1) [[likely]] {
+            slot[m].store(T{}, std::memory_order_release);
+        } else {
+            for (uint32_t d = depth; d > m;) slot[--d].store(T{}, std::memory_order_release);
+        }
         std::atomic_signal_fence(std::memory_order_seq_cst);
         depth = m;
     }

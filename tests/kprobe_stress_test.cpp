@@ -227,3 +227,38 @@ TEST(KprobeStress, UnregisterWaitsForAHandlerWhoseCalleesHitOtherProbes)
     EXPECT_GT(inner.nmissed, 0u);
     unregister_kprobe(&inner);
 }
+
+// The same for a kretprobe's return handler: unregister_kretprobe must not return while it
+// runs, though its callees' hits (missed) take and leave busy levels inside it.
+extern "C" __attribute__((noinline)) long lp_s_outer_ret(long x)
+{
+    asm volatile("");
+    return x + 2;
+}
+int outer_return(kretprobe_instance *, pt_regs *regs)
+{
+    (void)outer_pre(nullptr, regs);
+    return 0;
+}
+
+TEST(KprobeStress, UnregisterKretprobeWaitsForAReturnHandlerWhoseCalleesHitOtherProbes)
+{
+    kprobe inner{};
+    inner.symbol_name = "lp_s_inner";
+    inner.pre_handler = count_pre;
+    ASSERT_EQ(register_kprobe(&inner), 0);
+    for (int round = 0; round < 3; ++round) {
+        kretprobe rp{};
+        rp.kp.symbol_name = "lp_s_outer_ret";
+        rp.handler = outer_return;
+        ASSERT_EQ(register_kretprobe(&rp), 0);
+        std::thread caller([] { EXPECT_EQ(lp_s_outer_ret(1), 3); });
+        while (!g_outer_running.load()) std::this_thread::yield();
+        unregister_kretprobe(&rp);
+        EXPECT_FALSE(g_outer_running.load())
+            << "round " << round << ": unregister_kretprobe returned while the return handler still ran";
+        caller.join();
+    }
+    EXPECT_GT(inner.nmissed, 0u);
+    unregister_kprobe(&inner);
+}

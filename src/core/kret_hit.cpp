@@ -38,20 +38,26 @@ void flush(ThreadRecord::KretCache &c) noexcept
     c.n = 0;
 }
 
-// Flushes the caches of probes being unregistered (their memory waits for it).
-void flush_dead(ThreadRecord *rec) noexcept
+[[gnu::noinline]] void flush_dead_walk(ThreadRecord *rec, uint64_t now) noexcept
 {
-    uint64_t now = g_kret_unregistrations.load(std::memory_order_acquire);
-    if (now == rec->kret_seen_unregistrations) return;
     rec->kret_seen_unregistrations = now;
     for (auto &c : rec->kret_cache)
         if (c.ks && !static_cast<const KretState *>(c.ks)->live.load(std::memory_order_relaxed)) flush(c);
 }
 
+// Flushes the caches of probes being unregistered (their memory waits for it). The check
+// inline, the walk (after an unregistration) out of line.
+inline void flush_dead(ThreadRecord *rec) noexcept
+{
+    const uint64_t now = g_kret_unregistrations.load(std::memory_order_acquire);
+    if (now != rec->kret_seen_unregistrations) [[unlikely]]
+        flush_dead_walk(rec, now);
+}
+
 Inst *take_global(KretState *ks) noexcept;
 
 // An instance: from this thread's cache, else from the pool.
-Inst *take(ThreadRecord *rec, KretState *ks) noexcept
+inline Inst *take(ThreadRecord *rec, KretState *ks) noexcept
 {
     if (ThreadRecord::KretCache *c = cache_of(rec, ks); c && c->head) {
         auto *in = static_cast<Inst *>(c->head);
@@ -63,7 +69,7 @@ Inst *take(ThreadRecord *rec, KretState *ks) noexcept
 }
 
 // Back to this thread's cache while the probe lives and the cache has room, else the pool.
-void give_back(ThreadRecord *rec, Inst *in) noexcept
+[[gnu::always_inline]] inline void give_back(ThreadRecord *rec, Inst *in) noexcept
 {
     KretState *ks = in->ks;
     if (ks->live.load(std::memory_order_relaxed)) {

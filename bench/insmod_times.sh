@@ -12,7 +12,7 @@ mod=$build/samples/kretprobe_example.so
 export LIVEPROBE_RUNTIME_DIR=$(mktemp -d)
 "$build/samples/target" 0 20 >/dev/null 2>&1 &
 pid=$!
-trap 'kill "$pid" 2>/dev/null; rm -rf "$LIVEPROBE_RUNTIME_DIR"' EXIT
+trap 'kill "$pid" 2>/dev/null || true; rm -rf "$LIVEPROBE_RUNTIME_DIR"' EXIT
 sleep 0.3
 ms() { echo $(( ($2 - $1) / 1000 )); }
 t0=$(date +%s%N); "$lp" insmod -p "$pid" "$mod" func=do_sys_open 2>/dev/null; t1=$(date +%s%N)

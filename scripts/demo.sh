@@ -9,7 +9,7 @@ lp=$build/tools/liveprobe/liveprobe
 out=$(mktemp "${TMPDIR:-/tmp}/liveprobe-demo.XXXXXX")
 "$build/samples/target" 0 250 >"$out" 2>&1 &
 pid=$!
-trap 'kill "$pid" 2>/dev/null; rm -f "$out"' EXIT
+trap 'kill "$pid" 2>/dev/null || true; rm -f "$out"' EXIT
 say() { printf '\n\033[1m$ %s\033[0m\n' "$*"; }
 for _ in $(seq 200); do [ -s "$out" ] && break; sleep 0.01; done
 say "$build/samples/target &          # pid $pid: calls do_sys_open() 8 times a second, do_fork() every 2.5 s"

@@ -132,7 +132,7 @@ check "installed liveprobe build-module kprobe_example.c" \
 check "cc -O2 samples/target.c" "$cc" -O2 "$src/samples/target.c" -o "$work/target"
 "${run[@]}" "$work/target" 0 20 >/dev/null 2>&1 &
 target_pid=$!
-trap 'kill -9 $target_pid 2>/dev/null; rm -rf "$tmp"' EXIT
+trap 'kill -9 $target_pid 2>/dev/null || true; rm -rf "$tmp"' EXIT
 sleep 0.3
 check "installed liveprobe insmod -p PID kretprobe_example.so func=do_sys_open" \
     "$prefix/bin/liveprobe" insmod -p "$target_pid" "$work/kretprobe_example.so" func=do_sys_open

@@ -333,16 +333,16 @@ const char *prove(const symbols::Function &f, int depth, Seen *seen, uint32_t *w
 
 }  // namespace
 
-// Where a PLT stub at `at` leads: it is `[endbr64;] [bnd] jmp *GOT(%rip)` (.plt.sec, .plt.got,
-// or .plt without IBT). The GOT slot holds the function once bound; before the first call it
-// points back into the PLT, and the function is the one the dynamic linker will bind: the
-// symbol of the slot's JUMP_SLOT relocation, looked up in the global scope. 0 when `at` is
-// not a stub or its target is unknown.
 const char *intern_reason(std::string s) {
     std::lock_guard lock(g_mutex);
     return g_reasons.insert(std::move(s)).first->c_str();
 }
 
+// Where a PLT stub at `at` leads: it is `[endbr64;] [bnd] jmp *GOT(%rip)` (.plt.sec, .plt.got,
+// or .plt without IBT). The GOT slot holds the function once bound; before the first call it
+// points back into the PLT, and the function is the one the dynamic linker will bind: the
+// symbol of the slot's JUMP_SLOT relocation, looked up in the global scope. 0 when `at` is
+// not a stub or its target is unknown.
 uint64_t plt_target(uint64_t at) {
     ZydisDecoder dec;
     ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);

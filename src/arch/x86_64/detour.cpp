@@ -411,15 +411,17 @@ int build_detour(const Region &region, uint64_t at, bool mid, const DetourFns &f
         // detour has no light entry.
         const uint64_t light_fn = mid ? fns.light_mid : fns.light_entry;
         Writer lw = w;
+        auto try_light = [&](RelocMap *own) {
+            lw = w;
+            return emit_light(lw, mid, light_mask, light_fn, fns.light_tls, arg, L.full_entry, L.plain.offset[0],
+                              region, own);
+        };
         RelocMap own;
-        bool fits = emit_light(lw, mid, light_mask, light_fn, fns.light_tls, arg, L.full_entry, L.plain.offset[0], region, &own) &&
-                    lw.ok && own.n == L.plain.n;
+        bool fits = try_light(&own) && own.n == L.plain.n;
         if (fits) {
             for (size_t i = 0; i < own.n; ++i) L.light_plain[i] = static_cast<uint16_t>(own.offset[i]);
         } else {
-            lw = w;
-            fits = emit_light(lw, mid, light_mask, light_fn, fns.light_tls, arg, L.full_entry, L.plain.offset[0], region, nullptr) &&
-                   lw.ok;
+            fits = try_light(nullptr);
         }
         if (fits) {
             L.entry = static_cast<uint32_t>(w.pos);

@@ -206,26 +206,40 @@ int outer_pre(kprobe *, pt_regs *)
     return 0;
 }
 
-TEST(KprobeStress, UnregisterWaitsForAHandlerWhoseCalleesHitOtherProbes)
+// Three rounds of: arm() registers the outer probe, call() runs its function on another thread,
+// and once its handler runs, disarm() unregisters it; the handler must be over by then. A
+// kprobe on lp_s_inner makes the handler's callees hit another probe.
+template <typename Arm, typename Call, typename Disarm>
+void expect_unregister_waits(Arm arm, Call call, Disarm disarm, const char *what)
 {
     kprobe inner{};
     inner.symbol_name = "lp_s_inner";
     inner.pre_handler = count_pre;
     ASSERT_EQ(register_kprobe(&inner), 0);
     for (int round = 0; round < 3; ++round) {
-        kprobe outer{};
-        outer.symbol_name = "lp_s_outer";
-        outer.pre_handler = outer_pre;
-        ASSERT_EQ(register_kprobe(&outer), 0);
-        std::thread caller([] { EXPECT_EQ(lp_s_outer(1), 2); });
+        ASSERT_EQ(arm(), 0);
+        std::thread caller(call);
         while (!g_outer_running.load()) std::this_thread::yield();
-        unregister_kprobe(&outer);
-        EXPECT_FALSE(g_outer_running.load()) << "round " << round
-                                             << ": unregister_kprobe returned while the handler still ran";
+        disarm();
+        EXPECT_FALSE(g_outer_running.load()) << "round " << round << ": " << what;
         caller.join();
     }
     EXPECT_GT(inner.nmissed, 0u);
     unregister_kprobe(&inner);
+}
+
+TEST(KprobeStress, UnregisterWaitsForAHandlerWhoseCalleesHitOtherProbes)
+{
+    kprobe outer{};
+    expect_unregister_waits(
+        [&] {
+            outer = kprobe{};
+            outer.symbol_name = "lp_s_outer";
+            outer.pre_handler = outer_pre;
+            return register_kprobe(&outer);
+        },
+        [] { EXPECT_EQ(lp_s_outer(1), 2); }, [&] { unregister_kprobe(&outer); },
+        "unregister_kprobe returned while the handler still ran");
 }
 
 // The same for a kretprobe's return handler: unregister_kretprobe must not return while it
@@ -243,22 +257,14 @@ int outer_return(kretprobe_instance *, pt_regs *regs)
 
 TEST(KprobeStress, UnregisterKretprobeWaitsForAReturnHandlerWhoseCalleesHitOtherProbes)
 {
-    kprobe inner{};
-    inner.symbol_name = "lp_s_inner";
-    inner.pre_handler = count_pre;
-    ASSERT_EQ(register_kprobe(&inner), 0);
-    for (int round = 0; round < 3; ++round) {
-        kretprobe rp{};
-        rp.kp.symbol_name = "lp_s_outer_ret";
-        rp.handler = outer_return;
-        ASSERT_EQ(register_kretprobe(&rp), 0);
-        std::thread caller([] { EXPECT_EQ(lp_s_outer_ret(1), 3); });
-        while (!g_outer_running.load()) std::this_thread::yield();
-        unregister_kretprobe(&rp);
-        EXPECT_FALSE(g_outer_running.load())
-            << "round " << round << ": unregister_kretprobe returned while the return handler still ran";
-        caller.join();
-    }
-    EXPECT_GT(inner.nmissed, 0u);
-    unregister_kprobe(&inner);
+    kretprobe rp{};
+    expect_unregister_waits(
+        [&] {
+            rp = kretprobe{};
+            rp.kp.symbol_name = "lp_s_outer_ret";
+            rp.handler = outer_return;
+            return register_kretprobe(&rp);
+        },
+        [] { EXPECT_EQ(lp_s_outer_ret(1), 3); }, [&] { unregister_kretprobe(&rp); },
+        "unregister_kretprobe returned while the return handler still ran");
 }

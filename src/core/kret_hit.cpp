@@ -12,12 +12,10 @@
 namespace liveprobe::core {
 namespace {
 
-// The cache entry a probe's instances go to: direct-mapped by the pool's address (a pool is
-// an mmap of its own: page-aligned).
+// The cache entry a probe's instances go to (KretState::cache_slot).
 ThreadRecord::KretCache &cache_entry(ThreadRecord *rec, const KretState *ks) noexcept
 {
-    const auto a = reinterpret_cast<uintptr_t>(ks) >> 12;
-    return rec->kret_cache[(a ^ (a >> 7) ^ (a >> 14)) % ThreadRecord::kKretCaches];
+    return rec->kret_cache[ks->cache_slot];
 }
 
 ThreadRecord::KretCache *cache_of(ThreadRecord *rec, const KretState *ks) noexcept
@@ -68,8 +66,9 @@ inline Inst *take(ThreadRecord *rec, KretState *ks) noexcept
     return take_global(ks);
 }
 
-// Back to this thread's cache while the probe lives and the cache has room, else the pool.
-[[gnu::always_inline]] inline void give_back(ThreadRecord *rec, Inst *in) noexcept
+// give_back's other cases: the entry holds another probe's instances, or none, or is full,
+// or the probe is being unregistered.
+[[gnu::noinline]] void give_back_slow(ThreadRecord *rec, Inst *in) noexcept
 {
     KretState *ks = in->ks;
     if (ks->live.load(std::memory_order_relaxed)) {
@@ -86,6 +85,20 @@ inline Inst *take(ThreadRecord *rec, KretState *ks) noexcept
         }
     }
     kret_put(ks, in);
+}
+
+// Back to this thread's cache while the probe lives and the cache has room, else the pool.
+[[gnu::always_inline]] inline void give_back(ThreadRecord *rec, Inst *in) noexcept
+{
+    KretState *ks = in->ks;
+    ThreadRecord::KretCache &c = cache_entry(rec, ks);
+    if (c.ks == ks && c.n < ThreadRecord::kKretCacheMax && ks->live.load(std::memory_order_relaxed)) [[likely]] {
+        in->below = static_cast<Inst *>(c.head);
+        c.head = in;
+        c.n++;
+        return;
+    }
+    give_back_slow(rec, in);
 }
 
 Inst *take_global(KretState *ks) noexcept
@@ -161,8 +174,8 @@ FpregsExposed expose_fpregs(ThreadRecord *rec, void *area) noexcept
 // return to `ret`, and the trampoline leaves by ret when `rsb`): with no vector state to save
 // (and outside sanitizer builds), without a setjmp guard: a fault in it resumes the trampoline
 // through lp_kret_fault (kret_fault_resume), which finishes the return from kret_guard.
-void call_return_handler(ThreadRecord *rec, Inst *in, struct pt_regs *regs, Inst *next, uint64_t ret,
-                         uint64_t rsb) noexcept
+[[gnu::always_inline]] inline void call_return_handler(ThreadRecord *rec, Inst *in, struct pt_regs *regs,
+                                                      Inst *next, uint64_t ret, uint64_t rsb) noexcept
 {
 #ifndef LIVEPROBE_SANITIZED
     KretState *ks = in->ks;
@@ -384,7 +397,8 @@ namespace {
 
 // Runs the return handlers of `e` and the calls after it (one return slot), gives their
 // instances back, and says where the trampoline goes.
-KretReturn finish_return(ThreadRecord *rec, struct pt_regs *regs, Inst *e, uint64_t ret, uint64_t rsb) noexcept
+[[gnu::always_inline]] inline KretReturn finish_return(ThreadRecord *rec, struct pt_regs *regs, Inst *e, uint64_t ret,
+                                                      uint64_t rsb) noexcept
 {
     while (e) {
         Inst *next = e->below;  // give_back reuses `below`
@@ -397,11 +411,10 @@ KretReturn finish_return(ThreadRecord *rec, struct pt_regs *regs, Inst *e, uint6
     return {regs->ip, rsb};
 }
 
-KretReturn kretprobe_return(struct pt_regs *regs) noexcept
+// The general case of kretprobe_return: calls below this one to reap, several calls returning
+// through one slot, or none.
+[[gnu::noinline]] KretReturn return_walk(ThreadRecord *rec, struct pt_regs *regs, uint64_t slot) noexcept
 {
-    ThreadRecord *rec = this_thread();
-    uint64_t slot = regs->sp - 8;
-    if (!rec) lost_return(slot);
     // Calls below this one on its stack left without returning (longjmp, an exception).
     reap_below(rec, slot, false);
     // The calls returning through this slot: one, or several after tail calls (innermost
@@ -435,6 +448,30 @@ KretReturn kretprobe_return(struct pt_regs *regs) noexcept
         return {ret, 0};
     }
     return finish_return(rec, regs, done, ret, rsb);
+}
+
+KretReturn kretprobe_return(struct pt_regs *regs) noexcept
+{
+    ThreadRecord *rec = this_thread();
+    const uint64_t slot = regs->sp - 8;
+    if (!rec) lost_return(slot);
+    // The common case, without return_walk's walk: the newest call in flight returns through
+    // this slot, and the one below it neither (no tail call shares the slot) nor is a frame of
+    // another stack, which the walk would step over. Nothing is reaped then: return_walk's
+    // reap_below looks at the newest call only, this one.
+    auto *e = static_cast<Inst *>(rec->ret_top);
+    if (e && e->slot == slot) [[likely]] {
+        const Inst *below = e->below;
+        if (!below || (below->slot != slot && liveprobe::os::stack_region(below->slot) ==
+                                                  liveprobe::os::stack_region(slot))) [[likely]] {
+            rec->ret_top = e->below;
+            const uint64_t ret = reinterpret_cast<uint64_t>(e->ri()->ret_addr);
+            const uint64_t rsb = e->next_free == kInstRsb;
+            e->below = nullptr;
+            return finish_return(rec, regs, e, ret, rsb);
+        }
+    }
+    return return_walk(rec, regs, slot);
 }
 
 }  // namespace

@@ -70,6 +70,7 @@ Status make_state(struct kretprobe *rp, KretState **out)
     ks->pool = ks->base + header;
     ks->stride = stride;
     ks->count = static_cast<uint32_t>(count);
+    ks->cache_slot = cache_slot_of(ks);
     ks->free_top.store(0);  // empty: every instance is fresh (kret_hit.cpp take_global)
     // KPROBE_FLAG_FPREGS: the handlers read the thread's floating-point registers, which must
     // then be saved (liveprobe_get_fpregs), proof or not.

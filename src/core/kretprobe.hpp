@@ -70,9 +70,19 @@ struct alignas(64) KretState {
     // The per-thread counter that counts faults of rp's handlers: its kprobe's (fault_id of its
     // KprobeState, so liveprobe_kprobe_faults(&rp->kp) sums them); 0 until registered.
     uint32_t fault_id = 0;
+    // The entry of the threads' instance caches this probe's instances go to (ThreadRecord::
+    // kret_cache: direct-mapped by the pool's address, cache_slot_of).
+    uint32_t cache_slot = 0;
 
     Inst *at(uint32_t i) noexcept { return reinterpret_cast<Inst *>(pool + size_t(i) * stride); }
 };
+
+// The cache entry of the pool mapped at `base` (page-aligned: its low bits say nothing).
+inline uint32_t cache_slot_of(const void *base) noexcept
+{
+    const auto a = reinterpret_cast<uintptr_t>(base) >> 12;
+    return static_cast<uint32_t>((a ^ (a >> 7) ^ (a >> 14)) % ThreadRecord::kKretCaches);
+}
 
 // Incremented by every unregistration: threads flush their instance caches of dead probes
 // when it moved (kret_hit.cpp).

@@ -2,6 +2,9 @@
 // -mgeneral-regs-only (the return value may be in xmm0/xmm1 and nothing here may touch them
 // before a handler's vector state is saved) and, in sanitizer builds, uninstrumented.
 #include <sys/mman.h>
+#include <sys/syscall.h>
+
+#include <algorithm>
 
 #include "arch/x86_64/vector_state.hpp"
 #include "core/dispatch.hpp"
@@ -101,6 +104,26 @@ inline Inst *take(ThreadRecord *rec, KretState *ks) noexcept
     give_back_slow(rec, in);
 }
 
+// Makes instance i's memory read-write, and more with it (the committed range at least doubles);
+// false when the system has no memory for it. Async-signal-safe (a raw system call). Threads
+// racing here may change the same pages: harmless.
+[[gnu::noinline]] bool commit_instances(KretState *ks, uint32_t i) noexcept
+{
+    constexpr uint64_t kPage = 4096;
+    uint32_t have = ks->committed.load(std::memory_order_acquire);
+    if (i < have) return true;
+    const uint32_t want = std::min(ks->count, std::max({i + 1, have * 2, 64u}));
+    const uint64_t from = reinterpret_cast<uint64_t>(ks->at(have)) & ~(kPage - 1);
+    const uint64_t to = (reinterpret_cast<uint64_t>(ks->at(want)) + kPage - 1) & ~(kPage - 1);
+    if (os::raw_syscall(SYS_mprotect, static_cast<long>(from), static_cast<long>(to - from),
+                        PROT_READ | PROT_WRITE) != 0)
+        return false;
+    while (have < want &&
+           !ks->committed.compare_exchange_weak(have, want, std::memory_order_release, std::memory_order_acquire)) {
+    }
+    return true;
+}
+
 Inst *take_global(KretState *ks) noexcept
 {
     uint64_t top = ks->free_top.load(std::memory_order_acquire);
@@ -112,6 +135,9 @@ Inst *take_global(KretState *ks) noexcept
             do {
                 if (i >= ks->count) return nullptr;
             } while (!ks->fresh.compare_exchange_weak(i, i + 1, std::memory_order_relaxed));
+            // Its memory, the first time an instance this far is taken (without it, this
+            // index stays unused: the call is missed).
+            if (i >= ks->committed.load(std::memory_order_acquire) && !commit_instances(ks, i)) return nullptr;
             Inst *in = new (ks->at(i)) Inst();
             in->index = i;
             ks->refs.fetch_add(1, std::memory_order_relaxed);

@@ -60,10 +60,17 @@ Status make_state(struct kretprobe *rp, KretState **out)
     size_t size = header + stride * static_cast<size_t>(count);
     size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
     size = (size + page - 1) & ~(page - 1);
-    void *mem = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    // Address space for all of them; memory for the state now, for instances as they are
+    // first taken (kret_hit.cpp commit_instances).
+    void *mem = mmap(nullptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (mem == MAP_FAILED)
-        return Fail(-ENOMEM, "no memory for {} instances of {} bytes (maxactive, data_size)", count, stride);
+        return Fail(-ENOMEM, "no address space for {} instances of {} bytes (maxactive, data_size)", count, stride);
+    if (mprotect(mem, header, PROT_READ | PROT_WRITE) != 0) {
+        munmap(mem, size);
+        return Fail(-ENOMEM, "no memory for a kretprobe's state");
+    }
     auto *ks = new (mem) KretState();
+    ks->header = header;
     ks->rp = rp;
     ks->base = static_cast<uint8_t *>(mem);
     ks->map_size = size;

@@ -50,7 +50,10 @@ static_assert(sizeof(Inst) % 16 == 0, "ri (and its data) right after an Inst sta
 static_assert(offsetof(struct kretprobe_instance, data) % 16 == 0);
 
 // Per registered kretprobe, at the start of the memory its instances live in (one mmap, freed
-// when the probe is unregistered and the last instance has come back: `refs`).
+// when the probe is unregistered and the last instance has come back: `refs`). The mapping is
+// address space only (PROT_NONE, no memory committed) but for this state and the instances
+// below `committed`, made readable and writable as they are first needed: a large maxactive
+// costs nothing until calls nest that deep.
 struct alignas(64) KretState {
     struct kretprobe *rp = nullptr;
     uint8_t *base = nullptr;  // the mapping
@@ -62,6 +65,9 @@ struct alignas(64) KretState {
     // Instances [fresh, count) were never taken: built on first use, when the free list is
     // empty, so that registering thousands of kretprobes touches no instance memory.
     std::atomic<uint32_t> fresh{0};
+    // Instances [0, committed) have read-write memory (kret_hit.cpp commit_instances).
+    std::atomic<uint32_t> committed{0};
+    size_t header = 0;  // bytes before `pool`, read-write from the start
     std::atomic<int64_t> refs{1};       // 1 for the registration + instances taken
     std::atomic<bool> live{true};       // false once unregistering: no handler runs any more
     bool entry_vec = true;              // the handler may touch vector state: save around it

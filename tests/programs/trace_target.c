@@ -18,6 +18,8 @@
  *                            called with (41, 100): returns 142
  *   lp_fa_counter            a global: 42, then 43 while lp_fa_open(NULL) runs
  *   lp_sg_handler(sig)       the SIGUSR1 handler, raised 3 times: returns the signal number
+ *   lp_deep(n)               recursion 5000 deep (5001 calls, the outermost returns 5000): every
+ *                            call followed with the default --maxactive
  *
  * Usage: trace_target [wait]   (wait: sleep 1 s first, then run; for -p)
  */
@@ -33,6 +35,7 @@
 #define TRACED __attribute__((noipa, used))
 
 TRACED long lp_tr_square(long n) { return n * n; }
+TRACED long lp_deep(long n) { return n == 0 ? 0 : lp_deep(n - 1) + 1; }
 TRACED int lp_tr_leaf(void) { return 7; }
 TRACED long lp_tr_fib(long n) { return n < 2 ? n : lp_tr_fib(n - 1) + lp_tr_fib(n - 2); }
 TRACED long lp_tr_step(long i) { return i + 1; }
@@ -92,6 +95,7 @@ int main(int argc, char **argv)
     struct lp_fa_point strip = {-7, 5, "a long label of more than sixty-three characters, to be cut where it must"};
     long fa = lp_fa_open("/etc/hostname", 2) + lp_fa_open(NULL, 0) + lp_fa_area(&box) + lp_fa_area(&strip) +
               lp_fa_asm(41, 100);
+    printf("deep: %ld\n", lp_deep(5000));
     signal(SIGUSR1, lp_sg_handler);
     for (int i = 0; i < 3; i++) raise(SIGUSR1);
     printf("fetch values: %ld, signals %d\n", fa, (int)g_signals);

@@ -42,6 +42,13 @@ fi
 n=$(grep -c 'lp_tr_fib returned' "$tmp/events.out")
 [ "$n" -eq 177 ] && pass "events: 177 fib returns, recursion nested" || fail "events: $n fib returns, want 177"
 
+# Recursion 5000 deep: every call followed with the default --maxactive, none missed.
+"${launch[@]}" "$lp" trace lp_deep -- "$target" >"$tmp/deep.out" 2>&1
+n=$(grep -c 'lp_deep returned' "$tmp/deep.out")
+if [ "$n" -eq 5001 ] && grep -q ' lp_deep returned 5000 and' "$tmp/deep.out" && grep -Eq 'missed 0$' "$tmp/deep.out"; then
+    pass "recursion 5000 deep: 5001 returns, the outermost returns 5000, none missed"
+else fail "recursion 5000 deep: $n returns;"; grep -E '^liveprobe|^deep' "$tmp/deep.out" | sed 's/^/    /'; fi
+
 child=$(grep 'lp_tr_square returned 36' "$tmp/events.out" | awk '{print $2}')
 [ -n "$child" ] && [ "$child" != "$pid" ] && pass "a forked child is followed: its call has its own pid ($child)" ||
     fail "the forked child's call: tid '$child', parent $pid"

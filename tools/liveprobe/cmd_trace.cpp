@@ -56,7 +56,7 @@ struct Opts {
     std::string input;   // -i FILE: show a trace file
     std::unique_ptr<TraceWriter> out;  // -o
     PrintOptions print;
-    int maxactive = 64;
+    int maxactive = 16384;
     double duration = 0;
     std::vector<std::string> specs;
     TraceProbes probes;  // the specs, parsed; the probes once the session runs
@@ -248,8 +248,8 @@ Runner add_trace(CLI::App &app)
     cmd->add_flag("--no-follow", o->no_follow, "Do not trace the children the process forks (they are by default)");
     cmd->add_option("--chrome", o->chrome, "Write the calls to FILE as Chrome trace events (chrome://tracing, Perfetto)");
     cmd->add_option("--maxactive", o->maxactive,
-                    "Calls of one function followed at once, per function (default 64; deeper recursion is "
-                    "counted as missed)")
+                    "Calls of one function followed at once, per function (default 16384: recursion that deep; "
+                    "deeper calls are counted as missed; memory is taken only as calls nest)")
         ->check(CLI::Range(1, 100000));
     cmd->add_option("--duration", o->duration, "Stop after this many seconds");
     cmd->add_option("--tid", o->print.tid, "Only the calls of this thread");

@@ -13,7 +13,8 @@
 # its builtins again for each test, about 6 million calls of tiny functions a test, so the whole
 # suite is ~2.2e9 calls (~8 s untraced, ~70 GB of uftrace data at 32 bytes a call). jq's verdict
 # ("N of N tests passed") is checked in each run. The per-event mode records every call into a
-# trace file (`liveprobe trace -o FILE`, 32 bytes a call), as `uftrace record` does.
+# trace file (`liveprobe trace -o FILE`, a few bytes a call: tools/liveprobe/trace_codec.hpp), as
+# `uftrace record` does (32 bytes a call).
 #
 #   bench/trace_vs_uftrace.sh                      # 50 tests, 3 runs per mode (~10 minutes)
 #   BENCH_TESTS=all BENCH_RUNS=1 bench/trace_vs_uftrace.sh
@@ -37,7 +38,7 @@ source (apt-get source jq), builds it twice (-O2 -g with Debian's hardening flag
 static; the same with -pg), checks the tests pass, then times each mode BENCH_RUNS times and
 prints a table (stdout; also written to WORK/results.txt): median wall and CPU seconds, ratio
 to the untraced normal build, overhead per call in ns (calls: liveprobe --count's total), and
-for the per-event mode (-o FILE) the records written and the events dropped. Progress goes to stderr; the output of
+for the per-event mode (-o FILE) the events written and dropped. Progress goes to stderr; the output of
 every run is kept in WORK/logs.
 
 Environment:
@@ -354,7 +355,7 @@ if [ -f "$work/events.lptrace" ]; then
 fi
 if [ -z "${FAIL[events]:-}" ]; then
     summary=$(grep '^liveprobe: .* functions traced' "$LAST_ERR" | tail -n 1)
-    ev_read=$(sed -n 's/.*(\([0-9]*\) records written).*/\1/p' <<<"$summary")
+    ev_read=$(sed -n 's/.*(\([0-9]*\) events written).*/\1/p' <<<"$summary")
     ev_dropped=$(sed -n 's/.*, \([0-9]*\) dropped (ring full).*/\1/p' <<<"$summary")
     ev_unringed=$(sed -n 's/.*, \([0-9]*\) without a ring.*/\1/p' <<<"$summary")
     ev_missed=$(sed -n 's/.*, missed \(.*\)$/\1/p' <<<"$summary")
@@ -427,7 +428,7 @@ fmt='%-32s %8s %8s %8s %8s %8s %8s  %s\n'
     row untraced "untraced (normal build)" "runs: ${ALL[untraced]}"
     row count "liveprobe trace --count '*'" "runs: ${ALL[count]:-}"
     row hist "liveprobe trace --hist '*'" "runs: ${ALL[hist]:-}"
-    row events "liveprobe trace -o FILE '*'" "${ev_read:-?} records written ($(awk -v b="${ev_bytes:-0}" 'BEGIN { printf "%.1f GiB", b / 2^30 }')), ${ev_dropped:-?} dropped, ${ev_unringed:-?} without a ring, ${ev_missed:-?} missed; runs: ${ALL[events]:-}"
+    row events "liveprobe trace -o FILE '*'" "${ev_read:-?} events written ($(awk -v b="${ev_bytes:-0}" 'BEGIN { printf "%.1f GiB", b / 2^30 }')), ${ev_dropped:-?} dropped, ${ev_unringed:-?} without a ring, ${ev_missed:-?} missed; runs: ${ALL[events]:-}"
     row pg "-pg build, untraced" "runs: ${ALL[pg]:-}"
     row uftrace "uftrace record (-pg build)" "${uft_records:+$uft_records calls recorded, }${uft_bytes:+$(human "$uft_bytes") of data; }runs: ${ALL[uftrace]:-}"
     echo

@@ -37,6 +37,7 @@
 #include "process.hpp"
 #include "trace/rings.hpp"
 #include "trace/spec.hpp"
+#include "trace_codec.hpp"
 #include "trace_output.hpp"
 #include "trace_writer.hpp"
 
@@ -55,6 +56,8 @@ struct Opts {
     std::string output;  // -o FILE: a trace file
     std::string input;   // -i FILE: show a trace file
     std::unique_ptr<TraceWriter> out;  // -o
+    TraceEncoder encoder;              // -o: the events, encoded
+    std::string encoded;               // -o: encoded, not yet handed to `out`
     PrintOptions print;
     int maxactive = 16384;
     double duration = 0;
@@ -113,9 +116,11 @@ bool load_names(Shm *shm, Opts &o)
 uint64_t drain(const Shm &shm, Opts &o)
 {
     if (o.out) {
-        // A trace file holds the records as the rings do: copied whole, nothing decoded (a
-        // ring's [tail, head) always ends at an event's end). Returns records, not events.
-        uint64_t records = 0;
+        // A trace file holds the events encoded (trace_codec.hpp), each with its values. A
+        // ring's [tail, head) always ends at an event's end.
+        uint64_t events = 0;
+        std::string &buf = o.encoded;
+        std::string values;
         for (uint32_t i = 0; i < kRings; ++i) {
             trace::RingHead *h = trace::ring_head(shm.base, i);
             uint64_t tail = h->tail.load(std::memory_order_relaxed);
@@ -123,15 +128,35 @@ uint64_t drain(const Shm &shm, Opts &o)
             const Record *recs = trace::ring_records(shm.base, i);
             if (shm.probes < trace::header_of(shm.base)->probes.load(std::memory_order_acquire))
                 continue;  // probes were placed since the names were read: their names go first
-            for (uint64_t k = tail; k < head;) {
-                uint64_t n = std::min(head - k, kRingRecords - k % kRingRecords);  // up to the ring's end
-                o.out->write(&recs[k % kRingRecords], n * sizeof(Record));
-                k += n;
+            uint64_t k = tail;
+            while (k < head) {
+                const Record &r = recs[k % kRingRecords];
+                if (r.probe >= shm.probes) break;  // not named yet: the next time
+                size_t bytes = 0;
+                uint64_t slots = 1;
+                if (const trace::Spec &spec = o.probes.spec_of(r.probe); spec.kind != trace::SpecKind::call) {
+                    bytes = trace::payload_bytes(spec);
+                    slots = trace::record_slots(bytes);
+                }
+                if (k + slots > head) break;
+                values.clear();
+                for (uint64_t v = k + 1; v < k + slots; ++v)
+                    values.append(reinterpret_cast<const char *>(&recs[v % kRingRecords]), sizeof(Record));
+                o.encoder.event(r, values.data(), bytes, &buf);
+                k += slots;
+                ++events;
+                if (buf.size() >= (size_t{1} << 20)) {
+                    o.out->write(buf.data(), buf.size());
+                    buf.clear();
+                }
             }
-            records += head - tail;
-            h->tail.store(head, std::memory_order_release);
+            h->tail.store(k, std::memory_order_release);
         }
-        return records;
+        if (!buf.empty()) {
+            o.out->write(buf.data(), buf.size());
+            buf.clear();
+        }
+        return events;
     }
     std::vector<TraceEvent> batch;
     for (uint32_t i = 0; i < kRings; ++i) {
@@ -446,13 +471,9 @@ Runner add_trace(CLI::App &app)
             if (!load_names(&shm, *o)) return;
             std::fprintf(stderr, "liveprobe: placed %u more probes (a library was loaded)\n", shm.probes - before);
             if (o->out) {
-                std::string header = trace_header(o->print.pid, o->probes);
-                header.resize((header.size() + sizeof(Record) - 1) / sizeof(Record) * sizeof(Record));
-                Record marker{};
-                marker.probe = kTraceHeaderMarker;
-                marker.entry_ns = header.size();
-                o->out->write(&marker, sizeof marker);
-                o->out->write(header.data(), header.size());
+                std::string again;
+                TraceEncoder::header(trace_header(o->print.pid, o->probes), &again);
+                o->out->write(again.data(), again.size());
             }
         };
         while (!ended) {
@@ -511,7 +532,7 @@ Runner add_trace(CLI::App &app)
         }
         std::fflush(stdout);  // the summary (stderr) after what it sums up
         print_summary(shm, totals, o->count || o->hist ? std::string()
-                           : !o->output.empty() ? fmt::format(" ({} records written)", events)
+                           : !o->output.empty() ? fmt::format(" ({} events written)", events)
                                            : fmt::format(" ({} events read)", events));
         if (child) return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
         return 0;

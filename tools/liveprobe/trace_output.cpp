@@ -1,5 +1,7 @@
 #include "trace_output.hpp"
 
+#include "trace_codec.hpp"
+
 #include "symbols/names.hpp"
 
 #include <algorithm>
@@ -132,7 +134,8 @@ std::string bound(uint32_t b)  // bucket b holds [2^(b-1), 2^b) ns; 0 holds 0
     return fmt::format("{}{}", v, unit[u]);
 }
 
-constexpr char kMagic[8] = {'L', 'P', 'T', 'R', 'A', 'C', 'E', '1'};
+constexpr char kMagic[8] = {'L', 'P', 'T', 'R', 'A', 'C', 'E', '2'};
+constexpr char kMagicV1[8] = {'L', 'P', 'T', 'R', 'A', 'C', 'E', '1'};  // 32-byte records
 
 bool get_u32(FILE *f, uint32_t *v) { return std::fread(v, 4, 1, f) == 1; }
 bool get_text(FILE *f, std::string *s)
@@ -271,6 +274,15 @@ bool read_trace_file(const std::string &path, TraceProbes *probes, int *pid,
         *why = fmt::format("{}: {}", path, std::strerror(errno));
         return false;
     }
+    char magic[sizeof kMagicV1] = {};
+    if (std::fread(magic, 1, sizeof magic, f) == sizeof magic && std::memcmp(magic, kMagicV1, sizeof magic) == 0) {
+        std::fclose(f);
+        *why = fmt::format("{}: a trace file of an older liveprobe (format 1, 32-byte records), which this one does "
+                           "not read: show it with the liveprobe that wrote it",
+                           path);
+        return false;
+    }
+    std::rewind(f);
     uint32_t upid = 0;
     bool ok = read_header(f, probes, &upid);
     if (!ok) {
@@ -281,18 +293,17 @@ bool read_trace_file(const std::string &path, TraceProbes *probes, int *pid,
     *pid = static_cast<int>(upid);
     // The events, a million at a time (a trace file may hold billions).
     std::vector<TraceEvent> batch;
+    TraceDecoder dec;
+    std::string header;
     for (;;) {
         TraceEvent e;
-        size_t got = std::fread(&e.r, 1, sizeof e.r, f);
-        if (got == 0) break;
-        if (got == sizeof e.r && e.r.probe == kTraceHeaderMarker && e.r.entry_ns < (uint64_t{1} << 30)) {
+        TraceDecoder::Step step = dec.next(f, &e.r, &header);
+        if (step == TraceDecoder::kEnd) break;
+        if (step == TraceDecoder::kHeader) {
             // Probes placed later: the header again, with them. What came before is shown first.
-            std::string header(e.r.entry_ns, '\0');
             if (!batch.empty()) each(batch);
             batch.clear();
-            FILE *m = std::fread(header.data(), 1, header.size(), f) == header.size()
-                          ? fmemopen(header.data(), header.size(), "rb")
-                          : nullptr;
+            FILE *m = fmemopen(header.data(), header.size(), "rb");
             TraceProbes fresh;
             uint32_t ignored = 0;
             ok = m && read_header(m, &fresh, &ignored);
@@ -301,20 +312,14 @@ bool read_trace_file(const std::string &path, TraceProbes *probes, int *pid,
             *probes = std::move(fresh);
             continue;
         }
-        if (got != sizeof e.r || e.r.probe >= probes->names.size()) {
+        if (step != TraceDecoder::kEvent || e.r.probe >= probes->names.size()) {
             ok = false;
             break;
         }
         const trace::Spec &spec = probes->spec_of(e.r.probe);
-        if (spec.kind != trace::SpecKind::call) {
-            // The values fill whole records after it, as in the ring.
-            size_t bytes = trace::payload_bytes(spec);
-            e.values.resize((trace::record_slots(bytes) - 1) * sizeof(Record));
-            if (std::fread(e.values.data(), 1, e.values.size(), f) != e.values.size()) {
-                ok = false;
-                break;
-            }
-            e.values.resize(bytes);
+        if (spec.kind != trace::SpecKind::call && !TraceDecoder::values(f, trace::payload_bytes(spec), &e.values)) {
+            ok = false;
+            break;
         }
         batch.push_back(std::move(e));
         if (batch.size() == 1000000) {

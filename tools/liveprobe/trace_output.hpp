@@ -1,6 +1,6 @@
 // What `liveprobe trace` shows and keeps: events as lines, JSON objects or Chrome trace events;
-// counts and log2 histograms; and trace files (-o FILE), the events as the target wrote them,
-// which `liveprobe trace -i FILE` shows later in any of those forms.
+// counts and log2 histograms; and trace files (-o FILE), the events a few bytes each, which
+// `liveprobe trace -i FILE` shows later in any of those forms.
 #pragma once
 
 #include <array>
@@ -58,11 +58,9 @@ uint32_t hist_bucket(uint64_t ns);
 void print_counts(const TraceTotals &t, const TraceProbes &probes);
 void print_hists(const TraceTotals &t, const TraceProbes &probes);
 
-// Trace files: a header (the specs, each probe's spec and name, the process), then the rings'
-// records as they were (an event's values fill whole records after it). When probes are placed
-// later, a record whose probe is kTraceHeaderMarker and entry_ns a size N is followed by N
-// bytes: a new header (padded to whole records), for the records after it.
-constexpr uint32_t kTraceHeaderMarker = 0xffffffffu;
+// Trace files: a header (the specs, each probe's spec and name, the process), then the events,
+// encoded (trace_codec.hpp), with a header written again among them when probes are placed
+// later, for the events after it.
 std::string trace_header(int pid, const TraceProbes &probes);
 // Reads a trace file: the header first, then calls `each` with batches of events until the end.
 // false with *why for a file that is not a trace, or is cut short.

@@ -1,0 +1,103 @@
+// The events of a trace file, format 2 (trace_codec.hpp).
+#include "trace_codec.hpp"
+
+#include <cstring>
+
+namespace liveprobe::tool {
+namespace {
+
+// Tag bytes (not named kHeader...: TraceDecoder::Step's names would hide them in its members).
+constexpr uint8_t kTagOtherThread = 0, kTagSameThread = 1, kTagHeader = 2;
+constexpr uint32_t kMaxHeader = 1u << 30;
+
+char *put_varint(char *p, uint64_t v)
+{
+    while (v >= 0x80) {
+        *p++ = static_cast<char>((v & 0x7f) | 0x80);
+        v >>= 7;
+    }
+    *p++ = static_cast<char>(v);
+    return p;
+}
+
+uint64_t zigzag(uint64_t v) { return (v << 1) ^ (0 - (v >> 63)); }
+uint64_t unzigzag(uint64_t v) { return (v >> 1) ^ (0 - (v & 1)); }
+
+bool get_varint(FILE *f, uint64_t *v)
+{
+    uint64_t x = 0;
+    for (unsigned shift = 0; shift < 64; shift += 7) {
+        int c = getc_unlocked(f);
+        if (c == EOF) return false;
+        x |= uint64_t(c & 0x7f) << shift;
+        if (!(c & 0x80)) {
+            *v = x;
+            return true;
+        }
+    }
+    return false;  // more than 10 bytes: not a varint of this format
+}
+
+}  // namespace
+
+void TraceEncoder::event(const trace::Record &r, const char *values, size_t bytes, std::string *out)
+{
+    char buf[64];  // 5 varints of at most 10 bytes
+    char *p = buf;
+    const bool same = r.tid == tid_;
+    p = put_varint(p, uint64_t{r.probe} << 2 | (same ? kTagSameThread : kTagOtherThread));
+    if (!same) p = put_varint(p, r.tid);
+    p = put_varint(p, zigzag(r.exit_ns - exit_));
+    p = put_varint(p, r.exit_ns - r.entry_ns);
+    p = put_varint(p, zigzag(r.retval));
+    out->append(buf, static_cast<size_t>(p - buf));
+    if (bytes) out->append(values, bytes);
+    tid_ = r.tid;
+    exit_ = r.exit_ns;
+}
+
+void TraceEncoder::header(const std::string &header, std::string *out)
+{
+    const auto n = static_cast<uint32_t>(header.size());
+    out->push_back(static_cast<char>(kTagHeader));
+    out->append(reinterpret_cast<const char *>(&n), sizeof n);
+    out->append(header);
+}
+
+TraceDecoder::Step TraceDecoder::next(FILE *f, trace::Record *r, std::string *header)
+{
+    uint64_t first = 0;
+    if (const int c = getc_unlocked(f); c == EOF) {
+        return kEnd;
+    } else {
+        ungetc(c, f);
+    }
+    if (!get_varint(f, &first)) return kBad;
+    const uint64_t tag = first & 3, probe = first >> 2;
+    if (tag == kTagHeader) {
+        uint32_t n = 0;
+        if (probe != 0 || std::fread(&n, sizeof n, 1, f) != 1 || n > kMaxHeader) return kBad;
+        header->resize(n);
+        return std::fread(header->data(), 1, n, f) == n ? kHeader : kBad;
+    }
+    if ((tag != kTagOtherThread && tag != kTagSameThread) || probe > UINT32_MAX) return kBad;
+    uint64_t tid = tid_, dexit = 0, took = 0, ret = 0;
+    if (tag == kTagOtherThread && (!get_varint(f, &tid) || tid > UINT32_MAX)) return kBad;
+    if (!get_varint(f, &dexit) || !get_varint(f, &took) || !get_varint(f, &ret)) return kBad;
+    tid_ = static_cast<uint32_t>(tid);
+    exit_ += unzigzag(dexit);
+    r->probe = static_cast<uint32_t>(probe);
+    r->tid = tid_;
+    r->exit_ns = exit_;
+    r->entry_ns = exit_ - took;
+    r->retval = unzigzag(ret);
+    return kEvent;
+}
+
+bool TraceDecoder::values(FILE *f, size_t bytes, std::string *out)
+{
+    out->resize(bytes);
+    return std::fread(out->data(), 1, bytes, f) == bytes;
+}
+
+}  // namespace liveprobe::tool

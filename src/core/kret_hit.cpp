@@ -32,6 +32,10 @@ void flush(ThreadRecord::KretCache &c) noexcept
 {
     auto *ks = const_cast<KretState *>(static_cast<const KretState *>(c.ks));
     c.ks = nullptr;
+    if (auto *in = static_cast<Inst *>(c.hot)) {
+        c.hot = nullptr;
+        kret_put(ks, in);
+    }
     while (auto *in = static_cast<Inst *>(c.head)) {
         c.head = in->below;
         kret_put(ks, in);
@@ -60,11 +64,16 @@ Inst *take_global(KretState *ks) noexcept;
 // An instance: from this thread's cache, else from the pool.
 inline Inst *take(ThreadRecord *rec, KretState *ks) noexcept
 {
-    if (ThreadRecord::KretCache *c = cache_of(rec, ks); c && c->head) {
-        auto *in = static_cast<Inst *>(c->head);
-        c->head = in->below;
-        c->n--;
-        return in;
+    if (ThreadRecord::KretCache *c = cache_of(rec, ks)) [[likely]] {
+        if (auto *in = static_cast<Inst *>(c->hot)) [[likely]] {
+            c->hot = nullptr;
+            return in;
+        }
+        if (auto *in = static_cast<Inst *>(c->head)) {
+            c->head = in->below;
+            c->n--;
+            return in;
+        }
     }
     return take_global(ks);
 }
@@ -79,6 +88,10 @@ inline Inst *take(ThreadRecord *rec, KretState *ks) noexcept
         if (c.ks != ks) {
             if (c.ks) flush(c);  // another probe's: the one used last keeps the entry
             c.ks = ks;
+        }
+        if (!c.hot) {
+            c.hot = in;
+            return;
         }
         if (c.n < ThreadRecord::kKretCacheMax) {
             in->below = static_cast<Inst *>(c.head);
@@ -95,11 +108,17 @@ inline Inst *take(ThreadRecord *rec, KretState *ks) noexcept
 {
     KretState *ks = in->ks;
     ThreadRecord::KretCache &c = cache_entry(rec, ks);
-    if (c.ks == ks && c.n < ThreadRecord::kKretCacheMax && ks->live.load(std::memory_order_relaxed)) [[likely]] {
-        in->below = static_cast<Inst *>(c.head);
-        c.head = in;
-        c.n++;
-        return;
+    if (c.ks == ks && ks->live.load(std::memory_order_relaxed)) [[likely]] {
+        if (!c.hot) [[likely]] {
+            c.hot = in;
+            return;
+        }
+        if (c.n < ThreadRecord::kKretCacheMax) {
+            in->below = static_cast<Inst *>(c.head);
+            c.head = in;
+            c.n++;
+            return;
+        }
     }
     give_back_slow(rec, in);
 }

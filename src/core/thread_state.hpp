@@ -133,11 +133,16 @@ struct alignas(64) ThreadRecord {
     // Free instances kept by this thread for the kretprobes it used last (no atomic operation
     // on a call whose instance comes from and goes back here), direct-mapped by probe
     // (core/kret_hit.cpp cache_entry): a tracer's hundreds of kretprobes mostly find theirs.
-    // Cached instances count as taken for the pool's maxactive and its memory.
+    // Cached instances count as taken for the pool's maxactive and its memory. `hot` is the
+    // instance given back last, kept apart from the list: a call that nests no other call of
+    // its probe takes it back with one load, where the list's pop is two dependent loads and a
+    // read-modify-write of n, a chain every call of a loop waited on (its previous return
+    // pushed what it pops).
     struct KretCache {
         const void *ks = nullptr;
+        void *hot = nullptr;
         void *head = nullptr;
-        uint32_t n = 0;
+        uint32_t n = 0;  // on the list (hot not counted)
     };
     static constexpr uint32_t kKretCaches = 64;
     static constexpr uint32_t kKretCacheMax = 8;

@@ -25,6 +25,9 @@ namespace clk = liveprobe::os::clock;
 static thread_local int32_t t_ring = -1;
 static thread_local uint64_t t_generation = 0;
 static thread_local std::atomic<uint64_t> *t_counts = nullptr;  // the ring's row of counters
+// The ring's tail as this thread last read it: the reader only moves it forward, so the ring has
+// at least as much room as this says, and the shared line is read only when it seems full.
+static thread_local uint64_t t_tail = 0;
 
 [[gnu::constructor]] static void trace_atfork()
 {
@@ -65,6 +68,7 @@ static int32_t my_ring() noexcept
         }
     }
     t_counts = t_ring >= 0 ? count_of(g_base, g_capacity, static_cast<uint32_t>(t_ring), 0) : nullptr;
+    t_tail = t_ring >= 0 ? ring_head(g_base, static_cast<uint32_t>(t_ring))->tail.load(std::memory_order_acquire) : 0;
     return t_ring;
 }
 
@@ -98,14 +102,18 @@ int count_pre(struct kprobe *kp, struct pt_regs *) noexcept
 // clock read by about 10 ns here), else the clock.
 static uint64_t entry_stamp() noexcept { return g_tsc ? clk::tsc_unordered() : liveprobe_ktime_ns(); }
 
-// The entry's time in the clock's nanoseconds, at a return whose clock read `now`: with the TSC,
-// now less the cycles since the stamp, so that a call costs one ordered clock read, not two.
-static uint64_t entry_ns_at(uint64_t stamp, uint64_t now) noexcept
+// At a return: the time now and the entry's (from its stamp), in the clock's nanoseconds. With
+// the TSC, one unordered read for both: the entry is now less the cycles since the stamp.
+struct ReturnTimes {
+    uint64_t entry, now;
+};
+static ReturnTimes return_times(uint64_t stamp) noexcept
 {
-    if (!g_tsc) return stamp;
-    uint64_t end = clk::tsc_unordered();
-    uint64_t d = end <= stamp ? 0 : clk::cycles_to_ns(end - stamp);
-    return d >= now ? 0 : now - d;
+    if (!g_tsc) return {stamp, liveprobe_ktime_ns()};
+    const uint64_t end = clk::tsc_unordered();
+    const uint64_t now = clk::tsc_ns(end);
+    const uint64_t d = end <= stamp ? 0 : clk::cycles_to_ns(end - stamp);
+    return {d >= now ? 0 : now - d, now};
 }
 
 // FUNC and --hist: the stamp alone.
@@ -143,9 +151,12 @@ static bool put_event(uint32_t idx, uint32_t slots, uint32_t tid, uint64_t entry
     std::atomic<uint64_t> *c = count_of(g_base, g_capacity, static_cast<uint32_t>(ring), idx);
     c->store(c->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     uint64_t head = h->head.load(std::memory_order_relaxed);
-    if (head + slots - h->tail.load(std::memory_order_acquire) > kRingRecords) {
-        h->dropped.fetch_add(1, std::memory_order_relaxed);
-        return false;
+    if (head + slots - t_tail > kRingRecords) [[unlikely]] {
+        t_tail = h->tail.load(std::memory_order_acquire);
+        if (head + slots - t_tail > kRingRecords) {
+            h->dropped.fetch_add(1, std::memory_order_relaxed);
+            return false;
+        }
     }
     Record *recs = ring_records(g_base, static_cast<uint32_t>(ring));
     Record *r = recs + head % kRingRecords;
@@ -191,9 +202,8 @@ int fetch_pre(struct kprobe *kp, struct pt_regs *regs) noexcept
 int fetch_return(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept
 {
     if (g_silent.load(std::memory_order_relaxed)) return 0;
-    uint64_t now = liveprobe_ktime_ns();
     const auto *d = reinterpret_cast<const EntryData *>(ri->data);
-    uint64_t entry = entry_ns_at(d->entry_ns, now);
+    const auto [entry, now] = return_times(d->entry_ns);
     const Probe *p = probe_of_rp(ri->rp);
     alignas(8) unsigned char payload[kMaxPayload];
     FetchContext ctx;
@@ -207,8 +217,7 @@ int fetch_return(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept
 int event_return(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept
 {
     if (g_silent.load(std::memory_order_relaxed)) return 0;
-    uint64_t now = liveprobe_ktime_ns();
-    uint64_t entry = entry_ns_at(reinterpret_cast<const EntryData *>(ri->data)->entry_ns, now);
+    const auto [entry, now] = return_times(reinterpret_cast<const EntryData *>(ri->data)->entry_ns);
     put_event(index_of(ri->rp), 1, static_cast<uint32_t>(ri->tid), entry, now, regs->ax, nullptr, 0);
     return 0;
 }

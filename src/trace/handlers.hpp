@@ -25,8 +25,9 @@ struct Probe {
 };
 
 struct EntryData {  // a kretprobe instance's data: at the entry, the time, then (r:) di si dx cx r8 r9, sp
-    // When g_tsc, the TSC read unordered (one ordered clock read a call, at the return: the
-    // entry's time is that minus the cycles between); else liveprobe_ktime_ns().
+    // When g_tsc, the TSC read unordered (the return reads it again: its time is that read in
+    // the clock's nanoseconds, the entry's that less the cycles between); else
+    // liveprobe_ktime_ns().
     uint64_t entry_ns;
     uint64_t regs[7];
 };

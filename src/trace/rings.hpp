@@ -17,7 +17,7 @@
 
 namespace liveprobe::trace {
 
-constexpr uint64_t kRingsMagic = 0x34676e6972706c;  // "lpring4"
+constexpr uint64_t kRingsMagic = 0x35676e6972706c;  // "lpring5"
 constexpr uint32_t kRings = 64;
 constexpr uint32_t kRingRecords = 262144;  // 8 MiB a thread (the memfd is sparse: only what is written)
 
@@ -40,12 +40,15 @@ inline uint32_t record_slots(size_t payload)
     return 1 + static_cast<uint32_t>((payload + sizeof(Record) - 1) / sizeof(Record));
 }
 
+// The writer's fields and the reader's `tail` on cache lines of their own: on one line, every
+// event's store of head took the line from a reader polling tail, and back.
 struct alignas(64) RingHead {
     std::atomic<uint64_t> head{0};     // records written (the writer's)
-    std::atomic<uint64_t> tail{0};     // records read (the reader's)
     std::atomic<uint64_t> dropped{0};  // records the full ring did not take
     std::atomic<int32_t> tid{0};       // the thread that claimed it, 0 while free
+    alignas(64) std::atomic<uint64_t> tail{0};  // records read (the reader's)
 };
+static_assert(sizeof(RingHead) == 128);
 
 struct alignas(64) Header {
     uint64_t magic;

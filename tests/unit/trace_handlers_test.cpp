@@ -5,11 +5,18 @@
 // the prover cannot follow (the clock's slow path calls the vDSO through a pointer) fails here.
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+
+#include <liveprobe/ktime.h>
+
 #include <cstdint>
+#include <new>
 
 #include "arch/x86_64/region.hpp"
 #include "skip_if_sanitized.hpp"
+#include "os/linux/clock.hpp"
 #include "trace/handlers.hpp"
+#include "trace/rings.hpp"
 
 namespace {
 
@@ -47,4 +54,61 @@ TEST(TraceHandlers, CountHandlerTakesTheLightEntryWithCallerSavedRegistersOnly)
     uint32_t writes = 0;
     ASSERT_TRUE(liveprobe::arch::vector_free(h, 2, &why, &writes)) << why;
     EXPECT_EQ(writes & ~liveprobe::arch::kCallerSavedGprs, 0u) << std::hex << writes;
+}
+
+// A full ring drops events and counts them; once the reader has made room, the writer sees it
+// (it keeps the ring's tail as last read, and reads the shared one again only when that says
+// full) and writes again. Each event's times are the clock's, the entry before the return.
+TEST(TraceHandlers, AFullRingDropsAndCountsThenTakesEventsOnceTheReaderMadeRoom)
+{
+    using namespace liveprobe::trace;
+    const size_t bytes = names_offset(8, false) + 4096;
+    void *base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    ASSERT_NE(base, MAP_FAILED);
+    new (base) Header{};
+    for (uint32_t i = 0; i < kRings; ++i) new (ring_head(base, i)) RingHead{};
+    g_base = base;
+    g_capacity = 8;
+    g_tsc = liveprobe::os::clock::is_tsc();
+    g_generation.fetch_add(1);  // this thread claims a ring again, in this mapping
+
+    Probe p;
+    p.index = 3;
+    alignas(16) unsigned char inst[sizeof(kretprobe_instance) + sizeof(EntryData)] = {};
+    auto *ri = reinterpret_cast<kretprobe_instance *>(inst);
+    ri->rp = &p.rp;
+    ri->tid = 4242;
+    pt_regs regs{};
+    regs.ax = 17;
+    auto call = [&] {
+        entry_cycles(ri, &regs);
+        event_return(ri, &regs);
+    };
+    const uint64_t before = liveprobe_ktime_ns();
+    for (uint32_t k = 0; k < kRingRecords + 10; ++k) call();
+    int32_t ring = -1;
+    for (uint32_t i = 0; i < kRings; ++i)
+        if (ring_head(base, i)->head.load() != 0) ring = static_cast<int32_t>(i);
+    ASSERT_GE(ring, 0);
+    RingHead *h = ring_head(base, static_cast<uint32_t>(ring));
+    EXPECT_EQ(h->head.load(), kRingRecords);
+    EXPECT_EQ(h->dropped.load(), 10u);
+    const Record &first = ring_records(base, static_cast<uint32_t>(ring))[0];
+    EXPECT_EQ(first.probe, 3u);
+    EXPECT_EQ(first.tid, 4242u);
+    EXPECT_EQ(first.retval, 17u);
+    EXPECT_LE(first.entry_ns, first.exit_ns);
+    EXPECT_GE(first.entry_ns + 1'000'000, before);  // the clock's time (within a millisecond)
+    EXPECT_LE(first.exit_ns, liveprobe_ktime_ns() + 1'000'000);
+
+    h->tail.store(100);  // the reader took 100 records
+    for (int k = 0; k < 150; ++k) call();
+    EXPECT_EQ(h->head.load(), kRingRecords + 100);
+    EXPECT_EQ(h->dropped.load(), 60u);
+
+    g_silent.store(true);  // nothing more into this mapping
+    g_base = nullptr;
+    munmap(base, bytes);
+    g_generation.fetch_add(1);
+    g_silent.store(false);
 }

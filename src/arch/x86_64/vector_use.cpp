@@ -26,6 +26,7 @@
 
 #include "arch/x86_64/region.hpp"
 #include "core/immortal.hpp"
+#include "os/linux/clock.hpp"
 #include "symbols/symbols.hpp"
 
 namespace liveprobe::arch {
@@ -272,11 +273,13 @@ bool same_function(const std::string &a, const std::string &b) {
 }
 
 // liveprobe's own API functions that handlers call and that are vector-free by construction,
-// beyond what decoding can show: liveprobe_ktime_ns() is built with -mgeneral-regs-only
+// beyond what decoding can show: liveprobe_ktime_ns() and the slow path of os::clock::tsc_ns
+// (slow_ns) are built with -mgeneral-regs-only
 // (checked by tests/scripts/novec_check.sh) and calls only the vDSO's clock_gettime, kernel
 // code built without FPU use, through a pointer.
 bool declared_vector_free(uint64_t start) {
-    return start == reinterpret_cast<uint64_t>(&liveprobe_ktime_ns);
+    return start == reinterpret_cast<uint64_t>(&liveprobe_ktime_ns) ||
+           start == reinterpret_cast<uint64_t>(&os::clock::slow_ns);  // the same file's (tsc_ns)
 }
 
 // Functions already proven or being proven. Depth is only a budget: the walk stops at the first

@@ -68,6 +68,24 @@ inline uint64_t tsc_ordered(uint8_t source) noexcept
     return (uint64_t{hi} << 32) | lo;
 }
 
+// The fast path's value for TSC value t in record c; false when t is outside its fast range
+// (t < lo or t >= refine: the slow path's).
+inline bool fast_value(const Conversion &c, uint64_t t, uint64_t *v) noexcept
+{
+    const uint64_t start = c.start.load(std::memory_order_relaxed);
+    const uint64_t refine = c.refine.load(std::memory_order_relaxed);
+    const uint64_t lo = c.lo.load(std::memory_order_relaxed);
+    if (t >= start) {
+        *v = c.ns.load(std::memory_order_relaxed) + scale(t - start, c.mult.load(std::memory_order_relaxed));
+    } else {
+        const uint64_t end = c.prev_end.load(std::memory_order_relaxed);
+        *v = c.prev_ns.load(std::memory_order_relaxed) +
+             scale((t < end ? t : end) - lo, c.prev_mult.load(std::memory_order_relaxed));
+    }
+    // One comparison for t < lo || t >= refine (lo < refine).
+    return t - lo < refine - lo;
+}
+
 inline uint64_t ktime_ns() noexcept
 {
     const uint8_t source = g_source.load(std::memory_order_relaxed);
@@ -75,24 +93,12 @@ inline uint64_t ktime_ns() noexcept
     for (;;) {
         const uint32_t gen = g_gen.load(std::memory_order_acquire);
         const uint64_t t = tsc_ordered(source);  // after the generation: never older than its record
-        const Conversion &c = g_conv[gen % kRing];
-        const uint64_t start = c.start.load(std::memory_order_relaxed);
-        const uint64_t refine = c.refine.load(std::memory_order_relaxed);
-        const uint64_t lo = c.lo.load(std::memory_order_relaxed);
         uint64_t v;
-        if (t >= start) {
-            v = c.ns.load(std::memory_order_relaxed) +
-                scale(t - start, c.mult.load(std::memory_order_relaxed));
-        } else {
-            const uint64_t end = c.prev_end.load(std::memory_order_relaxed);
-            v = c.prev_ns.load(std::memory_order_relaxed) +
-                scale((t < end ? t : end) - lo, c.prev_mult.load(std::memory_order_relaxed));
-        }
+        const bool fast = fast_value(g_conv[gen % kRing], t, &v);
         // Seqlock reader: the record was not reused while it was read.
         std::atomic_thread_fence(std::memory_order_acquire);
         if (__builtin_expect(g_gen.load(std::memory_order_relaxed) != gen, 0)) continue;
-        // One comparison for t < lo || t >= refine (lo < refine).
-        if (__builtin_expect(t - lo >= refine - lo, 0)) return slow_ns(t);
+        if (__builtin_expect(!fast, 0)) return slow_ns(t);
         return v;
     }
 }
@@ -107,6 +113,22 @@ inline uint64_t tsc_unordered() noexcept
     uint32_t lo, hi;
     asm volatile("rdtsc" : "=a"(lo), "=d"(hi));
     return (uint64_t{hi} << 32) | lo;
+}
+// The clock's value at t, a TSC value the caller read unordered (tsc_unordered), when is_tsc():
+// a tracer's timestamps, which need no ordering with the loads around them, one rdtsc each
+// (an ordered read costs about twice as much: rdtscp or lfence; rdtsc). Where t is outside the
+// current record's fast range, the slow path (which reads the TSC again, a few ns later).
+inline uint64_t tsc_ns(uint64_t t) noexcept
+{
+    for (;;) {
+        const uint32_t gen = g_gen.load(std::memory_order_acquire);
+        uint64_t v;
+        const bool fast = fast_value(g_conv[gen % kRing], t, &v);
+        std::atomic_thread_fence(std::memory_order_acquire);
+        if (__builtin_expect(g_gen.load(std::memory_order_relaxed) != gen, 0)) continue;
+        if (__builtin_expect(!fast, 0)) return slow_ns(t);
+        return v;
+    }
 }
 inline uint64_t cycles_to_ns(uint64_t cycles) noexcept
 {

@@ -19,7 +19,7 @@ namespace liveprobe::trace {
 
 constexpr uint64_t kRingsMagic = 0x35676e6972706c;  // "lpring5"
 constexpr uint32_t kRings = 64;
-constexpr uint32_t kRingRecords = 262144;  // 8 MiB a thread (the memfd is sparse: only what is written)
+constexpr uint32_t kRingRecords = 524288;  // 16 MiB a thread (the memfd is sparse: only what is written)
 
 // One event: a call that returned (FUNC), or a hit (p:, FUNC+OFF) or return (r:) with the
 // spec's fetched values, which fill the records after it (trace/spec.hpp's payload; the reader

@@ -148,6 +148,9 @@ uint64_t drain(const Shm &shm, Opts &o)
                 if (buf.size() >= (size_t{1} << 20)) {
                     o.out->write(buf.data(), buf.size());
                     buf.clear();
+                    // The room read so far goes back to the writer now, not at the end of a pass
+                    // that may take tens of milliseconds when this thread loses its core.
+                    h->tail.store(k, std::memory_order_release);
                 }
             }
             h->tail.store(k, std::memory_order_release);
@@ -478,7 +481,7 @@ Runner add_trace(CLI::App &app)
         };
         // The per-event modes read the rings again at once after a large batch, else after a
         // millisecond. Not 20 ms: a program that was quiet for a while (jq reading its next
-        // test) can fill a ring (262,144 records) in under 20 ms once it runs again (jq's
+        // test) can fill 8 MiB of ring (262,144 records) in under 20 ms once it runs again (jq's
         // traced calls: 13 million a second), and a reader asleep for 20 ms dropped a fifth of
         // jq's events while using a tenth of a core. Not at once after every batch either: a
         // reader that spins takes the rings' cache lines from the writers all the time (jq

@@ -60,7 +60,7 @@ void TraceWriter::run()
     // Behind the reader, which must empty the target's rings before they fill: where both
     // share a core (this machine has two, the traced program takes one), the write()s, whose
     // copies into the page cache are most of the tool's time, gave the reader too little of it.
-    setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 10);
+    setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 19);
     std::unique_lock lk(mu_);
     for (;;) {
         ready_.wait(lk, [&] { return !queue_.empty() || closing_; });

@@ -302,6 +302,7 @@ Runner add_trace(CLI::App &app)
                 "  liveprobe trace -o calls.lptrace '*' -- ./server; liveprobe trace -i calls.lptrace --json");
     return [o] {
         const std::vector<std::string> &command = insmod_command();
+        stdout_whole_lines();
         if (!o->chrome.empty()) {
             if (o->count || o->hist || !o->output.empty()) {
                 complain("trace: --chrome writes calls: not with --count, --hist or -o");

@@ -1,5 +1,7 @@
 #include "trace_output.hpp"
 
+#include <stdio_ext.h>
+
 #include "trace_codec.hpp"
 
 #include "symbols/names.hpp"
@@ -187,6 +189,17 @@ std::string demangled(const std::string &name)
     return d.empty() ? name : name.substr(0, z) + d;
 }
 
+namespace {
+constexpr size_t kStdoutBuffer = size_t{1} << 20;
+constexpr size_t kLongestLine = size_t{64} << 10;  // a line's values are a few KiB at most
+}  // namespace
+
+void stdout_whole_lines()
+{
+    static char buf[kStdoutBuffer];
+    std::setvbuf(stdout, buf, _IOFBF, sizeof buf);
+}
+
 void print_events(std::vector<TraceEvent> &batch, const TraceProbes &probes, PrintOptions &o)
 {
     std::stable_sort(batch.begin(), batch.end(), [](const TraceEvent &a, const TraceEvent &b) { return a.r.exit_ns < b.r.exit_ns; });
@@ -195,6 +208,7 @@ void print_events(std::vector<TraceEvent> &batch, const TraceProbes &probes, Pri
         const trace::Spec &spec = probes.spec_of(e.r.probe);
         if (o.tid && static_cast<int>(e.r.tid) != o.tid) continue;
         if (spec.kind != trace::SpecKind::probe && e.r.exit_ns - e.r.entry_ns < o.min_duration) continue;
+        if (__fpending(stdout) > kStdoutBuffer - kLongestLine) std::fflush(stdout);  // whole lines only
         print_one(e, probes, o);
     }
     std::fflush(stdout);

@@ -62,6 +62,12 @@ void print_hists(const TraceTotals &t, const TraceProbes &probes);
 // encoded (trace_codec.hpp), with a header written again among them when probes are placed
 // later, for the events after it.
 std::string trace_header(int pid, const TraceProbes &probes);
+
+// Gives stdout a buffer of its own (1 MiB), which print_events flushes before a line could
+// overflow it: stdio then never writes part of a line, and a traced program writing to the
+// same file or pipe (2>&1, a terminal) cannot land in the middle of one. Call before any
+// output to stdout.
+void stdout_whole_lines();
 // Reads a trace file: the header first, then calls `each` with batches of events until the end.
 // false with *why for a file that is not a trace, or is cut short.
 bool read_trace_file(const std::string &path, TraceProbes *probes, int *pid,

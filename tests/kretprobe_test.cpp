@@ -363,6 +363,34 @@ TEST(Kretprobe, ReturnHandlerFaultFinishesTheReturn)
     unregister_kretprobe(&rp);
 }
 
+// The same with a return handler that never reads its regs (it takes the light return, whose
+// trampoline calls it with the caller-saved registers saved and nothing else): every other call's
+// handler faults; the calls still return their values, the faults are counted, the instances come
+// back (maxactive 2, nothing missed), and the entries after a fault run their handlers (nothing
+// of the abandoned handler is left behind).
+int light_faulting_return(kretprobe_instance *, pt_regs *)
+{
+    if (g.returns++ % 2) lp_t_load(nullptr);
+    return 0;
+}
+
+TEST(Kretprobe, LightReturnHandlerFaultFinishesTheReturn)
+{
+    g.reset();
+    kretprobe rp = make(reinterpret_cast<void *>(&kr_add), 2);
+    rp.handler = light_faulting_return;
+    ASSERT_EQ(register_kretprobe(&rp), 0);
+    expect_optimized(rp);
+    for (long i = 0; i < 100; ++i) EXPECT_EQ(kr_add(i, 1), i + 1);
+    EXPECT_EQ(g.entries.load(), 100);
+    EXPECT_EQ(g.returns.load(), 100);
+    EXPECT_EQ(liveprobe_kprobe_faults(&rp.kp), 50u);
+    EXPECT_EQ(rp.nmissed, 0);
+    EXPECT_EQ(rp.kp.nmissed, 0u);
+    EXPECT_EQ(g.unwinds.load(), 0);
+    unregister_kretprobe(&rp);
+}
+
 // Two calls returning through one slot (a tail call): the first one's return handler faults,
 // the second one's still runs, at the real return address, and the caller gets its value.
 std::atomic<int> g_tail_outer{0}, g_tail_inner{0};

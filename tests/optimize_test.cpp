@@ -134,12 +134,14 @@ void fill_patterns()
     lp_o_dump_flags = 0;
 }
 
-void expect_all_preserved()
+void expect_all_preserved(bool flags = true)
 {
     static const char *names[15] = {"rax", "rbx", "rcx", "rdx", "rsi", "rdi", "rbp", "r8",
                                     "r9",  "r10", "r11", "r12", "r13", "r14", "r15"};
     for (int i = 0; i < 15; ++i) EXPECT_EQ(lp_o_dump_g[i], lp_o_pat_g[i]) << names[i];
-    EXPECT_EQ(lp_o_dump_flags & 0xcd5, lp_o_pat_flags & 0xcd5) << "flags (and DF clear)";
+    if (flags) {
+        EXPECT_EQ(lp_o_dump_flags & 0xcd5, lp_o_pat_flags & 0xcd5) << "flags (and DF clear)";
+    }
     for (int r = 0; r < 32; ++r)
         EXPECT_EQ(std::memcmp(lp_o_dump_z + 64 * r, lp_o_pat_z + 64 * r, 64), 0) << "zmm" << r;
     for (int k = 1; k < 8; ++k) EXPECT_EQ(lp_o_dump_k[k], lp_o_pat_k[k]) << "k" << k;
@@ -165,6 +167,47 @@ TEST(Optimize, MidFunctionProbePreservesEveryRegister)
     EXPECT_EQ(g_handler_runs.load(), 2);
     expect_all_preserved();
     unregister_kprobe(&kp);
+}
+
+// A return probe on a function that touches no register (a caller built with -fipa-ra may keep
+// values in call-clobbered registers across such a call): every register but the flags, which
+// no return carries, comes back as it went in. With a return handler that only counts (the
+// light return: the trampoline saves the caller-saved registers only), and with one that wrecks
+// every register it may and uses the vector registers (the full return).
+int count_kret(kretprobe_instance *, pt_regs *)
+{
+    g_handler_runs++;
+    return 0;
+}
+int clobber_kret(kretprobe_instance *, pt_regs *)
+{
+    g_handler_runs++;
+    clobber_everything();
+    return 0;
+}
+
+TEST(Optimize, ReturnProbePreservesEveryRegisterButTheFlags)
+{
+    if (!__builtin_cpu_supports("avx512f")) {
+        GTEST_SKIP() << "this CPU has no AVX-512: lp_o_call_regs needs it";
+    }
+    for (kretprobe_handler_t h : {count_kret, clobber_kret}) {
+        SCOPED_TRACE(h == count_kret ? "counting return handler" : "clobbering return handler");
+        kretprobe rp{};
+        rp.kp.addr = reinterpret_cast<kprobe_opcode_t *>(&lp_o_leaf);
+        rp.entry_handler = h == count_kret ? nullptr : clobber_kret;
+        rp.handler = h;
+        ASSERT_EQ(register_kretprobe(&rp), 0) << liveprobe_strerror(-1);
+        g_handler_runs = 0;
+        for (int round = 0; round < 3; ++round) {
+            fill_patterns();
+            lp_o_call_regs();
+            expect_all_preserved(false);
+        }
+        EXPECT_EQ(g_handler_runs.load(), h == count_kret ? 3 : 6);
+        EXPECT_EQ(rp.nmissed, 0);
+        unregister_kretprobe(&rp);
+    }
 }
 
 // A handler that wrecks every register, callee-saved ones included, and then faults: the

@@ -75,7 +75,7 @@ template <typename T>
 inline bool publish_busy(BusySlots<T> &slots, T value) noexcept
 {
     if (!slots.take(value)) return false;
-    if (os::hit_path_needs_fence())
+    if (os::hit_path_needs_fence()) [[unlikely]]
         std::atomic_thread_fence(std::memory_order_seq_cst);
     else
         std::atomic_signal_fence(std::memory_order_seq_cst);

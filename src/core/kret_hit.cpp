@@ -224,10 +224,10 @@ FpregsExposed expose_fpregs(ThreadRecord *rec, void *area) noexcept
 {
 #ifndef LIVEPROBE_SANITIZED
     KretState *ks = in->ks;
-    if (!ks->return_vec) {
+    if (!ks->return_vec) [[likely]] {
         const BusyMark prev = rec->kret_busy.mark();
-        if (publish_busy<const void *>(rec->kret_busy, ks) && ks->live.load(std::memory_order_acquire)) {
-            if (kretprobe_handler_t h = ks->rp->handler) {
+        if (publish_busy<const void *>(rec->kret_busy, ks) && ks->live.load(std::memory_order_acquire)) [[likely]] {
+            if (kretprobe_handler_t h = ks->rp->handler) [[likely]] {
                 rec->in_handler++;
                 rec->kret_guard = {regs, in, next, prev, ret, rsb};
                 std::atomic_signal_fence(std::memory_order_seq_cst);
@@ -368,12 +368,13 @@ int kret_pre(struct kprobe *kp, struct pt_regs *regs) noexcept
     auto *rp = reinterpret_cast<struct kretprobe *>(kp);  // kp is rp's first member
     auto *ks = reinterpret_cast<KretState *>(kp->__lp_reserved[0]);
     ThreadRecord *rec = this_thread();
-    if (!ks || !rec) return 0;
+    if (!ks || !rec) [[unlikely]]
+        return 0;
     uint64_t slot = regs->sp;  // at a function's entry: the return address
     reap_below(rec, slot, true);
 
     uint64_t ret = *reinterpret_cast<const uint64_t *>(slot);
-    if (ret == trampoline()) {
+    if (ret == trampoline()) [[unlikely]] {
         // A tail call: this function returns through its caller's slot, already ours.
         ret = return_address_of(rec, slot);
         if (ret == 0) {
@@ -383,7 +384,7 @@ int kret_pre(struct kprobe *kp, struct pt_regs *regs) noexcept
     }
     flush_dead(rec);
     Inst *in = take(rec, ks);
-    if (!in) {
+    if (!in) [[unlikely]] {
         __atomic_fetch_add(&rp->nmissed, 1, __ATOMIC_RELAXED);
         return 0;
     }
@@ -396,7 +397,7 @@ int kret_pre(struct kprobe *kp, struct pt_regs *regs) noexcept
     ri->tid = rec->owner.load(std::memory_order_relaxed);
     if (rp->entry_handler) {
         bool ok;
-        if (rec->jump_regs == regs && !ks->entry_vec) {
+        if (rec->jump_regs == regs && !ks->entry_vec) [[likely]] {
             // On the jump path's fast path, which guards this handler already: a fault resumes
             // the detour through lp_jump_fault, which counts it (on this kprobe's fault_id, as
             // call_entry_handler would) and gives the instance back (kret_abandon_entry).
@@ -406,7 +407,7 @@ int kret_pre(struct kprobe *kp, struct pt_regs *regs) noexcept
         } else {
             ok = call_entry_handler(rec, ks, rp, ri, regs);
         }
-        if (!ok) {
+        if (!ok) [[unlikely]] {
             give_back(rec, in);
             return 0;
         }
@@ -416,7 +417,8 @@ int kret_pre(struct kprobe *kp, struct pt_regs *regs) noexcept
     *reinterpret_cast<uint64_t *>(slot) = trampoline();
     // On the jump path's fast path (its detour's registers are these), the detour may push the
     // trampoline's address onto the return stack buffer (lp_jump_pre, kret_take_rsb).
-    if (rec->jump_regs == regs) rec->kret_rsb = in;
+    if (rec->jump_regs == regs) [[likely]]
+        rec->kret_rsb = in;
     return 0;
 }
 
@@ -521,6 +523,64 @@ KretReturn kretprobe_return(struct pt_regs *regs) noexcept
 
 }  // namespace
 
+// The light return (kretprobe_trampoline.S, lp_kretprobe_trampoline): the trampoline has saved
+// the caller-saved registers and rbp only, and calls these two around the handler, which it calls
+// itself. lp_kret_light_begin decides, with nothing changed when it declines (0: the full path
+// takes the return): the thread is at the outermost level (no handler, no return handler
+// running), the newest call in flight returns through `slot` and no other shares it (nor is
+// the one below on another stack: the common case of kretprobe_return), and its probe's return
+// handler is light (KretState::return_light). It then takes the call off the return stack,
+// writes its real return address into the slot (the trampoline's frame is the probed
+// function's at its return, for unwinders), takes a level of kret_busy and hands back the
+// handler and ri, or 1 when there is none to run (none set, or the probe is going away).
+// lp_kret_light_end ends it: the level, the instance back; the trampoline returns there.
+struct LightBegin {
+    uint64_t handler;  // 0: the full path; 1: no handler to run; else the handler
+    struct kretprobe_instance *ri;
+};
+
+extern "C" LightBegin lp_kret_light_begin(uint64_t slot) noexcept
+{
+    ThreadRecord *rec = tl_rec;
+    if (!rec || rec->in_handler || rec->kret_busy.mark() != 0) [[unlikely]]
+        return {0, nullptr};
+    auto *e = static_cast<Inst *>(rec->ret_top);
+    if (!e || e->slot != slot) [[unlikely]]
+        return {0, nullptr};
+    if (const Inst *below = e->below;
+        below && (below->slot == slot ||
+                  liveprobe::os::stack_region(below->slot) != liveprobe::os::stack_region(slot))) [[unlikely]]
+        return {0, nullptr};
+    KretState *ks = e->ks;
+    if (!ks->return_light) [[unlikely]]
+        return {0, nullptr};
+    rec->ret_top = e->below;
+    e->below = nullptr;
+    *reinterpret_cast<uint64_t *>(slot) = reinterpret_cast<uint64_t>(e->ri()->ret_addr);
+    rec->kret_light = e;
+    if (!publish_busy<const void *>(rec->kret_busy, ks) || !ks->live.load(std::memory_order_acquire)) [[unlikely]]
+        return {1, nullptr};
+    kretprobe_handler_t h = ks->rp->handler;
+    if (!h) return {1, nullptr};
+    rec->in_handler = 1;
+    return {reinterpret_cast<uint64_t>(h), e->ri()};
+}
+
+extern "C" KretReturn lp_kret_light_end() noexcept
+{
+    ThreadRecord *rec = tl_rec;
+    auto *e = static_cast<Inst *>(rec->kret_light);
+    rec->in_handler = 0;
+    std::atomic_signal_fence(std::memory_order_seq_cst);  // the handler ran before (a fault's resume sees kret_light)
+    rec->kret_light = nullptr;
+    rec->kret_busy.release(0);
+    const uint64_t ret = reinterpret_cast<uint64_t>(e->ri()->ret_addr);
+    const uint64_t rsb = e->next_free == kInstRsb;
+    give_back(rec, e);
+    flush_dead(rec);
+    return {ret, rsb};
+}
+
 // Where a fault in a return handler run by call_return_handler resumes (kret_fault_resume), in
 // place of lp_kretprobe_return's return to the trampoline: the fault counted, the call's
 // instance back, the calls after it run, and the trampoline goes on.
@@ -540,7 +600,21 @@ bool liveprobe::core::kret_fault_resume(int sig, ucontext_t *uc) noexcept
 {
     (void)sig;
     ThreadRecord *rec = this_thread_if_any();
-    if (!rec || !rec->kret_guard.regs) return false;
+    if (!rec) return false;
+    if (rec->kret_light && rec->in_handler) {
+        // A light return's handler (lp_kret_light_begin): abandoned, as if it had returned to
+        // the trampoline, with the stack pointer it was called with (the slot - 88);
+        // lp_kret_light_end finishes the return. It wrote no callee-saved register but rbp
+        // (KretState::return_light), and the trampoline restores rbp and the caller-saved ones
+        // from its frame.
+        auto *in = static_cast<Inst *>(rec->kret_light);
+        if (in->ks->fault_id) count(rec, in->ks->fault_id);
+        greg_t *g = uc->uc_mcontext.gregs;
+        g[REG_RSP] = static_cast<greg_t>(in->slot - 88);
+        g[REG_RIP] = reinterpret_cast<greg_t>(&lp_kret_light_after);
+        return true;
+    }
+    if (!rec->kret_guard.regs) return false;
     // lp_kretprobe_dispatch called lp_kretprobe_return with rsp = regs rounded down to 16: its
     // return address is just below; rbx holds regs across the call, as the trampoline needs.
     auto regs = reinterpret_cast<uint64_t>(rec->kret_guard.regs);

@@ -40,6 +40,26 @@ bool proven_vector_free(kretprobe_handler_t h)
     return arch::vector_free(reinterpret_cast<uint64_t>(h), 2, &why);
 }
 
+// Whether h can run on the light return (kretprobe_trampoline.S), which saves only the
+// caller-saved registers and rbp and passes no regs: h is proven vector-free, never reads its
+// second argument, and writes no callee-saved register but rbp (a frame pointer; a fault in h
+// abandons it with whatever it wrote: the trampoline restores only what it saved).
+bool light_return_handler(kretprobe_handler_t h)
+{
+#ifdef LIVEPROBE_SANITIZER_BUILD
+    (void)h;
+    return false;  // the sanitizer runtimes, reached from instrumented handlers, use any register
+#else
+    if (!h) return true;
+    const auto a = reinterpret_cast<uint64_t>(h);
+    const char *why = nullptr;
+    uint32_t writes = 0;
+    const uint32_t saved = arch::kCallerSavedGprs | arch::gpr_bit(ZYDIS_REGISTER_RBP);
+    return arch::vector_free(a, 2, &why, &writes) && (writes & ~saved) == 0 &&
+           arch::ignores_second_arg(a, 2, &why);
+#endif
+}
+
 // The address rp->kp names, which must be a function's entry.
 Status check_entry(const struct kretprobe *rp)
 {
@@ -85,6 +105,7 @@ Status make_state(struct kretprobe *rp, KretState **out)
     ks->entry_vec = fp || !proven_vector_free(rp->entry_handler);
     ks->return_vec = fp || !proven_vector_free(rp->handler);
     ks->unwind_vec = fp || !proven_vector_free(rp->unwind_handler);
+    ks->return_light = !fp && light_return_handler(rp->handler);
     *out = ks;
     return Status::Ok();
 }

@@ -73,6 +73,9 @@ struct alignas(64) KretState {
     bool entry_vec = true;              // the handler may touch vector state: save around it
     bool return_vec = true;
     bool unwind_vec = true;
+    // The return handler takes the light return (kretprobe_trampoline.S): none, or one proven
+    // vector-free, never reading its regs and writing caller-saved registers and rbp only.
+    bool return_light = false;
     // The per-thread counter that counts faults of rp's handlers: its kprobe's (fault_id of its
     // KprobeState, so liveprobe_kprobe_faults(&rp->kp) sums them); 0 until registered.
     uint32_t fault_id = 0;
@@ -147,6 +150,8 @@ struct KretReturn {
     uint64_t rsb;
 };
 extern "C" KretReturn lp_kretprobe_return(struct pt_regs *regs) noexcept;
+// The light return's resume point after its handler (kretprobe_trampoline.S).
+extern "C" char lp_kret_light_after[];
 
 namespace liveprobe::core {
 // What a replaced return slot holds.

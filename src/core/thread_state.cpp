@@ -27,6 +27,7 @@ bool g_key_ok = [] { return pthread_key_create(&g_exit_key, [](void *p) {
                          rec->jump_regs = nullptr;
                          rec->jump_light = nullptr;
                          rec->kret_guard.regs = nullptr;
+                         rec->kret_light = nullptr;
                          rec->owner.store(0, std::memory_order_release);
                      }) == 0; }();
 

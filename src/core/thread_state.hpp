@@ -124,6 +124,9 @@ struct alignas(64) ThreadRecord {
         BusyMark prev_busy = 0;
         uint64_t ret = 0, rsb = 0;
     } kret_guard;
+    // The call whose return the light path runs (kretprobe_trampoline.S, core/kret_hit.cpp
+    // lp_kret_light_begin .. lp_kret_light_end), null otherwise.
+    void *kret_light = nullptr;
     // Calls reaped as gone while their frame might still return (a stack switch liveprobe
     // could not see): where they return, so that the trampoline can still send them home.
     static constexpr uint32_t kReaped = 32;
@@ -227,7 +230,7 @@ void wait_kret_quiescent(const void *p);
 // Adds one to counter `id` of the calling thread. Lock-free, no shared cache line.
 inline void count(ThreadRecord *rec, uint32_t id) noexcept
 {
-    if (std::atomic<uint64_t> *cs = rec->counters.load(std::memory_order_relaxed)) {
+    if (std::atomic<uint64_t> *cs = rec->counters.load(std::memory_order_relaxed)) [[likely]] {
         auto &c = cs[id];
         c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     }

@@ -118,18 +118,7 @@ lp_t_data:
     .quad 0x1122334455667788
 
 
-/* ---- Register preservation across an optimized mid-function probe (optimize_test.cpp) ----
- * lp_o_regs: loads lp_o_pat into every general register (but rsp), the flags, zmm0-31 and
- * k1-7; reaches lp_o_regs_probe (two 5-byte nops: a plain region); stores everything into
- * lp_o_dump. Needs AVX-512F. */
-    .text
-FUNC(lp_o_regs)
-    pushq %rbx
-    pushq %rbp
-    pushq %r12
-    pushq %r13
-    pushq %r14
-    pushq %r15
+.macro LOAD_ALL
     vmovdqu64 lp_o_pat_z+0(%rip), %zmm0
     vmovdqu64 lp_o_pat_z+64(%rip), %zmm1
     vmovdqu64 lp_o_pat_z+128(%rip), %zmm2
@@ -186,10 +175,8 @@ FUNC(lp_o_regs)
     movq lp_o_pat_g+96(%rip), %r13
     movq lp_o_pat_g+104(%rip), %r14
     movq lp_o_pat_g+112(%rip), %r15
-LABEL(lp_o_regs_probe)
-    nopl 0x0(%rax,%rax,1)
-    nopl 0x0(%rax,%rax,1)
-LABEL(lp_o_regs_after)
+.endm
+.macro DUMP_ALL
     pushfq
     popq lp_o_dump_flags(%rip)
     movq %rax, lp_o_dump_g+0(%rip)
@@ -246,6 +233,26 @@ LABEL(lp_o_regs_after)
     kmovq %k5, lp_o_dump_k+40(%rip)
     kmovq %k6, lp_o_dump_k+48(%rip)
     kmovq %k7, lp_o_dump_k+56(%rip)
+.endm
+
+/* ---- Register preservation across an optimized mid-function probe (optimize_test.cpp) ----
+ * lp_o_regs: loads lp_o_pat into every general register (but rsp), the flags, zmm0-31 and
+ * k1-7; reaches lp_o_regs_probe (two 5-byte nops: a plain region); stores everything into
+ * lp_o_dump. Needs AVX-512F. */
+    .text
+FUNC(lp_o_regs)
+    pushq %rbx
+    pushq %rbp
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    LOAD_ALL
+LABEL(lp_o_regs_probe)
+    nopl 0x0(%rax,%rax,1)
+    nopl 0x0(%rax,%rax,1)
+LABEL(lp_o_regs_after)
+    DUMP_ALL
     vzeroupper
     cld                                 /* lp_o_pat_flags may set DF */
     popq %r15
@@ -256,6 +263,37 @@ LABEL(lp_o_regs_after)
     popq %rbx
     ret
 END(lp_o_regs)
+
+/* lp_o_call_regs: the same around a call of lp_o_leaf (a 5-byte nop and ret, which touches
+ * nothing) instead of the nops, with the stack 16-aligned at the call: every register but the
+ * flags must come back from a kretprobe on lp_o_leaf as it went in. */
+FUNC(lp_o_call_regs)
+    pushq %rbx
+    pushq %rbp
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    subq $8, %rsp
+    LOAD_ALL
+    call lp_o_leaf
+    DUMP_ALL
+    vzeroupper
+    cld
+    addq $8, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbp
+    popq %rbx
+    ret
+END(lp_o_call_regs)
+
+FUNC(lp_o_leaf)
+    nopl 0x0(%rax,%rax,1)
+    ret
+END(lp_o_leaf)
 
 /* lp_o_loop(const volatile char *stop): counts iterations until *stop; rcx goes +2 -2 each
  * time. The probe (lp_o_loop_probe) covers two 4-byte adds: a thread is often stopped between

@@ -53,6 +53,9 @@ extern char lp_o_regs_probe[], lp_o_regs_after[];
 extern unsigned char lp_o_pat_z[2048], lp_o_dump_z[2048];
 extern unsigned long lp_o_pat_g[15], lp_o_dump_g[15], lp_o_pat_k[8], lp_o_dump_k[8];
 extern unsigned long lp_o_pat_flags, lp_o_dump_flags;
+// The same around a call of lp_o_leaf(), a 5-byte nop and ret, for return probes.
+void lp_o_call_regs(void);
+void lp_o_leaf(void);
 
 // long lp_o_loop(const volatile char *stop): see asm_targets.S.
 long lp_o_loop(const volatile char *stop);

@@ -103,11 +103,13 @@ extern "C" int lp_jump_pre(uint64_t site, struct pt_regs *regs) noexcept
         if (rec && !rec->in_handler) [[likely]] {
             core::BusyMark prev;
             ProbePoint *pp = core::acquire_site_saving(rec, reinterpret_cast<const void *>(site), &prev);
-            if (!pp) return kJumpPlain;  // the probe is going away: run the original instructions
+            if (!pp) [[unlikely]]
+                return kJumpPlain;  // the probe is going away: run the original instructions
             core::KprobeState *ks = pp->solo.load(std::memory_order_relaxed);
-            if (!ks || must_save_vectors(pp)) return jump_pre_acquired(rec, pp, prev, regs);
+            if (!ks || must_save_vectors(pp)) [[unlikely]]
+                return jump_pre_acquired(rec, pp, prev, regs);
             int action = kJumpPlain;
-            if (ks->enabled.load(std::memory_order_relaxed)) {
+            if (ks->enabled.load(std::memory_order_relaxed)) [[likely]] {
                 core::count(rec, ks->id);
                 struct kprobe *kp = ks->kp;
                 rec->jump_ks = ks;
@@ -115,7 +117,8 @@ extern "C" int lp_jump_pre(uint64_t site, struct pt_regs *regs) noexcept
                 rec->jump_regs = regs;
                 rec->in_handler = 1;
                 std::atomic_signal_fence(std::memory_order_seq_cst);
-                if (kp->pre_handler(kp, regs) != 0) action = kJumpResume;
+                if (kp->pre_handler(kp, regs) != 0) [[unlikely]]
+                    action = kJumpResume;
                 std::atomic_signal_fence(std::memory_order_seq_cst);
                 // A kretprobe that replaced the return slot: through lp_kret_rsb_call.
                 if (core::kret_take_rsb(rec, action == kJumpPlain && pp->layout.kret_path)) action = kJumpKret;

@@ -47,6 +47,99 @@ lp_kret_rsb_call:
     call lp_kret_rsb_go
 liveprobe_replaced_return = . - 1   /* unwinders look up the return address - 1: see below */
 lp_kretprobe_trampoline:
+    /* The light return (core/kret_hit.cpp lp_kret_light_begin): for the newest call in flight
+     * when its probe's return handler is proven vector-free, never reads its regs and writes
+     * no callee-saved register but rbp (KretState::return_light), the thread at the outermost
+     * level. Only the caller-saved registers and rbp are saved (the return value among them);
+     * the handler is called from here. Else, with nothing changed, on to the full path
+     * (lp_kretprobe_full), as is a stack pointer not 16-aligned after the return (the frame
+     * below keeps it aligned for the handler's call only from an aligned one).
+     *
+     * The frame, from the return slot S down: S the real return address (0 until
+     * lp_kret_light_begin writes it, before the handler runs), S - 8 rbp, S - 16 .. S - 80 rax
+     * rcx rdx rsi rdi r8 r9 r10 r11, S - 88 a pad; the handler is called with rsp = S - 88.
+     * Call frame information: the frame is the probed function's at its return: the canonical
+     * frame address is the stack pointer after the return (S + 8), the return address is at S
+     * (0 ends a walk), rbp at S - 8. */
+    .cfi_startproc simple
+    .cfi_def_cfa %rsp, 0
+    .cfi_undefined %rip
+    testl $15, %esp
+    jnz lp_kretprobe_full
+    pushq $0
+    .cfi_adjust_cfa_offset 8
+    .cfi_offset %rip, -8
+    pushq %rbp
+    .cfi_adjust_cfa_offset 8
+    .cfi_offset %rbp, -16
+    pushq %rax
+    pushq %rcx
+    pushq %rdx
+    pushq %rsi
+    pushq %rdi
+    pushq %r8
+    pushq %r9
+    pushq %r10
+    pushq %r11
+    leaq -8(%rsp), %rsp
+    .cfi_adjust_cfa_offset 80
+    leaq 88(%rsp), %rdi   /* the return slot */
+    call lp_kret_light_begin
+    cmpq $1, %rax         /* 0: the full path; 1: no handler to run; else the handler */
+    jb 2f
+    je 1f
+    movq %rdx, %rdi       /* ri; rsi (regs) is never read: proven */
+    call *%rax
+    .globl lp_kret_light_after
+    .hidden lp_kret_light_after
+lp_kret_light_after:      /* where a fault in the handler resumes (kret_fault_resume) */
+1:  call lp_kret_light_end
+    testq %rdx, %rdx      /* the return stack buffer holds the caller: ret is predicted */
+    leaq 8(%rsp), %rsp
+    popq %r11
+    popq %r10
+    popq %r9
+    popq %r8
+    popq %rdi
+    popq %rsi
+    popq %rdx
+    popq %rcx
+    popq %rax
+    .cfi_adjust_cfa_offset -80
+    popq %rbp
+    .cfi_adjust_cfa_offset -8
+    .cfi_restore %rbp
+    .cfi_remember_state
+    jz 3f
+    ret
+3:  .cfi_restore_state
+    leaq 8(%rsp), %rsp    /* as lp_kretprobe_dispatch does: the red zone keeps -8(%rsp) */
+    .cfi_adjust_cfa_offset -8
+    jmp *-8(%rsp)
+2:  .cfi_def_cfa %rsp, 96
+    .cfi_offset %rbp, -16
+    leaq 8(%rsp), %rsp
+    popq %r11
+    popq %r10
+    popq %r9
+    popq %r8
+    popq %rdi
+    popq %rsi
+    popq %rdx
+    popq %rcx
+    popq %rax
+    popq %rbp
+    .cfi_def_cfa %rsp, 8
+    .cfi_restore %rbp
+    leaq 8(%rsp), %rsp
+    .cfi_def_cfa %rsp, 0
+    .cfi_undefined %rip
+    jmp lp_kretprobe_full
+    .cfi_endproc
+    .size lp_kretprobe_trampoline, .-lp_kretprobe_trampoline
+
+    .type lp_kretprobe_full, @function
+lp_kretprobe_full:
     .cfi_startproc simple
     .cfi_def_cfa %rsp, 0
     .cfi_undefined %rip
@@ -106,7 +199,7 @@ lp_kretprobe_trampoline:
     movq %rsp, %rbx
     .cfi_def_cfa_register %rbx
     .cfi_offset %rip, -48   /* regs->ip */
-    .size lp_kretprobe_trampoline, .-lp_kretprobe_trampoline
+    .size lp_kretprobe_full, .-lp_kretprobe_full
     .globl lp_kretprobe_dispatch
     .hidden lp_kretprobe_dispatch
     .type lp_kretprobe_dispatch, @function

@@ -1,6 +1,7 @@
 /* lp_kretprobe_trampoline: where a probed function whose return address liveprobe replaced
  * returns to (core/kretprobe.cpp). It arrives by the function's `ret`: rsp is the return slot
- * + 8, rax/rdx (and xmm0/xmm1, st0/st1) hold the return value. It builds a struct pt_regs
+ * + 8, rax/rdx (and xmm0/xmm1, st0/st1) hold the return value. It first tries the light
+ * return (below, at its start); else lp_kretprobe_full, the full return, builds a struct pt_regs
  * (sp: the stack pointer after the return), calls lp_kretprobe_return(regs), which runs the
  * return handlers and gives the real return address (regs->ip), restores every general
  * register from regs and jumps there with the stack pointer the function returned with.

@@ -391,6 +391,36 @@ TEST(Kretprobe, LightReturnHandlerFaultFinishesTheReturn)
     unregister_kretprobe(&rp);
 }
 
+// A return handler that uses only its regs' ax and ip (the light return's regs has those, and
+// the caller-saved registers: kretprobe_trampoline.S): it sees the return value and the real
+// return address, and the value it stores into ax is what the caller gets.
+thread_local unsigned long g_light_ip;
+int times_ten(kretprobe_instance *, pt_regs *regs)
+{
+    // The fields themselves: this file is built with -fno-inline, which would leave the
+    // helpers (instruction_pointer, ...) calls taking regs, which no prover follows.
+    g_light_ip = regs->ip;
+    regs->ax *= 10;
+    return 0;
+}
+
+TEST(Kretprobe, LightReturnHandlerSeesAndSetsTheReturnValue)
+{
+    g.reset();
+    kretprobe rp = make(reinterpret_cast<void *>(&lp_k_leaf));
+    rp.handler = times_ten;
+    ASSERT_EQ(register_kretprobe(&rp), 0);
+    expect_optimized(rp);
+    for (long i = 0; i < 10; ++i) {
+        g_light_ip = 0;
+        EXPECT_EQ(lp_k_callsite(i), (i + 7) * 10);
+        EXPECT_EQ(g_light_ip, reinterpret_cast<unsigned long>(lp_k_callsite_ret));
+    }
+    EXPECT_EQ(g.entries.load(), 10);
+    EXPECT_EQ(rp.nmissed, 0);
+    unregister_kretprobe(&rp);
+}
+
 // Two calls returning through one slot (a tail call): the first one's return handler faults,
 // the second one's still runs, at the real return address, and the caller gets its value.
 std::atomic<int> g_tail_outer{0}, g_tail_inner{0};

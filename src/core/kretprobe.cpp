@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cerrno>
 #include <mutex>
 #include <new>
@@ -40,10 +41,14 @@ bool proven_vector_free(kretprobe_handler_t h)
     return arch::vector_free(reinterpret_cast<uint64_t>(h), 2, &why);
 }
 
+static_assert(offsetof(struct pt_regs, r11) == 6 * 8 && offsetof(struct pt_regs, di) == 14 * 8 &&
+              offsetof(struct pt_regs, ip) == 16 * 8);
+
 // Whether h can run on the light return (kretprobe_trampoline.S), which saves only the
-// caller-saved registers and rbp and passes no regs: h is proven vector-free, never reads its
-// second argument, and writes no callee-saved register but rbp (a frame pointer; a fault in h
-// abandons it with whatever it wrote: the trampoline restores only what it saved).
+// caller-saved registers and rbp, and passes a regs with only those and ip: h is proven
+// vector-free, uses no other field of its regs (nor the pointer itself), and writes no
+// callee-saved register but rbp (a frame pointer; a fault in h abandons it with whatever it
+// wrote: the trampoline restores only what it saved).
 bool light_return_handler(kretprobe_handler_t h)
 {
 #ifdef LIVEPROBE_SANITIZER_BUILD
@@ -56,7 +61,7 @@ bool light_return_handler(kretprobe_handler_t h)
     uint32_t writes = 0;
     const uint32_t saved = arch::kCallerSavedGprs | arch::gpr_bit(ZYDIS_REGISTER_RBP);
     return arch::vector_free(a, 2, &why, &writes) && (writes & ~saved) == 0 &&
-           arch::ignores_second_arg(a, 2, &why);
+           arch::regs_fields_only(a, 2, kLightRegsFields, &why);
 #endif
 }
 

@@ -34,6 +34,10 @@ namespace liveprobe::core {
 
 struct KretState;
 
+// The fields of struct pt_regs the light return's regs has (bit i: offset 8 i, as
+// arch::regs_fields_only takes them): r11 r10 r9 r8 ax cx dx si di (6-14) and ip (16).
+constexpr uint32_t kLightRegsFields = 0x1ffu << 6 | 1u << 16;
+
 // One call in flight: a header, then the public struct kretprobe_instance and its data.
 struct alignas(16) Inst {
     Inst *below = nullptr;  // the next older entry of its thread's return stack
@@ -74,7 +78,8 @@ struct alignas(64) KretState {
     bool return_vec = true;
     bool unwind_vec = true;
     // The return handler takes the light return (kretprobe_trampoline.S): none, or one proven
-    // vector-free, never reading its regs and writing caller-saved registers and rbp only.
+    // vector-free, using no field of its regs but ip and the caller-saved registers', and
+    // writing caller-saved registers and rbp only.
     bool return_light = false;
     // The per-thread counter that counts faults of rp's handlers: its kprobe's (fault_id of its
     // KprobeState, so liveprobe_kprobe_faults(&rp->kp) sums them); 0 until registered.

@@ -216,9 +216,13 @@ int fetch_return(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept
 
 int event_return(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept
 {
+    // regs->ax only, read first: then regs is dead before anything else runs, and the engine
+    // proves that this handler uses no other field (the light return: kretprobe_trampoline.S).
+    uint64_t retval = regs->ax;
+    asm volatile("" : "+r"(retval));
     if (g_silent.load(std::memory_order_relaxed)) return 0;
     const auto [entry, now] = return_times(reinterpret_cast<const EntryData *>(ri->data)->entry_ns);
-    put_event(index_of(ri->rp), 1, static_cast<uint32_t>(ri->tid), entry, now, regs->ax, nullptr, 0);
+    put_event(index_of(ri->rp), 1, static_cast<uint32_t>(ri->tid), entry, now, retval, nullptr, 0);
     return 0;
 }
 

@@ -11,9 +11,11 @@
 
 #include <cstdint>
 #include <new>
+#include <utility>
 
 #include "arch/x86_64/region.hpp"
 #include "skip_if_sanitized.hpp"
+#include "core/kretprobe.hpp"
 #include "os/linux/clock.hpp"
 #include "trace/handlers.hpp"
 #include "trace/rings.hpp"
@@ -54,6 +56,29 @@ TEST(TraceHandlers, CountHandlerTakesTheLightEntryWithCallerSavedRegistersOnly)
     uint32_t writes = 0;
     ASSERT_TRUE(liveprobe::arch::vector_free(h, 2, &why, &writes)) << why;
     EXPECT_EQ(writes & ~liveprobe::arch::kCallerSavedGprs, 0u) << std::hex << writes;
+}
+
+// The per-event and --hist return handlers take the light return (kretprobe_trampoline.S): they
+// use no field of their regs but those it has (event_return reads ax), and write no
+// callee-saved register.
+TEST(TraceHandlers, ReturnHandlersTakeTheLightReturn)
+{
+    LP_SKIP_IF_SANITIZED();
+    using namespace liveprobe::trace;
+    using Handler = int (*)(struct kretprobe_instance *, struct pt_regs *) noexcept;
+    for (auto [h, name] : {std::pair<Handler, const char *>{event_return, "event_return"},
+                           std::pair<Handler, const char *>{hist_return, "hist_return"}}) {
+        const auto a = reinterpret_cast<uint64_t>(h);
+        const char *why = nullptr;
+        EXPECT_TRUE(liveprobe::arch::regs_fields_only(a, 2, liveprobe::core::kLightRegsFields, &why))
+            << name << ": " << (why ? why : "");
+        uint32_t writes = 0;
+        ASSERT_TRUE(liveprobe::arch::vector_free(a, 2, &why, &writes)) << name << ": " << why;
+        EXPECT_EQ(writes & ~liveprobe::arch::kCallerSavedGprs, 0u) << name << std::hex << writes;
+    }
+    // fetch_return reads the arguments' registers and sp (r: specs): not light.
+    EXPECT_FALSE(liveprobe::arch::regs_fields_only(reinterpret_cast<uint64_t>(&fetch_return), 2,
+                                                   liveprobe::core::kLightRegsFields, nullptr));
 }
 
 // A full ring drops events and counts them; once the reader has made room, the writer sees it

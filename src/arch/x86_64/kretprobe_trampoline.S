@@ -49,7 +49,8 @@ lp_kret_rsb_call:
 liveprobe_replaced_return = . - 1   /* unwinders look up the return address - 1: see below */
 lp_kretprobe_trampoline:
     /* The light return (core/kret_hit.cpp lp_kret_light_begin): for the newest call in flight
-     * when its probe's return handler is proven vector-free, never reads its regs and writes
+     * when its probe's return handler is proven vector-free, reads no field of its regs but
+     * ip and the caller-saved registers', and writes
      * no callee-saved register but rbp (KretState::return_light), the thread at the outermost
      * level. Only the caller-saved registers and rbp are saved (the return value among them);
      * the handler is called from here. Else, with nothing changed, on to the full path
@@ -57,8 +58,11 @@ lp_kretprobe_trampoline:
      * below keeps it aligned for the handler's call only from an aligned one).
      *
      * The frame, from the return slot S down: S the real return address (0 until
-     * lp_kret_light_begin writes it, before the handler runs), S - 8 rbp, S - 16 .. S - 80 rax
-     * rcx rdx rsi rdi r8 r9 r10 r11, S - 88 a pad; the handler is called with rsp = S - 88.
+     * lp_kret_light_begin writes it, before the handler runs), S - 8 rbp, S - 16 .. S - 80 rdi
+     * rsi rdx rcx rax r8 r9 r10 r11, S - 88 a pad; the handler is called with rsp = S - 88 and
+     * regs = S - 128: its ip and its caller-saved registers' fields are the frame's words (the
+     * handler was proven to use no other: arch::regs_fields_only), and what it stores there
+     * takes effect.
      * Call frame information: the frame is the probed function's at its return: the canonical
      * frame address is the stack pointer after the return (S + 8), the return address is at S
      * (0 ends a walk), rbp at S - 8. */
@@ -73,11 +77,11 @@ lp_kretprobe_trampoline:
     pushq %rbp
     .cfi_adjust_cfa_offset 8
     .cfi_offset %rbp, -16
-    pushq %rax
-    pushq %rcx
-    pushq %rdx
-    pushq %rsi
     pushq %rdi
+    pushq %rsi
+    pushq %rdx
+    pushq %rcx
+    pushq %rax
     pushq %r8
     pushq %r9
     pushq %r10
@@ -89,7 +93,8 @@ lp_kretprobe_trampoline:
     cmpq $1, %rax         /* 0: the full path; 1: no handler to run; else the handler */
     jb 2f
     je 1f
-    movq %rdx, %rdi       /* ri; rsi (regs) is never read: proven */
+    movq %rdx, %rdi       /* ri */
+    leaq -40(%rsp), %rsi  /* regs: S - 128, of which only the fields saved here are read */
     call *%rax
     .globl lp_kret_light_after
     .hidden lp_kret_light_after
@@ -101,11 +106,11 @@ lp_kret_light_after:      /* where a fault in the handler resumes (kret_fault_re
     popq %r10
     popq %r9
     popq %r8
-    popq %rdi
-    popq %rsi
-    popq %rdx
-    popq %rcx
     popq %rax
+    popq %rcx
+    popq %rdx
+    popq %rsi
+    popq %rdi
     .cfi_adjust_cfa_offset -80
     popq %rbp
     .cfi_adjust_cfa_offset -8
@@ -124,11 +129,11 @@ lp_kret_light_after:      /* where a fault in the handler resumes (kret_fault_re
     popq %r10
     popq %r9
     popq %r8
-    popq %rdi
-    popq %rsi
-    popq %rdx
-    popq %rcx
     popq %rax
+    popq %rcx
+    popq %rdx
+    popq %rsi
+    popq %rdi
     popq %rbp
     .cfi_def_cfa %rsp, 8
     .cfi_restore %rbp

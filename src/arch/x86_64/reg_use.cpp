@@ -1,4 +1,5 @@
-// ignores_second_arg (region.hpp): does a handler never look at its struct pt_regs *?
+// ignores_second_arg (region.hpp): does a handler never look at its struct pt_regs *? And
+// regs_fields_only: does it use it only to load or store some of its fields?
 //
 // A forward walk over the paths of the handler on which rsi may still hold the pointer it was
 // called with ("tainted"). Any read of rsi on such a path (an operand, hidden ones included,
@@ -7,6 +8,7 @@
 // that path. Direct calls and jumps out are followed into the callee with rsi still tainted
 // (and after a call returns rsi counts as tainted still: with -fipa-ra a caller may know its
 // callee left rsi alone). Only a proof counts: an instruction that cannot be decoded is a use.
+// With fields, a memory operand [rsi + d] inside one of those fields is not a use.
 #include <cinttypes>
 #include <cstdio>
 #include <optional>
@@ -32,7 +34,20 @@ bool zeroing_idiom(const ZydisDecodedInstruction &zi, const ZydisDecodedOperand 
            ops[1].type == ZYDIS_OPERAND_TYPE_REGISTER && ops[0].reg.value == ops[1].reg.value;
 }
 
-bool reads_rsi(const ZydisDecodedInstruction &zi, const ZydisDecodedOperand *ops)
+// A memory operand [rsi + d] (no index, no segment override) that stays inside one 8-byte field
+// of struct pt_regs whose bit is set in `fields` (bit i: the field at offset 8 i).
+bool allowed_field(const ZydisDecodedOperand &op, uint32_t fields)
+{
+    if (!fields || op.mem.base != ZYDIS_REGISTER_RSI || op.mem.index != ZYDIS_REGISTER_NONE) return false;
+    if (op.mem.segment != ZYDIS_REGISTER_DS && op.mem.segment != ZYDIS_REGISTER_NONE) return false;
+    if (op.mem.type != ZYDIS_MEMOP_TYPE_MEM || !op.mem.disp.has_displacement) return false;
+    const int64_t d = op.mem.disp.value;
+    const uint32_t bytes = op.size / 8;
+    if (d < 0 || d >= 21 * 8 || bytes == 0 || bytes > 8 || d % 8 + bytes > 8) return false;
+    return fields >> (d / 8) & 1;
+}
+
+bool reads_rsi(const ZydisDecodedInstruction &zi, const ZydisDecodedOperand *ops, uint32_t fields)
 {
     if (zeroing_idiom(zi, ops)) return false;
     for (size_t i = 0; i < zi.operand_count; ++i) {
@@ -40,7 +55,8 @@ bool reads_rsi(const ZydisDecodedInstruction &zi, const ZydisDecodedOperand *ops
         if (op.type == ZYDIS_OPERAND_TYPE_REGISTER && (op.actions & ZYDIS_OPERAND_ACTION_MASK_READ) &&
             (gpr_bit(op.reg.value) & kRsi))
             return true;
-        if (op.type == ZYDIS_OPERAND_TYPE_MEMORY && ((gpr_bit(op.mem.base) | gpr_bit(op.mem.index)) & kRsi))
+        if (op.type == ZYDIS_OPERAND_TYPE_MEMORY && ((gpr_bit(op.mem.base) | gpr_bit(op.mem.index)) & kRsi) &&
+            !allowed_field(op, fields))
             return true;
     }
     return false;
@@ -60,6 +76,7 @@ bool overwrites_rsi(const ZydisDecodedInstruction &zi, const ZydisDecodedOperand
 
 struct Walk {
     std::set<uint64_t> functions;  // entered with rsi tainted (a second entry adds nothing)
+    uint32_t fields = 0;           // the pt_regs fields it may read or write through rsi
 
     const char *function(uint64_t entry, int left);
 };
@@ -102,7 +119,7 @@ const char *Walk::function(uint64_t entry, int left)
                 return intern_reason("undecodable bytes at " + at_text(at));
             if (zi.mnemonic == ZYDIS_MNEMONIC_INT3) return intern_reason("int3 at " + at_text(at) + " (hides the instruction under it)");
             const std::string mnemonic = ZydisMnemonicGetString(zi.mnemonic);
-            if (reads_rsi(zi, ops)) return intern_reason(mnemonic + " at " + at_text(at) + " reads rsi (regs)");
+            if (reads_rsi(zi, ops, fields)) return intern_reason(mnemonic + " at " + at_text(at) + " reads rsi (regs)");
             if (zi.mnemonic == ZYDIS_MNEMONIC_SYSCALL || zi.mnemonic == ZYDIS_MNEMONIC_SYSENTER ||
                 zi.mnemonic == ZYDIS_MNEMONIC_INT || zi.mnemonic == ZYDIS_MNEMONIC_INTO)
                 return intern_reason(mnemonic + " at " + at_text(at) + " with rsi (regs) as its argument");
@@ -140,12 +157,18 @@ const char *Walk::function(uint64_t entry, int left)
 
 }  // namespace
 
-bool ignores_second_arg(uint64_t entry, int depth, const char **why)
+bool regs_fields_only(uint64_t entry, int depth, uint32_t fields, const char **why)
 {
     Walk w;
+    w.fields = fields;
     const char *reason = w.function(entry, depth < 0 ? 0 : depth);
     if (why) *why = reason;
     return reason == nullptr;
+}
+
+bool ignores_second_arg(uint64_t entry, int depth, const char **why)
+{
+    return regs_fields_only(entry, depth, 0, why);
 }
 
 }  // namespace liveprobe::arch

@@ -112,4 +112,10 @@ uint32_t function_writes(uint64_t entry);
 // syscall, counts as a read). *why gets the first read found.
 bool ignores_second_arg(uint64_t entry, int depth, const char **why);
 
+// The same, but the function may also load and store, through rsi as it came in, the fields of
+// struct pt_regs whose bits are set in `fields` (bit i: the 8-byte field at offset 8 i; an
+// access must stay inside one field, as [rsi + displacement] with no index): it uses regs for
+// nothing else. For the light return, whose regs has only some fields.
+bool regs_fields_only(uint64_t entry, int depth, uint32_t fields, const char **why);
+
 }  // namespace liveprobe::arch

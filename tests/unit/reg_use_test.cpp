@@ -40,6 +40,14 @@ asm(".text\n"
     LP_RU_FN(ru_saves_rbx,     "push %rbx\n mov %rdi, %rbx\n mov %rbx, %rax\n pop %rbx\n ret\n")
     LP_RU_FN(ru_cpuid,         "push %rbx\n xor %eax, %eax\n cpuid\n pop %rbx\n ret\n")
     LP_RU_FN(ru_writes_r11,    "mov %rdi, %r11\n lea 1(%r11), %eax\n ret\n")
+    // For regs_fields_only with the fields ax (80) and ip (128):
+    LP_RU_FN(ru_ax_ip,         "mov 80(%rsi), %rax\n add 128(%rsi), %rax\n mov %rax, 80(%rsi)\n ret\n")
+    LP_RU_FN(ru_ax_low_byte,   "movb $1, 84(%rsi)\n ret\n")                   // inside ax
+    LP_RU_FN(ru_straddles,     "mov 84(%rsi), %rax\n ret\n")                   // ax's upper half and cx
+    LP_RU_FN(ru_reads_sp,      "mov 152(%rsi), %rax\n ret\n")                  // regs->sp
+    LP_RU_FN(ru_indexed,       "mov 80(%rsi,%rdi,8), %rax\n ret\n")
+    LP_RU_FN(ru_ax_then_copy,  "mov 80(%rsi), %rax\n mov %rsi, %rdx\n ret\n")
+    LP_RU_FN(ru_lea_ax,        "lea 80(%rsi), %rax\n ret\n")                   // a pointer into regs
     ".text\n");
 // clang-format on
 
@@ -65,6 +73,13 @@ void ru_loop();
 void ru_saves_rbx();
 void ru_cpuid();
 void ru_writes_r11();
+void ru_ax_ip();
+void ru_ax_low_byte();
+void ru_straddles();
+void ru_reads_sp();
+void ru_indexed();
+void ru_ax_then_copy();
+void ru_lea_ax();
 }
 
 namespace {
@@ -114,6 +129,24 @@ TEST(IgnoresSecondArg, ReasonsNameTheInstruction)
     EXPECT_NE(std::string(why).find("reached from ru_calls_reader"), std::string::npos) << why;
     ASSERT_FALSE(ignores_second_arg(at(ru_indirect), 2, &why));
     EXPECT_NE(std::string(why).find("indirect"), std::string::npos) << why;
+}
+
+// regs_fields_only (the light return's proof): loads and stores inside the given fields of
+// pt_regs are allowed, anything else done with regs is a use.
+TEST(RegsFieldsOnly, AccessesInsideTheGivenFieldsOnly)
+{
+    LP_SKIP_IF_SANITIZED();
+    using liveprobe::arch::regs_fields_only;
+    const uint32_t ax_ip = 1u << 10 | 1u << 16;
+    const char *why = nullptr;
+    EXPECT_TRUE(regs_fields_only(at(ru_ax_ip), 2, ax_ip, &why)) << why;
+    EXPECT_TRUE(regs_fields_only(at(ru_ax_low_byte), 2, ax_ip, &why)) << why;
+    EXPECT_TRUE(regs_fields_only(at(ru_empty), 2, ax_ip, &why)) << why;
+    EXPECT_FALSE(regs_fields_only(at(ru_ax_ip), 2, 1u << 10, nullptr)) << "ip not given";
+    for (auto f : {ru_straddles, ru_reads_sp, ru_indexed, ru_ax_then_copy, ru_lea_ax, ru_copies_regs, ru_calls_reader})
+        EXPECT_FALSE(regs_fields_only(at(f), 2, ax_ip, nullptr)) << "handler at " << reinterpret_cast<void *>(f);
+    // With no fields, it is ignores_second_arg.
+    EXPECT_FALSE(regs_fields_only(at(ru_ax_ip), 2, 0, nullptr));
 }
 
 uint32_t writes_of(void (*f)())

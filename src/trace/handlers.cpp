@@ -148,8 +148,8 @@ static bool put_event(uint32_t idx, uint32_t slots, uint32_t tid, uint64_t entry
         return false;
     }
     RingHead *h = ring_head(g_base, static_cast<uint32_t>(ring));
-    std::atomic<uint64_t> *c = count_of(g_base, g_capacity, static_cast<uint32_t>(ring), idx);
-    c->store(c->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    // No call counter: the reader counts the events it reads, and the calls are those and the
+    // ones dropped here.
     uint64_t head = h->head.load(std::memory_order_relaxed);
     if (head + slots - t_tail > kRingRecords) [[unlikely]] {
         t_tail = h->tail.load(std::memory_order_acquire);

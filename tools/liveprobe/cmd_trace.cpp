@@ -201,8 +201,11 @@ TraceTotals totals_of(const Shm &shm)
     return t;
 }
 
-// `read`: what the reading counted (" (N events read)"), or empty.
-void print_summary(const Shm &shm, const TraceTotals &t, const std::string &read)
+// `events`: what the reading took out of the rings (per-event modes), and `read`, the words
+// for it (" (N events read)"), or empty (--count, --hist: the calls are the counters' sum). In
+// the per-event modes the target counts no calls, only what the full rings dropped: the calls
+// are what was read and what was dropped.
+void print_summary(const Shm &shm, const TraceTotals &t, uint64_t events, const std::string &read)
 {
     Header *h = trace::header_of(shm.base);
     uint64_t dropped = 0, missed = 0, calls = 0;
@@ -211,6 +214,7 @@ void print_summary(const Shm &shm, const TraceTotals &t, const std::string &read
         missed += trace::missed_of(shm.base, p)->load();
         calls += t.count[p];
     }
+    if (!read.empty()) calls = events + dropped;
     std::string miss = h->final.load() ? std::to_string(missed) : std::string("unknown (the process ended abruptly)");
     std::fprintf(stderr, "liveprobe: %u functions traced, %" PRIu64 " calls%s, %" PRIu64 " dropped (ring full), %" PRIu64
                          " without a ring, missed %s\n",
@@ -543,7 +547,7 @@ Runner add_trace(CLI::App &app)
             o->out.reset();
         }
         std::fflush(stdout);  // the summary (stderr) after what it sums up
-        print_summary(shm, totals, o->count || o->hist ? std::string()
+        print_summary(shm, totals, events, o->count || o->hist ? std::string()
                            : !o->output.empty() ? fmt::format(" ({} events written)", events)
                                            : fmt::format(" ({} events read)", events));
         if (child) return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);

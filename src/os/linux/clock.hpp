@@ -86,13 +86,15 @@ inline bool fast_value(const Conversion &c, uint64_t t, uint64_t *v) noexcept
     return t - lo < refine - lo;
 }
 
-inline uint64_t ktime_ns() noexcept
+// The seqlock read of the current record shared by ktime_ns and tsc_ns: read_tsc() gives the TSC
+// value to convert, called after the generation is loaded (ktime_ns reads the TSC there, so that
+// it is never older than its record; tsc_ns's value was read before).
+template <typename ReadTsc>
+inline uint64_t convert_current(ReadTsc read_tsc) noexcept
 {
-    const uint8_t source = g_source.load(std::memory_order_relaxed);
-    if (__builtin_expect(source < kTscLfence, 0)) return monotonic_ns();
     for (;;) {
         const uint32_t gen = g_gen.load(std::memory_order_acquire);
-        const uint64_t t = tsc_ordered(source);  // after the generation: never older than its record
+        const uint64_t t = read_tsc();
         uint64_t v;
         const bool fast = fast_value(g_conv[gen % kRing], t, &v);
         // Seqlock reader: the record was not reused while it was read.
@@ -101,6 +103,13 @@ inline uint64_t ktime_ns() noexcept
         if (__builtin_expect(!fast, 0)) return slow_ns(t);
         return v;
     }
+}
+
+inline uint64_t ktime_ns() noexcept
+{
+    const uint8_t source = g_source.load(std::memory_order_relaxed);
+    if (__builtin_expect(source < kTscLfence, 0)) return monotonic_ns();
+    return convert_current([source] { return tsc_ordered(source); });
 }
 
 // For durations measured in TSC cycles (a tracer's, at both ends of a call): whether the clock
@@ -118,18 +127,7 @@ inline uint64_t tsc_unordered() noexcept
 // a tracer's timestamps, which need no ordering with the loads around them, one rdtsc each
 // (an ordered read costs about twice as much: rdtscp or lfence; rdtsc). Where t is outside the
 // current record's fast range, the slow path (which reads the TSC again, a few ns later).
-inline uint64_t tsc_ns(uint64_t t) noexcept
-{
-    for (;;) {
-        const uint32_t gen = g_gen.load(std::memory_order_acquire);
-        uint64_t v;
-        const bool fast = fast_value(g_conv[gen % kRing], t, &v);
-        std::atomic_thread_fence(std::memory_order_acquire);
-        if (__builtin_expect(g_gen.load(std::memory_order_relaxed) != gen, 0)) continue;
-        if (__builtin_expect(!fast, 0)) return slow_ns(t);
-        return v;
-    }
-}
+inline uint64_t tsc_ns(uint64_t t) noexcept { return convert_current([t] { return t; }); }
 inline uint64_t cycles_to_ns(uint64_t cycles) noexcept
 {
     const Conversion &c = g_conv[g_gen.load(std::memory_order_acquire) % kRing];

@@ -61,6 +61,22 @@ inline void flush_dead(ThreadRecord *rec) noexcept
 
 Inst *take_global(KretState *ks) noexcept;
 
+// Keeps `in` in its probe's cache entry c: as the hot one, else on the list while it has room.
+inline bool keep(ThreadRecord::KretCache &c, Inst *in) noexcept
+{
+    if (!c.hot) [[likely]] {
+        c.hot = in;
+        return true;
+    }
+    if (c.n < ThreadRecord::kKretCacheMax) {
+        in->below = static_cast<Inst *>(c.head);
+        c.head = in;
+        c.n++;
+        return true;
+    }
+    return false;
+}
+
 // An instance: from this thread's cache, else from the pool.
 inline Inst *take(ThreadRecord *rec, KretState *ks) noexcept
 {
@@ -89,16 +105,7 @@ inline Inst *take(ThreadRecord *rec, KretState *ks) noexcept
             if (c.ks) flush(c);  // another probe's: the one used last keeps the entry
             c.ks = ks;
         }
-        if (!c.hot) {
-            c.hot = in;
-            return;
-        }
-        if (c.n < ThreadRecord::kKretCacheMax) {
-            in->below = static_cast<Inst *>(c.head);
-            c.head = in;
-            c.n++;
-            return;
-        }
+        if (keep(c, in)) return;
     }
     kret_put(ks, in);
 }
@@ -108,18 +115,8 @@ inline Inst *take(ThreadRecord *rec, KretState *ks) noexcept
 {
     KretState *ks = in->ks;
     ThreadRecord::KretCache &c = cache_entry(rec, ks);
-    if (c.ks == ks && ks->live.load(std::memory_order_relaxed)) [[likely]] {
-        if (!c.hot) [[likely]] {
-            c.hot = in;
-            return;
-        }
-        if (c.n < ThreadRecord::kKretCacheMax) {
-            in->below = static_cast<Inst *>(c.head);
-            c.head = in;
-            c.n++;
-            return;
-        }
-    }
+    if (c.ks == ks && ks->live.load(std::memory_order_relaxed) && keep(c, in)) [[likely]]
+        return;
     give_back_slow(rec, in);
 }
 
@@ -458,6 +455,22 @@ namespace {
     return {regs->ip, rsb};
 }
 
+// The newest call in flight of rec's thread when it alone returns through `slot`, else null: the
+// one below it neither returns through the slot too (no tail call shares it) nor is a frame of
+// another stack, which return_walk would step over. Nothing is to be reaped then: return_walk's
+// reap_below looks at the newest call only, this one.
+inline Inst *common_return(ThreadRecord *rec, uint64_t slot) noexcept
+{
+    auto *e = static_cast<Inst *>(rec->ret_top);
+    if (!e || e->slot != slot) [[unlikely]]
+        return nullptr;
+    const Inst *below = e->below;
+    if (below && (below->slot == slot ||
+                  liveprobe::os::stack_region(below->slot) != liveprobe::os::stack_region(slot))) [[unlikely]]
+        return nullptr;
+    return e;
+}
+
 // The general case of kretprobe_return: calls below this one to reap, several calls returning
 // through one slot, or none.
 [[gnu::noinline]] KretReturn return_walk(ThreadRecord *rec, struct pt_regs *regs, uint64_t slot) noexcept
@@ -502,21 +515,13 @@ KretReturn kretprobe_return(struct pt_regs *regs) noexcept
     ThreadRecord *rec = this_thread();
     const uint64_t slot = regs->sp - 8;
     if (!rec) lost_return(slot);
-    // The common case, without return_walk's walk: the newest call in flight returns through
-    // this slot, and the one below it neither (no tail call shares the slot) nor is a frame of
-    // another stack, which the walk would step over. Nothing is reaped then: return_walk's
-    // reap_below looks at the newest call only, this one.
-    auto *e = static_cast<Inst *>(rec->ret_top);
-    if (e && e->slot == slot) [[likely]] {
-        const Inst *below = e->below;
-        if (!below || (below->slot != slot && liveprobe::os::stack_region(below->slot) ==
-                                                  liveprobe::os::stack_region(slot))) [[likely]] {
-            rec->ret_top = e->below;
-            const uint64_t ret = reinterpret_cast<uint64_t>(e->ri()->ret_addr);
-            const uint64_t rsb = e->next_free == kInstRsb;
-            e->below = nullptr;
-            return finish_return(rec, regs, e, ret, rsb);
-        }
+    // The common case, without return_walk's walk (common_return).
+    if (Inst *e = common_return(rec, slot)) [[likely]] {
+        rec->ret_top = e->below;
+        const uint64_t ret = reinterpret_cast<uint64_t>(e->ri()->ret_addr);
+        const uint64_t rsb = e->next_free == kInstRsb;
+        e->below = nullptr;
+        return finish_return(rec, regs, e, ret, rsb);
     }
     return return_walk(rec, regs, slot);
 }
@@ -544,12 +549,8 @@ extern "C" LightBegin lp_kret_light_begin(uint64_t slot) noexcept
     ThreadRecord *rec = tl_rec;
     if (!rec || rec->in_handler || rec->kret_busy.mark() != 0) [[unlikely]]
         return {0, nullptr};
-    auto *e = static_cast<Inst *>(rec->ret_top);
-    if (!e || e->slot != slot) [[unlikely]]
-        return {0, nullptr};
-    if (const Inst *below = e->below;
-        below && (below->slot == slot ||
-                  liveprobe::os::stack_region(below->slot) != liveprobe::os::stack_region(slot))) [[unlikely]]
+    Inst *e = common_return(rec, slot);
+    if (!e) [[unlikely]]
         return {0, nullptr};
     KretState *ks = e->ks;
     if (!ks->return_light) [[unlikely]]

@@ -99,8 +99,8 @@ lp_kretprobe_trampoline:
     .globl lp_kret_light_after
     .hidden lp_kret_light_after
 lp_kret_light_after:      /* where a fault in the handler resumes (kret_fault_resume) */
-1:  call lp_kret_light_end
-    testq %rdx, %rdx      /* the return stack buffer holds the caller: ret is predicted */
+1:  call lp_kret_light_end   /* rdx: 1 when the return stack buffer holds the caller, else 0 */
+4:  cmpq $1, %rdx         /* 0: jump home; 1: ret home (predicted); 2: the full path */
     leaq 8(%rsp), %rsp
     popq %r11
     popq %r10
@@ -116,31 +116,24 @@ lp_kret_light_after:      /* where a fault in the handler resumes (kret_fault_re
     .cfi_adjust_cfa_offset -8
     .cfi_restore %rbp
     .cfi_remember_state
-    jz 3f
+    ja 5f
+    jb 3f
     ret
 3:  .cfi_restore_state
+    .cfi_remember_state
     leaq 8(%rsp), %rsp    /* as lp_kretprobe_dispatch does: the red zone keeps -8(%rsp) */
     .cfi_adjust_cfa_offset -8
     jmp *-8(%rsp)
-2:  .cfi_def_cfa %rsp, 96
-    .cfi_offset %rbp, -16
-    leaq 8(%rsp), %rsp
-    popq %r11
-    popq %r10
-    popq %r9
-    popq %r8
-    popq %rax
-    popq %rcx
-    popq %rdx
-    popq %rsi
-    popq %rdi
-    popq %rbp
-    .cfi_def_cfa %rsp, 8
-    .cfi_restore %rbp
+5:  .cfi_restore_state    /* declined: every register as it came, the slot holding 0 */
     leaq 8(%rsp), %rsp
     .cfi_def_cfa %rsp, 0
     .cfi_undefined %rip
     jmp lp_kretprobe_full
+2:  .cfi_def_cfa %rsp, 96 /* lp_kret_light_begin declined: nothing changed */
+    .cfi_offset %rip, -8
+    .cfi_offset %rbp, -16
+    movl $2, %edx
+    jmp 4b
     .cfi_endproc
     .size lp_kretprobe_trampoline, .-lp_kretprobe_trampoline
 

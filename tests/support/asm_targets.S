@@ -118,6 +118,22 @@ lp_t_data:
     .quad 0x1122334455667788
 
 
+.macro PUSH_CALLEE_SAVED
+    pushq %rbx
+    pushq %rbp
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+.endm
+.macro POP_CALLEE_SAVED
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbp
+    popq %rbx
+.endm
 .macro LOAD_ALL
     vmovdqu64 lp_o_pat_z+0(%rip), %zmm0
     vmovdqu64 lp_o_pat_z+64(%rip), %zmm1
@@ -241,12 +257,7 @@ lp_t_data:
  * lp_o_dump. Needs AVX-512F. */
     .text
 FUNC(lp_o_regs)
-    pushq %rbx
-    pushq %rbp
-    pushq %r12
-    pushq %r13
-    pushq %r14
-    pushq %r15
+    PUSH_CALLEE_SAVED
     LOAD_ALL
 LABEL(lp_o_regs_probe)
     nopl 0x0(%rax,%rax,1)
@@ -255,12 +266,7 @@ LABEL(lp_o_regs_after)
     DUMP_ALL
     vzeroupper
     cld                                 /* lp_o_pat_flags may set DF */
-    popq %r15
-    popq %r14
-    popq %r13
-    popq %r12
-    popq %rbp
-    popq %rbx
+    POP_CALLEE_SAVED
     ret
 END(lp_o_regs)
 
@@ -268,12 +274,7 @@ END(lp_o_regs)
  * nothing) instead of the nops, with the stack 16-aligned at the call: every register but the
  * flags must come back from a kretprobe on lp_o_leaf as it went in. */
 FUNC(lp_o_call_regs)
-    pushq %rbx
-    pushq %rbp
-    pushq %r12
-    pushq %r13
-    pushq %r14
-    pushq %r15
+    PUSH_CALLEE_SAVED
     subq $8, %rsp
     LOAD_ALL
     call lp_o_leaf
@@ -281,12 +282,7 @@ FUNC(lp_o_call_regs)
     vzeroupper
     cld
     addq $8, %rsp
-    popq %r15
-    popq %r14
-    popq %r13
-    popq %r12
-    popq %rbp
-    popq %rbx
+    POP_CALLEE_SAVED
     ret
 END(lp_o_call_regs)
 

@@ -87,6 +87,44 @@ TEST(Optimize, StateFlagsAndReasons)
     EXPECT_EQ(lp_o_tiny(3), 4);
 }
 
+// A switch's jump table: its targets are read, so the function is optimized, and one of them
+// landing inside the entry's region keeps the other function on the breakpoint path.
+std::atomic<int> g_table_hits{0};
+int count_table(kprobe *, pt_regs *)
+{
+    g_table_hits.fetch_add(1, std::memory_order_relaxed);
+    return 0;
+}
+
+TEST(Optimize, AFunctionWithAJumpTableIsOptimizedAndEveryCaseStillRuns)
+{
+    kprobe t{};
+    t.symbol_name = "lp_o_table";
+    t.pre_handler = count_table;
+    ASSERT_EQ(register_kprobe(&t), 0) << liveprobe_strerror(-1);
+    kprobe back{};
+    back.symbol_name = "lp_o_table_back";
+    back.pre_handler = count_table;
+    ASSERT_EQ(register_kprobe(&back), 0) << liveprobe_strerror(-1);
+    if (optimizing()) {
+        EXPECT_TRUE(t.flags & KPROBE_FLAG_OPTIMIZED) << why(t);
+        EXPECT_FALSE(back.flags & KPROBE_FLAG_OPTIMIZED);
+        EXPECT_NE(why(back).find("targets byte 3 of the region"), std::string::npos) << why(back);
+    }
+    g_table_hits = 0;
+    const long want[] = {-1, 10, 20, 30, 40, -1, -1};
+    for (long x = -1; x <= 5; ++x) EXPECT_EQ(lp_o_table(x), want[x + 1]) << x;
+    EXPECT_EQ(g_table_hits.load(), 7);
+    EXPECT_EQ(lp_o_table_back(1), 0);
+    EXPECT_EQ(lp_o_table_back(2), 0);  // case 1 jumped back into the region
+    EXPECT_EQ(lp_o_table_back(5), 4);
+    EXPECT_EQ(g_table_hits.load(), 10);
+    unregister_kprobe(&t);
+    unregister_kprobe(&back);
+    EXPECT_EQ(lp_o_table(2), 30);
+    EXPECT_EQ(g_table_hits.load(), 10);
+}
+
 // ---- Every register survives a probe whose handlers clobber vector state ----
 
 std::atomic<int> g_handler_runs{0};

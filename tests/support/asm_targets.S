@@ -326,6 +326,53 @@ FUNC(lp_o_switch)
     ret
 END(lp_o_switch)
 
+/* long lp_o_table(long x): a switch as GCC compiles it in PIE code (a bounds check, a table of
+ * 32-bit offsets): cases 0..3 return 10, 20, 30, 40, anything else -1. Its one indirect jump is
+ * that table's: optimizable. */
+FUNC(lp_o_table)
+    movq %rdi, %rax
+    cmpq $3, %rdi
+    ja 9f
+    leaq 8f(%rip), %rdx
+    movslq (%rdx,%rdi,4), %rax
+    addq %rdx, %rax
+    notrack jmp *%rax
+1:  movl $10, %eax
+    ret
+2:  movl $20, %eax
+    ret
+3:  movl $30, %eax
+    ret
+4:  movl $40, %eax
+    ret
+9:  movq $-1, %rax
+    ret
+END(lp_o_table)
+    .section .rodata
+    .align 4
+8:  .long 1b - 8b, 2b - 8b, 3b - 8b, 4b - 8b
+    .text
+
+/* long lp_o_table_back(long x): counts x down to 0 through a table whose case 1 jumps back to
+ * the function's second instruction, inside the bytes a jump at the entry would replace: never
+ * optimized (returns 0 for x = 1 or 2, x - 1 otherwise). */
+FUNC(lp_o_table_back)
+    movq %rdi, %rax
+1:  subq $1, %rax
+    cmpq $1, %rax
+    ja 9f
+    leaq 8f(%rip), %rdx
+    movslq (%rdx,%rax,4), %rcx
+    addq %rdx, %rcx
+    jmp *%rcx
+2:  ret
+9:  ret
+END(lp_o_table_back)
+    .section .rodata
+    .align 4
+8:  .long 2b - 8b, 1b - 8b
+    .text
+
     .data
     .align 64
     .globl lp_o_pat_z, lp_o_dump_z, lp_o_pat_g, lp_o_dump_g, lp_o_pat_k, lp_o_dump_k

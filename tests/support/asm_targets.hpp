@@ -65,6 +65,10 @@ extern char lp_o_loop_probe[];
 long lp_o_tiny(long x);
 // long lp_o_switch(long x): an indirect jump in the function
 long lp_o_switch(long x);
+// long lp_o_table(long x): a PIE jump table: cases 0..3 give 10 20 30 40, others -1
+long lp_o_table(long x);
+// long lp_o_table_back(long x): a jump table whose case 1 loops back into the entry's region
+long lp_o_table_back(long x);
 
 // long lp_t_push(long x): push %rdi (probe) ; pop %rax ; ret
 long lp_t_push(long x);

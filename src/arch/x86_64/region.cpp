@@ -19,6 +19,8 @@
 #include <cstdio>
 #include <vector>
 
+#include "arch/x86_64/jump_table.hpp"
+
 namespace liveprobe::arch {
 
 namespace {
@@ -42,16 +44,25 @@ struct Branch {
     bool in_cold;
 };
 
+// An indirect jmp found by the walk: part 0 is the function, i > 0 its cold part i - 1.
+struct IndirectJmp {
+    uint64_t site;
+    size_t part;
+    size_t n_before;  // instructions of its part before it (Walk::starts)
+};
+
 struct Walk {
     std::vector<Branch> branches;
-    uint64_t indirect_jmp = 0;  // first indirect jmp seen, 0 if none
-    bool indirect_in_cold = false;
+    std::vector<IndirectJmp> indirect;
+    std::vector<std::vector<uint32_t>> starts;  // per part, each instruction's offset
     bool addr_on_boundary = false;
 };
 
 // Decodes r from its start to its end, collecting what plan_region needs. Returns nullptr or a
 // reason (an undecodable byte hides everything after it).
 const char *walk(const CodeRange &r, bool is_cold, uint64_t addr, Walk *w) {
+    const size_t part = w->starts.size();
+    std::vector<uint32_t> &starts = w->starts.emplace_back();
     ZydisDecoder dec;
     ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
     size_t off = 0;
@@ -74,12 +85,12 @@ const char *walk(const CodeRange &r, bool is_cold, uint64_t addr, Walk *w) {
                 w->branches.push_back({at, target, zi.mnemonic, is_cold});
         }
         // Any jmp without a relative immediate (register or memory operand, near or far,
-        // notrack or not) goes somewhere a linear decode cannot see.
-        if (zi.mnemonic == ZYDIS_MNEMONIC_JMP && w->indirect_jmp == 0 &&
-            !(zi.operand_count_visible > 0 && ops[0].type == ZYDIS_OPERAND_TYPE_IMMEDIATE)) {
-            w->indirect_jmp = at;
-            w->indirect_in_cold = is_cold;
-        }
+        // notrack or not) goes somewhere a linear decode cannot see, unless it is a jump table
+        // (plan_region reads those).
+        if (zi.mnemonic == ZYDIS_MNEMONIC_JMP &&
+            !(zi.operand_count_visible > 0 && ops[0].type == ZYDIS_OPERAND_TYPE_IMMEDIATE))
+            w->indirect.push_back({at, part, starts.size()});
+        starts.push_back(static_cast<uint32_t>(off));
         off += zi.length;
     }
     return nullptr;
@@ -158,8 +169,66 @@ const char *take_region(uint64_t addr, const CodeRange &fn, Region *region) {
 
 }  // namespace
 
+namespace {
+
+struct Parts {
+    const CodeRange *fn;
+    const std::vector<CodeRange> *cold;
+};
+
+bool in_parts(uint64_t target, const void *ctx) {
+    const Parts &p = *static_cast<const Parts *>(ctx);
+    if (target >= p.fn->start && target < p.fn->start + p.fn->len) return true;
+    for (const CodeRange &c : *p.cold)
+        if (target >= c.start && target < c.start + c.len) return true;
+    return false;
+}
+
+// The targets of every indirect jmp of the walk, each a jump table (added to w->branches), or
+// why one is not. A table's dispatch must be entered at its top only: no known target may land
+// after its first instruction, up to the jmp.
+const char *read_tables(const CodeRange &fn, const std::vector<CodeRange> &cold, ReadMemory read,
+                        Walk *w) {
+    struct Span {
+        uint64_t from, to;
+    };
+    std::vector<Span> spans;
+    const Parts parts{&fn, &cold};
+    for (const IndirectJmp &ij : w->indirect) {
+        const CodeRange &r = ij.part == 0 ? fn : cold[ij.part - 1];
+        const bool in_cold = ij.part != 0;
+        const std::vector<uint32_t> &all = w->starts[ij.part];
+        const std::vector<uint32_t> before(all.begin(), all.begin() + static_cast<long>(ij.n_before));
+        JumpTable t;
+        const char *why = read_jump_table(r.start, r.bytes, r.len, before,
+                                          static_cast<uint32_t>(ij.site - r.start), read, in_parts,
+                                          &parts, &t);
+        if (why) {
+            if (in_cold)
+                return reason("a cold part of the function has an indirect jump at 0x%" PRIx64
+                              " whose targets are unknown (%s)",
+                              ij.site, why);
+            return reason("the function has an indirect jump at +0x%" PRIx64
+                          " whose targets are unknown (%s)",
+                          ij.site - fn.start, why);
+        }
+        for (uint64_t target : t.targets)
+            w->branches.push_back({ij.site, target, ZYDIS_MNEMONIC_JMP, in_cold});
+        spans.push_back({t.first_site, ij.site});
+    }
+    for (const Span &s : spans)
+        for (const Branch &b : w->branches)
+            if (b.target > s.from && b.target <= s.to)
+                return reason("a jump at 0x%" PRIx64 " lands inside the jump table dispatch at 0x%" PRIx64
+                              ": its targets are unknown",
+                              b.site, s.to);
+    return nullptr;
+}
+
+}  // namespace
+
 const char *plan_region(uint64_t addr, const CodeRange &fn, const std::vector<CodeRange> &cold,
-                        const std::vector<uint64_t> &other_probes, Region *out) {
+                        const std::vector<uint64_t> &other_probes, Region *out, ReadMemory read) {
     if (fn.bytes == nullptr || addr < fn.start || addr >= fn.start + fn.len)
         return "the probe address is outside the function's bounds";
 
@@ -170,15 +239,7 @@ const char *plan_region(uint64_t addr, const CodeRange &fn, const std::vector<Co
         return "the probe address is not on an instruction boundary of the function";
     for (const CodeRange &part : cold)
         if (const char *why = walk(part, true, addr, &w)) return why;
-    if (w.indirect_jmp != 0) {
-        if (w.indirect_in_cold)
-            return reason("a cold part of the function has an indirect jump at 0x%" PRIx64
-                          " (jump table or tail call): its jump targets are unknown",
-                          w.indirect_jmp);
-        return reason("the function has an indirect jump at +0x%" PRIx64
-                      " (jump table or tail call): its jump targets are unknown",
-                      w.indirect_jmp - fn.start);
-    }
+    if (const char *why = read_tables(fn, cold, read, &w)) return why;
 
     // 2. The instructions the jump replaces, each relocatable.
     Region region;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "arch/x86_64/insn.hpp"
+#include "arch/x86_64/jump_table.hpp"
 
 namespace liveprobe::arch {
 
@@ -42,16 +43,18 @@ struct Region {
 //     `ret`/`ret imm16` or a direct `call rel32`; no indirect call/jmp, loop/jrcxz, or
 //     anything decode() refuses;
 //   - no direct branch anywhere in fn or cold targets bytes (addr, addr + len);
-//   - fn (and its cold parts) contain no indirect jmp (switch tables and other invisible
-//     targets; an indirect *tail call* `jmp *%rax` as the function's last instruction counts
-//     too, conservatively);
+//   - every indirect jmp of fn (and of its cold parts) is a jump table that `read` can read
+//     (jump_table.hpp), whose targets then count as direct branches; any other (a tail call
+//     through a pointer, a computed goto, or any with `read` null) has invisible targets and
+//     refuses the function, as the kernel's optprobes refuse every indirect jump;
 //   - no other probe point inside (addr, addr + len).
 // Returns nullptr and fills *out, or a fixed, precise reason (static storage), e.g.
-// "the function has an indirect jump (jump table): its jump targets are unknown",
+// "the function has an indirect jump at +0x1c whose targets are unknown (...)",
 // "a jump at 0x... targets byte 3 of the region", "the function ends 2 bytes after the
 // probe", "a call is not the last instruction of the region", "another probe at +2".
 const char *plan_region(uint64_t addr, const CodeRange &fn, const std::vector<CodeRange> &cold,
-                        const std::vector<uint64_t> &other_probes, Region *out);
+                        const std::vector<uint64_t> &other_probes, Region *out,
+                        ReadMemory read = nullptr);
 
 // Where a relocated instruction of a region landed in the detour, so a thread stopped inside
 // the region, or faulting in the copy, can be mapped between the two.

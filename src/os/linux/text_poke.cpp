@@ -4,6 +4,7 @@
 #include <linux/membarrier.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -94,6 +95,13 @@ Status poke_text(uint64_t addr, const void *bytes, size_t n)
 void peek_text(uint64_t addr, void *out, size_t n)
 {
     std::memcpy(out, reinterpret_cast<const void *>(addr), n);
+}
+
+bool peek_data(uint64_t addr, void *out, size_t n)
+{
+    struct iovec local{out, n};
+    struct iovec remote{reinterpret_cast<void *>(addr), n};
+    return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == static_cast<ssize_t>(n);
 }
 
 namespace {

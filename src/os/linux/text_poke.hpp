@@ -21,6 +21,10 @@ Status poke_text(uint64_t addr, const void *bytes, size_t n);
 // Reads n bytes at addr (plain memory read of mapped, readable code).
 void peek_text(uint64_t addr, void *out, size_t n);
 
+// Reads n bytes at addr, which may not be mapped: false (and nothing read) when some byte is
+// not readable (process_vm_readv on the process itself: an unmapped guess cannot crash it).
+bool peek_data(uint64_t addr, void *out, size_t n);
+
 // Makes every thread of the process serialize its instruction stream before it next runs
 // user code (membarrier PRIVATE_EXPEDITED_SYNC_CORE), so no core executes stale bytes.
 void sync_cores();

@@ -1,0 +1,267 @@
+// Jump tables (jump_table.hpp): recognizing a switch dispatch and reading its entries.
+//
+// The dispatch is matched backwards from the jmp over the instructions a linear decode found
+// before it, by register definitions: the register jumped through was last written by an add of
+// two registers; of those, one was last written by a movsxd of a 4-scaled table entry, the other
+// by a RIP-relative lea of the table, and the movsxd's base register by a lea of the same table.
+// Any control transfer met on the way fails the match: the definitions must be the ones every
+// path to the jmp runs. (A branch into the middle of the sequence from elsewhere would break that
+// too: region.cpp checks that no known target lands after first_site, up to the jmp.)
+#include "arch/x86_64/jump_table.hpp"
+
+#include <Zydis/Zydis.h>
+
+#include <cstring>
+
+namespace liveprobe::arch {
+namespace {
+
+constexpr size_t kWindow = 24;  // instructions looked at before the jmp
+
+struct Dec {
+    uint64_t site = 0;
+    ZydisDecodedInstruction zi;
+    ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+};
+
+bool decode_at(uint64_t start, const uint8_t *code, size_t len, uint32_t off, Dec *d)
+{
+    ZydisDecoder dec;
+    ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
+    if (off >= len) return false;
+    d->site = start + off;
+    return ZYAN_SUCCESS(ZydisDecoderDecodeFull(&dec, code + off, len - off, &d->zi, d->ops));
+}
+
+ZydisRegister full(ZydisRegister r)
+{
+    return ZydisRegisterGetLargestEnclosing(ZYDIS_MACHINE_MODE_LONG_64, r);
+}
+
+bool is_gpr64(ZydisRegister r)
+{
+    return ZydisRegisterGetClass(r) == ZYDIS_REGCLASS_GPR64;
+}
+
+// True when d writes r (any part of it), explicitly or implicitly.
+bool writes(const Dec &d, ZydisRegister r)
+{
+    for (size_t i = 0; i < d.zi.operand_count; ++i) {
+        const ZydisDecodedOperand &o = d.ops[i];
+        if (o.type == ZYDIS_OPERAND_TYPE_REGISTER && (o.actions & ZYDIS_OPERAND_ACTION_MASK_WRITE) &&
+            full(o.reg.value) == r)
+            return true;
+    }
+    return false;
+}
+
+bool transfers_control(const Dec &d)
+{
+    switch (d.zi.meta.category) {
+        case ZYDIS_CATEGORY_COND_BR:
+        case ZYDIS_CATEGORY_UNCOND_BR:
+        case ZYDIS_CATEGORY_CALL:
+        case ZYDIS_CATEGORY_RET:
+        case ZYDIS_CATEGORY_SYSCALL:
+        case ZYDIS_CATEGORY_INTERRUPT:
+        case ZYDIS_CATEGORY_SYSTEM:
+            return true;
+        default:
+            return false;
+    }
+}
+
+// `lea disp(%rip), %r64`: its address.
+bool rip_lea(const Dec &d, ZydisRegister r, uint64_t *addr)
+{
+    if (d.zi.mnemonic != ZYDIS_MNEMONIC_LEA || d.zi.operand_count_visible != 2) return false;
+    if (d.ops[0].type != ZYDIS_OPERAND_TYPE_REGISTER || d.ops[0].reg.value != r || !is_gpr64(r)) return false;
+    const ZydisDecodedOperand &m = d.ops[1];
+    if (m.type != ZYDIS_OPERAND_TYPE_MEMORY || m.mem.base != ZYDIS_REGISTER_RIP || m.mem.index != ZYDIS_REGISTER_NONE)
+        return false;
+    ZyanU64 a = 0;
+    if (!ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(&d.zi, &m, d.site, &a))) return false;
+    *addr = a;
+    return true;
+}
+
+// `movsxd (%rB,%rI,4), %r64`: its base and index registers.
+bool entry_load(const Dec &d, ZydisRegister r, ZydisRegister *base, ZydisRegister *index)
+{
+    if (d.zi.mnemonic != ZYDIS_MNEMONIC_MOVSXD || d.zi.operand_count_visible != 2) return false;
+    if (d.ops[0].type != ZYDIS_OPERAND_TYPE_REGISTER || d.ops[0].reg.value != r || !is_gpr64(r)) return false;
+    const ZydisDecodedOperand &m = d.ops[1];
+    if (m.type != ZYDIS_OPERAND_TYPE_MEMORY || m.size != 32 || !is_gpr64(m.mem.base) ||
+        m.mem.index == ZYDIS_REGISTER_NONE || m.mem.scale != 4 || m.mem.disp.value != 0 ||
+        m.mem.segment != ZYDIS_REGISTER_DS)
+        return false;
+    *base = m.mem.base;
+    *index = full(m.mem.index);
+    return true;
+}
+
+// The window of instructions before the jmp, oldest first; fails on a control transfer in it
+// only when a definition is looked for past it (see last_def).
+struct Window {
+    Dec insns[kWindow];
+    size_t n = 0;
+};
+
+// The index in w of the last instruction before `before` writing r; -1 when none is in the
+// window, -2 when a control transfer comes first.
+long last_def(const Window &w, size_t before, ZydisRegister r)
+{
+    for (size_t i = before; i-- > 0;) {
+        if (transfers_control(w.insns[i])) return -2;
+        if (writes(w.insns[i], r)) return static_cast<long>(i);
+    }
+    return -1;
+}
+
+// True when d copies r's low 32 bits onto itself (`mov %eax,%eax`: zero-extends, the value an
+// unsigned 32-bit compare saw is kept).
+bool zero_extends_itself(const Dec &d, ZydisRegister r)
+{
+    return d.zi.mnemonic == ZYDIS_MNEMONIC_MOV && d.zi.operand_count_visible == 2 &&
+           d.ops[0].type == ZYDIS_OPERAND_TYPE_REGISTER && d.ops[1].type == ZYDIS_OPERAND_TYPE_REGISTER &&
+           d.ops[0].reg.value == d.ops[1].reg.value && full(d.ops[0].reg.value) == r &&
+           ZydisRegisterGetClass(d.ops[0].reg.value) == ZYDIS_REGCLASS_GPR32;
+}
+
+// The bounds check guarding the table's use at w.insns[use], indexed by `index`: a compare of
+// the index with an immediate and, right after it, the unsigned jump away when it is above
+// (ja: imm + 1 entries) or not below (jae: imm entries), the index not written between but by a
+// zero extension of itself. Returns the entry count and the compare's position, or 0.
+size_t table_bound(const Window &w, size_t use, ZydisRegister index, size_t *cmp_at)
+{
+    for (size_t i = use; i-- > 1;) {
+        const Dec &d = w.insns[i];
+        if (d.zi.mnemonic == ZYDIS_MNEMONIC_JNBE || d.zi.mnemonic == ZYDIS_MNEMONIC_JNB) {
+            const Dec &c = w.insns[i - 1];
+            if (c.zi.mnemonic != ZYDIS_MNEMONIC_CMP || c.zi.operand_count_visible != 2 ||
+                c.ops[0].type != ZYDIS_OPERAND_TYPE_REGISTER || full(c.ops[0].reg.value) != index ||
+                c.ops[1].type != ZYDIS_OPERAND_TYPE_IMMEDIATE)
+                return 0;
+            const uint64_t imm = c.ops[1].imm.value.u & ((c.ops[0].size >= 64) ? ~0ull : (1ull << c.ops[0].size) - 1);
+            const uint64_t n = d.zi.mnemonic == ZYDIS_MNEMONIC_JNBE ? imm + 1 : imm;
+            if (n == 0 || n > kMaxJumpTableEntries) return 0;
+            *cmp_at = i - 1;
+            return static_cast<size_t>(n);
+        }
+        if (transfers_control(d)) return 0;
+        if (writes(d, index) && !zero_extends_itself(d, index)) return 0;
+    }
+    return 0;
+}
+
+const char *match_relative(const Window &w, ZydisRegister jumped, JumpTable *out)
+{
+    const long add = last_def(w, w.n, jumped);
+    if (add < 0) return "the register jumped through is not computed just before the jump";
+    const Dec &a = w.insns[add];
+    if (a.zi.mnemonic != ZYDIS_MNEMONIC_ADD || a.zi.operand_count_visible != 2 ||
+        a.ops[1].type != ZYDIS_OPERAND_TYPE_REGISTER || !is_gpr64(a.ops[1].reg.value))
+        return "the register jumped through is not the sum of two registers";
+    const ZydisRegister other = a.ops[1].reg.value;
+    // jumped = jumped + other: one held the entry, the other the table.
+    const long d1 = last_def(w, static_cast<size_t>(add), jumped);
+    const long d2 = last_def(w, static_cast<size_t>(add), other);
+    if (d1 < 0 || d2 < 0) return "the jump's operands are not computed just before it";
+    long load = -1, lea = -1;
+    ZydisRegister base = ZYDIS_REGISTER_NONE, index = ZYDIS_REGISTER_NONE;
+    uint64_t table = 0, table2 = 0;
+    if (entry_load(w.insns[d1], jumped, &base, &index) && rip_lea(w.insns[d2], other, &table)) {
+        load = d1;
+        lea = d2;
+    } else if (entry_load(w.insns[d2], other, &base, &index) && rip_lea(w.insns[d1], jumped, &table)) {
+        load = d2;
+        lea = d1;
+    } else {
+        return "the jump's operands are not a table entry and the table's address";
+    }
+    const long bdef = last_def(w, static_cast<size_t>(load), base);
+    if (bdef < 0 || !rip_lea(w.insns[bdef], base, &table2) || table2 != table)
+        return "the table entry is not read from the table the jump adds";
+    out->table = table;
+    long first = lea < load ? lea : load;
+    if (bdef < first) first = bdef;
+    size_t cmp_at = 0;
+    out->entries = table_bound(w, static_cast<size_t>(load), index, &cmp_at);
+    if (out->entries && static_cast<long>(cmp_at) < first) first = static_cast<long>(cmp_at);
+    out->first_site = w.insns[first].site;
+    return nullptr;
+}
+
+}  // namespace
+
+const char *read_jump_table(uint64_t start, const uint8_t *code, size_t len,
+                            const std::vector<uint32_t> &starts, uint32_t jmp_off, ReadMemory read,
+                            bool (*in_function)(uint64_t target, const void *ctx), const void *ctx,
+                            JumpTable *out)
+{
+    if (!read) return "no memory reader";
+    Dec j;
+    if (!decode_at(start, code, len, jmp_off, &j) || j.zi.mnemonic != ZYDIS_MNEMONIC_JMP ||
+        j.zi.operand_count_visible < 1)
+        return "not a jump";
+    const ZydisDecodedOperand &op = j.ops[0];
+    Window w;
+    const size_t from = starts.size() > kWindow ? starts.size() - kWindow : 0;
+    for (size_t i = from; i < starts.size(); ++i)
+        if (!decode_at(start, code, len, starts[i], &w.insns[w.n++])) return "undecodable code before the jump";
+    bool relative = false;
+    out->entries = 0;
+    if (op.type == ZYDIS_OPERAND_TYPE_REGISTER && is_gpr64(op.reg.value)) {
+        if (const char *why = match_relative(w, op.reg.value, out)) return why;
+        relative = true;
+    } else if (op.type == ZYDIS_OPERAND_TYPE_MEMORY && op.size == 64 && op.mem.base == ZYDIS_REGISTER_NONE &&
+               op.mem.index != ZYDIS_REGISTER_NONE && op.mem.scale == 8 && op.mem.segment == ZYDIS_REGISTER_DS) {
+        out->table = static_cast<uint64_t>(op.mem.disp.value);
+        out->first_site = j.site;
+        size_t cmp_at = 0;
+        out->entries = table_bound(w, w.n, full(op.mem.index), &cmp_at);
+        if (out->entries) out->first_site = w.insns[cmp_at].site;
+    } else {
+        return "the jump is through neither a computed table entry nor a table of addresses";
+    }
+
+    // The entries: as many as the bounds check lets through, each of which must target the
+    // function; without one, while they do.
+    const size_t limit = out->entries ? out->entries : kMaxJumpTableEntries;
+    out->targets.clear();
+    const size_t esize = relative ? 4 : 8;
+    constexpr size_t kChunk = 64;
+    uint8_t buf[kChunk * 8];
+    for (size_t i = 0; i < limit;) {
+        const size_t want = limit - i < kChunk ? limit - i : kChunk;
+        size_t got = want;
+        if (!read(out->table + i * esize, buf, want * esize)) {
+            // The chunk crosses the end of what is readable: one entry at a time.
+            got = 0;
+            while (got < want && read(out->table + (i + got) * esize, buf + got * esize, esize)) ++got;
+            if (out->entries && got < want) return "the table cannot be read";
+        }
+        for (size_t k = 0; k < got; ++k) {
+            uint64_t target = 0;
+            if (relative) {
+                int32_t e;
+                std::memcpy(&e, buf + k * 4, 4);
+                target = out->table + static_cast<uint64_t>(static_cast<int64_t>(e));
+            } else {
+                std::memcpy(&target, buf + k * 8, 8);
+            }
+            if (!in_function(target, ctx)) {
+                if (out->entries) return "an entry of the table does not target the function";
+                if (out->targets.empty()) return "the table's first entry does not target the function";
+                return nullptr;
+            }
+            out->targets.push_back(target);
+        }
+        if (got < want) break;
+        i += got;
+    }
+    if (out->targets.empty()) return "the table cannot be read";
+    return nullptr;
+}
+
+}  // namespace liveprobe::arch

@@ -1,0 +1,52 @@
+// Jump tables: the targets of a function's indirect `jmp` when it is a compiler's switch
+// dispatch of a shape read here, so that the function can still be jump-optimized (region.cpp:
+// an indirect jump whose targets are unknown refuses the whole function, as the kernel's
+// optprobes do).
+//
+// Two shapes, the ones GCC and Clang emit on x86-64:
+//   - position-independent (PIE and shared objects): 32-bit entries relative to the table,
+//         lea   TABLE(%rip), %rB
+//         movslq (%rB,%rI,4), %rE        (movsxd)
+//         add   %rB, %rE                 (or add %rE, %rB, jumping through %rB)
+//         jmp   *%rE                     (notrack or not)
+//     the four instructions in a straight line in this order, other instructions between them
+//     allowed when they write none of the registers involved (rB, rE; the index is not needed);
+//   - absolute (non-PIE code): `jmp *TABLE(,%rI,8)`, 64-bit entries.
+// The table's length comes from the bounds check right before the dispatch (`cmp $N-1, %eI;
+// ja default`, the index not changed between but by `mov %eI, %eI`), and every entry must then
+// target the function (or one of its cold parts). Without such a check, entries are taken while
+// each targets the function, which every entry of a real table does, so the scan covers the
+// whole table; what it reads past the end (often the next table, read against the wrong base)
+// only adds targets, that is refusals.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace liveprobe::arch {
+
+// Reads n bytes of the process's memory at addr; false when they are not all readable.
+using ReadMemory = bool (*)(uint64_t addr, void *out, size_t n);
+
+struct JumpTable {
+    uint64_t table = 0;        // the table's address
+    uint64_t first_site = 0;   // the first instruction of the dispatch sequence (its bounds
+                               // check, else its lea; else the jmp itself)
+    size_t entries = 0;        // the count the bounds check allows, 0 when none was found
+    std::vector<uint64_t> targets;  // one per entry read, in table order
+};
+
+// The code of the dispatch: `code` holds the bytes from `start`; `starts` are the offsets in it
+// of the instructions a linear decode found before the jmp (in order), `jmp_off` the jmp's.
+// `in_function(target)` says whether an address lies in the function or one of its parts.
+// Returns nullptr and fills *out, or why the jump is not a table of a known shape.
+const char *read_jump_table(uint64_t start, const uint8_t *code, size_t len,
+                            const std::vector<uint32_t> &starts, uint32_t jmp_off, ReadMemory read,
+                            bool (*in_function)(uint64_t target, const void *ctx), const void *ctx,
+                            JumpTable *out);
+
+// At most this many entries are read from one table.
+constexpr size_t kMaxJumpTableEntries = 1u << 16;
+
+}  // namespace liveprobe::arch

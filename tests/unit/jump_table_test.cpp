@@ -1,0 +1,191 @@
+// Jump tables (src/arch/x86_64/jump_table.cpp) as plan_region uses them: a function whose only
+// indirect jump is a switch dispatch of a known shape can be optimized, and its table's targets
+// then count as branches; anything else about the dispatch refuses it.
+//
+// The functions are machine code at kFn, annotated with their disassembly; their tables live
+// in a fake memory at kFn + 0x1000, read through the ReadMemory the test hands plan_region.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "arch/x86_64/jump_table.hpp"
+#include "arch/x86_64/region.hpp"
+
+namespace liveprobe::arch {
+namespace {
+
+using Bytes = std::vector<uint8_t>;
+
+constexpr uint64_t kFn = 0x555555554000;
+constexpr uint64_t kTable = kFn + 0x1000;
+
+// The fake memory: kTable.. holds g_table; everything else is unreadable.
+Bytes g_table;
+
+bool read_fake(uint64_t addr, void *out, size_t n)
+{
+    if (addr < kTable || addr + n > kTable + g_table.size()) return false;
+    std::memcpy(out, g_table.data() + (addr - kTable), n);
+    return true;
+}
+
+// 32-bit entries, relative to the table, to kFn + each offset.
+void relative_table(const std::vector<int64_t> &offsets)
+{
+    g_table.clear();
+    for (int64_t off : offsets) {
+        const int32_t e = static_cast<int32_t>(static_cast<int64_t>(kFn) + off - static_cast<int64_t>(kTable));
+        const auto *p = reinterpret_cast<const uint8_t *>(&e);
+        g_table.insert(g_table.end(), p, p + 4);
+    }
+}
+
+const char *plan(const Bytes &fn, uint64_t off, Region *r, ReadMemory read = read_fake)
+{
+    return plan_region(kFn + off, CodeRange{kFn, fn.data(), fn.size()}, {}, {}, r, read);
+}
+
+std::string refused(const Bytes &fn, uint64_t off, ReadMemory read = read_fake)
+{
+    Region r;
+    const char *why = plan(fn, off, &r, read);
+    EXPECT_NE(why, nullptr);
+    return why ? why : "";
+}
+
+// GCC's dispatch of `switch (x) { case 0: case 1: case 2: ... }` (PIE): a bounds check, the
+// table's address, the entry, the sum, the jump.
+const Bytes kSwitch = {
+    0x48, 0x89, 0xf8,                          // 0:  mov %rdi,%rax
+    0x83, 0xff, 0x02,                          // 3:  cmp $2,%edi
+    0x77, 0x16,                                // 6:  ja 0x1e
+    0x48, 0x8d, 0x15, 0xf1, 0x0f, 0x00, 0x00,  // 8:  lea kTable(%rip),%rdx
+    0x89, 0xff,                                // f:  mov %edi,%edi
+    0x48, 0x63, 0x04, 0xba,                    // 11: movslq (%rdx,%rdi,4),%rax
+    0x48, 0x01, 0xd0,                          // 15: add %rdx,%rax
+    0x3e, 0xff, 0xe0,                          // 18: notrack jmp *%rax
+    0xc3,                                      // 1b: ret (case 0)
+    0xc3,                                      // 1c: ret (case 1)
+    0xc3,                                      // 1d: ret (case 2)
+    0xc3,                                      // 1e: ret (default)
+};
+
+TEST(JumpTable, ABoundedSwitchIsOptimizedAndItsEntriesCount)
+{
+    relative_table({0x1b, 0x1c, 0x1d});
+    Region r;
+    const char *why = plan(kSwitch, 0, &r);
+    EXPECT_EQ(why, nullptr) << why;
+    EXPECT_EQ(r.len, 6u);  // mov + cmp
+
+    // An entry targeting byte 3 of the region (the cmp, as a loop back would) refuses it.
+    relative_table({0x1b, 0x03, 0x1d});
+    EXPECT_NE(refused(kSwitch, 0).find("jmp at +0x18 in the function targets byte 3 of the region"),
+              std::string::npos)
+        << refused(kSwitch, 0);
+
+    // The bounds check says three entries: what follows them (often the next table) is not
+    // read, even when it would target the region.
+    relative_table({0x1b, 0x1c, 0x1d, 0x03});
+    EXPECT_EQ(plan(kSwitch, 0, &r), nullptr);
+}
+
+TEST(JumpTable, AnEntryOutsideTheFunctionOrAnUnreadableTableRefuses)
+{
+    relative_table({0x1b, 0x1000, 0x1d});
+    EXPECT_NE(refused(kSwitch, 0).find("does not target the function"), std::string::npos) << refused(kSwitch, 0);
+    relative_table({0x1b, 0x1c});  // the third entry is not readable
+    EXPECT_NE(refused(kSwitch, 0).find("cannot be read"), std::string::npos) << refused(kSwitch, 0);
+    // No reader at all: the jump's targets are unknown, as for any indirect jump.
+    relative_table({0x1b, 0x1c, 0x1d});
+    EXPECT_NE(refused(kSwitch, 0, nullptr).find("indirect jump at +0x18 whose targets are unknown"),
+              std::string::npos);
+}
+
+TEST(JumpTable, WithoutABoundsCheckTheEntriesAreReadWhileTheyTargetTheFunction)
+{
+    Bytes fn = kSwitch;
+    for (size_t i = 3; i < 8; ++i) fn[i] = 0x90;  // no cmp/ja
+    relative_table({0x1b, 0x1c, 0x1d, 0x1000, 0x03});
+    Region r;
+    EXPECT_EQ(plan(fn, 0, &r), nullptr);  // stops at the entry leaving the function
+    relative_table({0x1b, 0x1c, 0x1d, 0x01, 0x1000});
+    EXPECT_NE(refused(fn, 0).find("targets byte 1 of the region"), std::string::npos) << refused(fn, 0);
+}
+
+TEST(JumpTable, ADispatchWhoseTableAddressIsNotComputedRightBeforeRefuses)
+{
+    // The lea before a call: the definitions are not followed past a control transfer.
+    const Bytes fn = {
+        0x48, 0x89, 0xf8,                          // 0:  mov %rdi,%rax
+        0x48, 0x8d, 0x15, 0xd7, 0x0f, 0x00, 0x00,  // 3:  lea ...(%rip),%rdx
+        0xe8, 0xf1, 0xff, 0xff, 0xff,              // a:  call 0
+        0x48, 0x63, 0x04, 0xba,                    // f:  movslq (%rdx,%rdi,4),%rax
+        0x48, 0x01, 0xd0,                          // 13: add %rdx,%rax
+        0xff, 0xe0,                                // 16: jmp *%rax
+        0xc3,                                      // 18: ret
+    };
+    relative_table({0x18});
+    EXPECT_NE(refused(fn, 0).find("indirect jump at +0x16 whose targets are unknown (the jump's operands are not "
+                                  "computed just before it)"),
+              std::string::npos)
+        << refused(fn, 0);
+
+    // A jump through a register loaded some other way (a tail call through a pointer).
+    const Bytes tail = {
+        0x48, 0x89, 0xf8,        // 0: mov %rdi,%rax
+        0x48, 0x8b, 0x47, 0x08,  // 3: mov 8(%rdi),%rax
+        0xff, 0xe0,              // 7: jmp *%rax
+    };
+    EXPECT_NE(refused(tail, 0).find("indirect jump at +0x7"), std::string::npos) << refused(tail, 0);
+}
+
+TEST(JumpTable, AJumpIntoTheMiddleOfTheDispatchRefuses)
+{
+    // After the dispatch, a jmp back to its movslq: the registers there may hold anything.
+    Bytes fn(kSwitch.begin(), kSwitch.end() - 1);
+    fn.insert(fn.end(), {0xeb, 0xf1});  // 1e: jmp 0x11
+    relative_table({0x1b, 0x1c, 0x1d});
+    EXPECT_NE(refused(fn, 0).find("lands inside the jump table dispatch at 0x555555554018"), std::string::npos)
+        << refused(fn, 0);
+}
+
+TEST(JumpTable, AnAbsoluteTableWithItsBoundsCheck)
+{
+    // Non-PIE code: jmp *TABLE(,%rdi,8), 64-bit addresses.
+    const uint64_t table = 0x601000;
+    const Bytes fn = {
+        0x48, 0x89, 0xf8,                          // 0: mov %rdi,%rax
+        0x48, 0x83, 0xff, 0x02,                    // 3: cmp $2,%rdi
+        0x73, 0x07,                                // 7: jae 0x10
+        0xff, 0x24, 0xfd, 0x00, 0x10, 0x60, 0x00,  // 9: jmp *0x601000(,%rdi,8)
+        0xc3,                                      // 10: ret
+        0xc3,                                      // 11: ret
+    };
+    static Bytes mem;
+    mem.clear();
+    for (uint64_t t : {kFn + 0x10, kFn + 0x11, kFn + 0x02}) {  // the third is past the bound
+        const auto *p = reinterpret_cast<const uint8_t *>(&t);
+        mem.insert(mem.end(), p, p + 8);
+    }
+    static uint64_t at;
+    at = table;
+    const ReadMemory read = [](uint64_t addr, void *out, size_t n) {
+        if (addr < at || addr + n > at + mem.size()) return false;
+        std::memcpy(out, mem.data() + (addr - at), n);
+        return true;
+    };
+    Region r;
+    const char *why = plan(fn, 0, &r, read);
+    EXPECT_EQ(why, nullptr) << why;
+    // With `jae` two entries are allowed; with `ja` (0x77) three, and the third targets byte 2.
+    const Bytes ja = {0x48, 0x89, 0xf8, 0x48, 0x83, 0xff, 0x02, 0x77, 0x07,  // the same, ja
+                      0xff, 0x24, 0xfd, 0x00, 0x10, 0x60, 0x00, 0xc3, 0xc3};
+    EXPECT_NE(refused(ja, 0, read).find("targets byte 2 of the region"), std::string::npos) << refused(ja, 0, read);
+}
+
+}  // namespace
+}  // namespace liveprobe::arch

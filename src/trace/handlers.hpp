@@ -15,14 +15,18 @@
 
 namespace liveprobe::trace {
 
-struct Probe {
-    struct kretprobe rp {};  // a call or a return probe (rp.kp is the entry kprobe)
-    struct kprobe kp {};     // an instruction (p:, FUNC+OFF), or any probe of --count
+// Laid out for the hit path: index and spec share the first cache line with kp's pre_handler
+// (the light dispatcher reads that to call count_pre or fetch_pre, which read index), so an
+// entry hit touches one line of its Probe, not two.
+struct alignas(64) Probe {
     uint32_t index = 0;
-    const Spec *spec = nullptr;  // what to fetch
     uint32_t slots = 1;          // ring records an event takes
     uint32_t bytes = 0;          // its values' size (payload_bytes(*spec); a call has none)
+    const Spec *spec = nullptr;  // what to fetch
+    struct kprobe kp {};         // an instruction (p:, FUNC+OFF), or any probe of --count
+    struct kretprobe rp {};      // a call or a return probe (rp.kp is the entry kprobe)
 };
+static_assert(offsetof(Probe, kp) + offsetof(struct kprobe, pre_handler) + 8 <= 64);
 
 struct EntryData {  // a kretprobe instance's data: at the entry, the time, then (r:) di si dx cx r8 r9, sp
     // When g_tsc, the TSC read unordered (the return reads it again: its time is that read in

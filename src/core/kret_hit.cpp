@@ -360,14 +360,15 @@ void kret_unref(KretState *ks) noexcept
     if (ks->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) release_memory(ks);
 }
 
-int kret_pre(struct kprobe *kp, struct pt_regs *regs) noexcept
+namespace {
+
+// A call's entry, for kret_pre and the light entry: reaps what left, takes an instance, runs
+// the entry handler by `call_entry(in, ri)` (true: it accepted the call), records the call and
+// replaces the return slot. The instance recorded, or null (missed, or declined).
+template <typename CallEntry>
+[[gnu::always_inline]] inline Inst *enter(ThreadRecord *rec, struct kretprobe *rp, KretState *ks, uint64_t slot,
+                                          CallEntry call_entry) noexcept
 {
-    auto *rp = reinterpret_cast<struct kretprobe *>(kp);  // kp is rp's first member
-    auto *ks = reinterpret_cast<KretState *>(kp->__lp_reserved[0]);
-    ThreadRecord *rec = this_thread();
-    if (!ks || !rec) [[unlikely]]
-        return 0;
-    uint64_t slot = regs->sp;  // at a function's entry: the return address
     reap_below(rec, slot, true);
 
     uint64_t ret = *reinterpret_cast<const uint64_t *>(slot);
@@ -376,14 +377,14 @@ int kret_pre(struct kprobe *kp, struct pt_regs *regs) noexcept
         ret = return_address_of(rec, slot);
         if (ret == 0) {
             __atomic_fetch_add(&rp->nmissed, 1, __ATOMIC_RELAXED);
-            return 0;
+            return nullptr;
         }
     }
     flush_dead(rec);
     Inst *in = take(rec, ks);
     if (!in) [[unlikely]] {
         __atomic_fetch_add(&rp->nmissed, 1, __ATOMIC_RELAXED);
-        return 0;
+        return nullptr;
     }
     in->ks = ks;
     in->slot = slot;
@@ -392,32 +393,81 @@ int kret_pre(struct kprobe *kp, struct pt_regs *regs) noexcept
     ri->rp = rp;
     ri->ret_addr = reinterpret_cast<kprobe_opcode_t *>(ret);
     ri->tid = rec->owner.load(std::memory_order_relaxed);
-    if (rp->entry_handler) {
+    if (rp->entry_handler && !call_entry(in, ri)) [[unlikely]] {
+        give_back(rec, in);
+        return nullptr;
+    }
+    in->below = static_cast<Inst *>(rec->ret_top);
+    rec->ret_top = in;
+    *reinterpret_cast<uint64_t *>(slot) = trampoline();
+    return in;
+}
+
+}  // namespace
+
+int kret_pre(struct kprobe *kp, struct pt_regs *regs) noexcept
+{
+    auto *rp = reinterpret_cast<struct kretprobe *>(kp);  // kp is rp's first member
+    auto *ks = reinterpret_cast<KretState *>(kp->__lp_reserved[0]);
+    ThreadRecord *rec = this_thread();
+    if (!ks || !rec) [[unlikely]]
+        return 0;
+    // At a function's entry, the stack pointer is the return slot.
+    Inst *in = enter(rec, rp, ks, regs->sp, [&](Inst *taken, struct kretprobe_instance *ri) {
         bool ok;
         if (rec->jump_regs == regs && !ks->entry_vec) [[likely]] {
             // On the jump path's fast path, which guards this handler already: a fault resumes
             // the detour through lp_jump_fault, which counts it (on this kprobe's fault_id, as
             // call_entry_handler would) and gives the instance back (kret_abandon_entry).
-            rec->kret_entry = in;
+            rec->kret_entry = taken;
             ok = rp->entry_handler(ri, regs) == 0;
             rec->kret_entry = nullptr;
         } else {
             ok = call_entry_handler(rec, ks, rp, ri, regs);
         }
-        if (!ok) [[unlikely]] {
-            give_back(rec, in);
-            return 0;
-        }
-    }
-    in->below = static_cast<Inst *>(rec->ret_top);
-    rec->ret_top = in;
-    *reinterpret_cast<uint64_t *>(slot) = trampoline();
+        return ok;
+    });
     // On the jump path's fast path (its detour's registers are these), the detour may push the
     // trampoline's address onto the return stack buffer (lp_jump_pre, kret_take_rsb).
-    if (rec->jump_regs == regs) [[likely]]
+    if (in && rec->jump_regs == regs) [[likely]]
         rec->kret_rsb = in;
     return 0;
 }
+
+}  // namespace liveprobe::core
+
+// The light entry of a kretprobe (lp_kret_light_pre, from the light dispatcher: the thread has
+// a record, runs no handler and dispatches nothing else, ks is enabled). The optimizer gave the
+// probe a light entry only when its entry handler, if any, is proven vector-free and never to
+// read its regs (it gets none) and the entry is a function's (slot: the stack pointer there).
+// The entry handler runs through lp_kret_call_entry: a fault in it returns 1 from it
+// (arch::light_fault_resume counts the fault), and the instance goes back as for a handler
+// that declined. Returns
+// arch::kLightKret when the slot was replaced: the detour goes on through lp_kret_rsb_call,
+// so the instance is marked for the trampoline's predicted `ret` home.
+extern "C" int lp_kret_call_entry(struct kretprobe_instance *ri, kretprobe_handler_t h) noexcept;
+
+extern "C" int lp_kret_light_c(struct kprobe *kp, uint64_t slot) noexcept
+{
+    using namespace liveprobe::core;
+    auto *rp = reinterpret_cast<struct kretprobe *>(kp);
+    auto *ks = reinterpret_cast<KretState *>(kp->__lp_reserved[0]);
+    ThreadRecord *rec = tl_rec;
+    if (!ks) [[unlikely]]
+        return 0;
+    Inst *in = enter(rec, rp, ks, slot, [&](Inst *, struct kretprobe_instance *ri) {
+        std::atomic_signal_fence(std::memory_order_seq_cst);
+        const bool ok = lp_kret_call_entry(ri, rp->entry_handler) == 0;
+        std::atomic_signal_fence(std::memory_order_seq_cst);
+        rec->kret_light_sp = nullptr;
+        return ok;
+    });
+    if (!in) return 0;
+    in->next_free = kInstRsb;
+    return 3;  // arch::kLightKret
+}
+
+namespace liveprobe::core {
 
 void kret_thread_gone(ThreadRecord *rec) noexcept
 {

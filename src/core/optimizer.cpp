@@ -155,6 +155,27 @@ uint32_t light_needs(const struct kprobe *kp)
     return 0;
 #else
     if (!kp->pre_handler || kp->post_handler || kp->fault_handler || (kp->flags & KPROBE_FLAG_FPREGS)) return 0;
+    if (kp->pre_handler == kret_pre) {
+        // A kretprobe: its light handler (lp_kret_light_pre, lp_kret_light_c) is liveprobe's own
+        // ABI code built without vector instructions, which writes caller-saved registers only,
+        // and calls the entry handler, if any, without regs: that one must be proven
+        // vector-free and never to read them.
+        const auto *ks = reinterpret_cast<const KretState *>(kp->__lp_reserved[0]);
+        const auto *rp = reinterpret_cast<const struct kretprobe *>(kp);
+        if (!ks || ks->entry_vec) return 0;
+        uint32_t writes = arch::kCallerSavedGprs | arch::light_dispatcher_writes();
+        if (rp->entry_handler) {
+            const auto eh = reinterpret_cast<uint64_t>(rp->entry_handler);
+            HandlerProof &e = proof_of(eh);
+            if (!e.vector_free) return 0;
+            if (e.ignores_regs < 0) e.ignores_regs = arch::ignores_second_arg(eh, 2, nullptr);
+            if (!e.ignores_regs) return 0;
+            // A fault in it returns into lp_kret_light_c (lp_kret_call_entry, which restores
+            // rbp), whose other callee-saved registers it must not have changed.
+            if (e.writes & ~(arch::kCallerSavedGprs | arch::gpr_bit(ZYDIS_REGISTER_RBP))) return 0;
+        }
+        return writes;
+    }
     const auto h = reinterpret_cast<uint64_t>(kp->pre_handler);
     HandlerProof &p = proof_of(h);
     if (!p.vector_free) return 0;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "arch/x86_64/breakpoint.hpp"
+#include "arch/x86_64/jump_light.hpp"
 #include "core/detour_cache.hpp"
 #include "core/jprobe.hpp"
 #include "core/kretprobe.hpp"
@@ -562,6 +563,8 @@ Status register_locked(struct kprobe *p, bool internal, const os::MapsSnapshot &
     ks->faults_base = sum_counter(id + 1);
     ks->enabled.store(!(p->flags & KPROBE_FLAG_DISABLED));
     ks->internal = internal;
+    ks->light_fn = p->pre_handler == kret_pre ? reinterpret_cast<const void *>(arch::lp_kret_light_pre)
+                                              : reinterpret_cast<const void *>(p->pre_handler);
     // Copied: the caller's string need not outlive the registration (lsmod shows it later).
     if (p->symbol_name) ks->symbol = p->symbol_name;
 

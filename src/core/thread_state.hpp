@@ -115,6 +115,10 @@ struct alignas(64) ThreadRecord {
     void *kret_rsb = nullptr;
     // The call whose entry handler kret_pre runs under the fast path's guard (kret_abandon_entry).
     void *kret_entry = nullptr;
+    // While a kretprobe's light entry runs its entry handler (lp_kret_call_entry, jump_light.S):
+    // where the handler's return address is, so that a fault there returns 1 from it
+    // (arch::light_fault_resume); null otherwise.
+    uint64_t *kret_light_sp = nullptr;
     // While kretprobe_return runs a return handler with no setjmp guard (core/kret_hit.cpp):
     // what a fault there needs to finish the return (lp_kret_fault). regs is null otherwise.
     struct KretGuard {

@@ -177,6 +177,120 @@ TEST(LightPath, AnotherKprobeAtThePointTakesTheFullPathWhileItIsThere)
     unregister_kprobe(&a);
 }
 
+// A kretprobe's light entry (lp_kret_light_pre): taken when its entry handler ignores regs and
+// is vector-free; the return value, the data, the counts and an entry handler's faults are as on
+// the full entry, which a handler reading regs still takes.
+std::atomic<long> g_entries{0}, g_returns{0}, g_entry_calls{0};
+int *volatile g_null = nullptr;
+
+int light_entry(kretprobe_instance *ri, pt_regs *)
+{
+    *reinterpret_cast<long *>(ri->data) = g_entries.fetch_add(1, std::memory_order_relaxed) + 1000;
+    return 0;
+}
+
+int faulting_light_entry(kretprobe_instance *ri, pt_regs *)
+{
+    if (g_entry_calls.fetch_add(1, std::memory_order_relaxed) % 2) *g_null = 1;  // SIGSEGV
+    *reinterpret_cast<long *>(ri->data) = g_entries.fetch_add(1, std::memory_order_relaxed) + 1000;
+    return 0;
+}
+
+int declining_light_entry(kretprobe_instance *, pt_regs *)
+{
+    return g_entry_calls.fetch_add(1, std::memory_order_relaxed) % 2;
+}
+
+int regs_entry(kretprobe_instance *ri, pt_regs *regs)
+{
+    *reinterpret_cast<long *>(ri->data) = static_cast<long>(regs->di) + 1000;
+    g_entries.fetch_add(1, std::memory_order_relaxed);
+    return 0;
+}
+
+std::atomic<long> g_data_ok{0};
+int check_return(kretprobe_instance *ri, pt_regs *regs)
+{
+    // lp_l_target returns its argument + 1; the entry handler left 1000 + something.
+    if (regs_return_value(regs) > 0) g_returns.fetch_add(1, std::memory_order_relaxed);
+    if (*reinterpret_cast<long *>(ri->data) >= 1000) g_data_ok.fetch_add(1, std::memory_order_relaxed);
+    return 0;
+}
+
+kretprobe kret_at(void *addr, kretprobe_handler_t entry)
+{
+    kretprobe rp{};
+    rp.kp.addr = static_cast<kprobe_opcode_t *>(addr);
+    rp.entry_handler = entry;
+    rp.handler = check_return;
+    rp.data_size = sizeof(long);
+    rp.maxactive = 4;
+    return rp;
+}
+
+TEST(LightPath, AKretprobeWhoseEntryHandlerIgnoresRegsTakesIt)
+{
+    LP_SKIP_IF_SANITIZED();
+    for (kretprobe_handler_t entry : {light_entry, static_cast<kretprobe_handler_t>(nullptr)}) {
+        kretprobe rp = kret_at(reinterpret_cast<void *>(lp_l_target), entry);
+        ASSERT_EQ(register_kretprobe(&rp), 0) << liveprobe_strerror(-EINVAL);
+        ASSERT_TRUE(counters(rp.kp).optimized) << counters(rp.kp).why_not;
+        EXPECT_TRUE(counters(rp.kp).light);
+        g_entries = 0;
+        g_returns = 0;
+        g_data_ok = 0;
+        for (long i = 0; i < 100; ++i) ASSERT_EQ(lp_l_target(i), i + 1);
+        EXPECT_EQ(g_entries.load(), entry ? 100 : 0);
+        EXPECT_EQ(g_returns.load(), 100);
+        if (entry) {
+            EXPECT_EQ(g_data_ok.load(), 100);
+        }
+        EXPECT_EQ(counters(rp.kp).hits, 100u);
+        EXPECT_EQ(rp.nmissed, 0);
+        unregister_kretprobe(&rp);
+    }
+    kretprobe full = kret_at(reinterpret_cast<void *>(lp_l_target), regs_entry);
+    ASSERT_EQ(register_kretprobe(&full), 0) << liveprobe_strerror(-EINVAL);
+    EXPECT_FALSE(counters(full.kp).light);
+    g_entries = 0;
+    g_returns = 0;
+    for (long i = 1; i <= 10; ++i) ASSERT_EQ(lp_l_target(i), i + 1);
+    EXPECT_EQ(g_entries.load(), 10);
+    EXPECT_EQ(g_returns.load(), 10);
+    unregister_kretprobe(&full);
+}
+
+TEST(LightPath, AKretprobeEntryHandlerThatFaultsOrDeclinesGivesItsInstanceBack)
+{
+    LP_SKIP_IF_SANITIZED();
+    kretprobe rp = kret_at(reinterpret_cast<void *>(lp_l_target), faulting_light_entry);
+    rp.maxactive = 1;  // a lost instance would show as nmissed at once
+    ASSERT_EQ(register_kretprobe(&rp), 0) << liveprobe_strerror(-EINVAL);
+    ASSERT_TRUE(counters(rp.kp).light) << counters(rp.kp).why_not;
+    g_entries = 0;
+    g_returns = 0;
+    g_entry_calls = 0;
+    for (long i = 1; i <= 100; ++i) ASSERT_EQ(lp_l_target(i), i + 1);
+    EXPECT_EQ(g_entries.load(), 50);
+    EXPECT_EQ(g_returns.load(), 50) << "a call whose entry handler faulted has no return handler";
+    EXPECT_EQ(rp.kp.nmissed, 0);
+    EXPECT_EQ(counters(rp.kp).faults, 50u);
+    EXPECT_EQ(counters(rp.kp).hits, 100u);
+    EXPECT_EQ(rp.nmissed, 0);
+    unregister_kretprobe(&rp);
+
+    kretprobe d = kret_at(reinterpret_cast<void *>(lp_l_target), declining_light_entry);
+    d.maxactive = 1;
+    ASSERT_EQ(register_kretprobe(&d), 0) << liveprobe_strerror(-EINVAL);
+    ASSERT_TRUE(counters(d.kp).light) << counters(d.kp).why_not;
+    g_returns = 0;
+    g_entry_calls = 0;
+    for (long i = 1; i <= 100; ++i) ASSERT_EQ(lp_l_target(i), i + 1);
+    EXPECT_EQ(g_returns.load(), 50) << "declined calls have no return handler";
+    EXPECT_EQ(d.nmissed, 0);
+    unregister_kretprobe(&d);
+}
+
 // The light entry saves what the dispatcher says it writes: decoded, the assembly agrees (a
 // call through a pointer, the handler's, counts for nothing: handlers are proven apart).
 TEST(LightPath, TheDispatcherWritesWhatItDeclares)

@@ -29,6 +29,7 @@ constexpr int32_t kRedZone = 128;
 // of them; when the saved flags (the handlers' regs->flags) hold none either, restoring the
 // six arithmetic bits restores all of them. IF and IOPL cannot change in user mode.
 constexpr uint32_t kSlowFlags = 0x100 | 0x400 | 0x4000 | 0x40000 | 0x200000;  // TF DF NT AC ID
+static_assert(kSlowFlags == 0x244500, "kretprobe_trampoline.S's SLOW_FLAGS");
 
 // Appends machine code; `ok` turns false on overflow.
 struct Writer {
@@ -159,16 +160,11 @@ void emit_restore_flags(Writer &w, uint8_t off)
     w.bytes({0x9d});                            // popfq
 }
 
-// Restores every register from the pt_regs at rsp, the stack pointer last. With `kret_next`,
-// that address is left in the flags slot once the flags are back (step 2 case 3).
-void emit_restore(Writer &w, uint64_t kret_next = 0)
+// Restores every register from the pt_regs at rsp, the stack pointer last (lp_kret_full_tail
+// does the same, for case 3).
+void emit_restore(Writer &w)
 {
     emit_restore_flags(w, 144);
-    if (kret_next) {
-        w.bytes({0x48, 0xb8});  // movabs $kret_next,%rax (restored below)
-        w.u64(kret_next);
-        w.bytes({0x48, 0x89, 0x84, 0x24, 144, 0, 0, 0});  // mov %rax,144(%rsp)
-    }
     w.bytes({0x41, 0x5f, 0x41, 0x5e, 0x41, 0x5d, 0x41, 0x5c});  // r15 r14 r13 r12
     w.bytes({0x5d, 0x5b});                                      // rbp rbx
     w.bytes({0x41, 0x5b, 0x41, 0x5a, 0x41, 0x59, 0x41, 0x58});  // r11 r10 r9 r8
@@ -296,8 +292,12 @@ void emit_light_finish(Writer &w, int32_t tls)
 // The light entry, emitted after the full detour: `full` is its entry, `plain` the full
 // path's relocated region (offsets in the block). With `own`, it has its own copy of the
 // relocated region instead (one jump fewer per hit), mapped in *own.
+// With `kret_tail` (lp_kret_light_tail; function-entry shape only), a kretprobe's light handler
+// may answer kLightKret: the registers but rax restored, the relocated region's address goes to
+// sp - 24 (the frame's r13 word, restored already) and kret_tail does the rest, on to
+// lp_kret_rsb_call, as the full path's case 3 does.
 bool emit_light(Writer &w, bool mid, uint32_t mask, uint64_t light_fn, int32_t tls, uint64_t arg,
-                uint32_t full, uint32_t plain, const Region &region, RelocMap *own)
+                uint32_t full, uint32_t plain, const Region &region, RelocMap *own, uint64_t kret_tail)
 {
     const int32_t rz = mid ? kRedZone : 0;
     const int32_t below = rz + static_cast<int32_t>(kLightFrame) - 8;
@@ -339,6 +339,19 @@ bool emit_light(Writer &w, bool mid, uint32_t mask, uint64_t light_fn, int32_t t
     if (own ? !emit_relocated(w, region, 0, region.n, true, own) : !jmp_to(w, w.base + plain)) return false;
     if (!w.ok) return false;
     patch_rel32(w, jne, w.pos);
+    if (kret_tail && !mid) {
+        static_assert(kLightFrame - 24 == light_slot(13));
+        w.bytes({0x83, 0xf8, kLightKret, 0x0f, 0x85});  // cmp $kLightKret,%eax; jne full tail
+        const size_t jne_full = w.pos;
+        w.u32(0);
+        w.bytes({0x48, 0xb8});  // movabs $relocated,%rax
+        w.u64(w.base + (own ? own->offset[0] : plain));
+        mov_rsp_slot(w, 0, light_slot(13), true);
+        w.bytes({0xff, 0x25, 0, 0, 0, 0});  // jmp *0(%rip)
+        w.u64(kret_tail);
+        if (!w.ok) return false;
+        patch_rel32(w, jne_full, w.pos);
+    }
     patch_rel32(w, jnz_slow, w.pos);
     emit_light_leave(w, rz);
     return jmp_to(w, w.base + full) && w.ok;
@@ -397,9 +410,11 @@ int build_detour(const Region &region, uint64_t at, bool mid, const DetourFns &f
     if (kret && !mid) {
         L.kret_path = static_cast<uint32_t>(w.pos);
         patch_rel32(w, pre.je_three, w.pos);
-        emit_restore(w, at + L.plain.offset[0]);
-        w.bytes({0xff, 0x25, 0, 0, 0, 0});  // jmp *0(%rip)
-        w.u64(fns.kret_rsb);
+        w.bytes({0x48, 0xb8});  // movabs $relocated,%rax
+        w.u64(at + L.plain.offset[0]);
+        w.bytes({0x48, 0x89, 0x44, 0x24, 120});  // mov %rax,120(%rsp): orig_ax
+        w.bytes({0xff, 0x25, 0, 0, 0, 0});       // jmp *0(%rip)
+        w.u64(fns.kret_full_tail);
     } else {
         patch_rel32(w, pre.je_three, plain_path);
     }
@@ -414,7 +429,7 @@ int build_detour(const Region &region, uint64_t at, bool mid, const DetourFns &f
         auto try_light = [&](RelocMap *own) {
             lw = w;
             return emit_light(lw, mid, light_mask, light_fn, fns.light_tls, arg, L.full_entry, L.plain.offset[0],
-                              region, own);
+                              region, own, kret ? fns.kret_light_tail : 0);
         };
         RelocMap own;
         bool fits = try_light(&own) && own.n == L.plain.n;

@@ -19,10 +19,11 @@
 //           int3 with rsp pointing at regs; the SIGTRAP handler loads the whole context from
 //           regs (the kernel's sigreturn restores ip, sp and flags atomically);
 //        3: a kretprobe replaced the return slot (function-entry detours built for one, `kret`;
-//           the others take it as 0): restore as for 0, with the relocated region's address
-//           left in the flags slot, and jump to lp_kret_rsb_call (kretprobe_trampoline.S),
-//           whose call pushes the trampoline's address onto the return stack buffer before it
-//           goes on there: the function's return into the trampoline is predicted.
+//           the others take it as 0): the relocated region's address into regs->orig_ax, then
+//           lp_kret_full_tail restores as for 0, with that address left in the flags slot, and
+//           jumps to lp_kret_rsb_call (kretprobe_trampoline.S), whose call pushes the
+//           trampoline's address onto the return stack buffer before it goes on there: the
+//           function's return into the trampoline is predicted.
 //
 // The light entry (when built with a register mask): for a point whose one kprobe has only a
 // pre handler proven not to read its regs and to touch no vector state. The jmp goes there:
@@ -34,7 +35,9 @@
 //   2. Call the light dispatcher (jump_light.S) with rdi = site: it runs the busy protocol,
 //      counts the hit and calls the handler.
 //   3. 0: restore, run the relocated region (the light entry's own copy when the block has
-//      room for it, else the full path's). Else (the point changed, or this hit needs more, or
+//      room for it, else the full path's). 3 (kLightKret, detours built for a kretprobe: its
+//      light handler lp_kret_light_pre replaced the return slot): restore, and on to
+//      lp_kret_rsb_call by lp_kret_light_tail. Else (the point changed, or this hit needs more, or
 //      the handler asked to resume at regs->ip, which it could not change: the probed address,
 //      where the hit would start again): restore, go into the full entry.
 // Vector state is not touched here: the dispatcher (built without vector instructions) saves
@@ -72,7 +75,10 @@ struct DetourFns {
     uint64_t pre = 0, post = 0;               // lp_detour_call_pre, lp_detour_call_post
     uint64_t light_entry = 0, light_mid = 0;  // lp_light_entry, lp_light_mid
     int32_t light_tls = 0;                    // core::tl_rec's offset from the thread pointer
-    uint64_t kret_rsb = 0;                    // lp_kret_rsb_call
+    // The shared tails on to lp_kret_rsb_call: of case 3 (rsp = the pt_regs, the relocated
+    // region's address in orig_ax), and of a light entry's kLightKret (rsp = its frame, the
+    // address at sp - 24); see kretprobe_trampoline.S.
+    uint64_t kret_full_tail = 0, kret_light_tail = 0;
 };
 
 // The light entry's frame (step 1 above).

@@ -89,7 +89,7 @@
     movq %rsp, LP_REC_JUMP_LIGHT(%rax)
     movl $1, LP_REC_IN_HANDLER(%rax)
     movq LP_KS_KP(%rdx), %rdi
-    jmp *LP_KP_PRE_HANDLER(%rdi)
+    jmp *LP_KS_LIGHT_FN(%rdx)
 5:  movl $1, %eax                           /* the finish releases the level */
     ret
 6:  xorl %eax, %eax
@@ -101,6 +101,64 @@
     .cfi_endproc
     .size \name, .-\name
 .endm
+
+/* lp_kret_light_pre: a kretprobe's light handler (KprobeState::light_fn), rdi = its kprobe.
+ * Entered by the dispatcher's jump from a light entry of the function-entry shape, it finds the
+ * return slot (the stack pointer at the function's entry) above the light entry's frame and the
+ * dispatcher's return address, and goes on to lp_kret_light_c(kp, slot) (core/kret_hit.cpp),
+ * which returns into the light entry's finish. */
+    .globl lp_kret_light_pre
+    .hidden lp_kret_light_pre
+    .type lp_kret_light_pre, @function
+lp_kret_light_pre:
+    .cfi_startproc simple
+    .cfi_signal_frame
+    .cfi_def_cfa %rsp, 8 + LP_LIGHT_FRAME
+    .cfi_escape 0x16, 16, 8, 0x77, 0x00, 0x06, 0x11, 0x80, 0x78, 0x1a, 0x06
+    .cfi_same_value %rbx
+    .cfi_same_value %rbp
+    .cfi_same_value %r12
+    .cfi_same_value %r13
+    .cfi_same_value %r14
+    .cfi_same_value %r15
+    leaq 8 + LP_LIGHT_FRAME(%rsp), %rsi
+    jmp lp_kret_light_c
+    .cfi_endproc
+    .size lp_kret_light_pre, .-lp_kret_light_pre
+
+/* int lp_kret_call_entry(struct kretprobe_instance *ri, kretprobe_handler_t h): h(ri, NULL),
+ * for lp_kret_light_c. While the handler runs, the thread's kret_light_sp points at the rbp
+ * saved here, so that a fault in it resumes at lp_kret_entry_fault with that stack pointer:
+ * rbp back, 1 returned, as if the handler had declined the call (arch::light_fault_resume).
+ * The handler writes no callee-saved register but rbp (the optimizer proved it: frame-pointer
+ * builds push it), so the caller's are intact then. */
+    .globl lp_kret_call_entry
+    .hidden lp_kret_call_entry
+    .type lp_kret_call_entry, @function
+    .globl lp_kret_entry_fault
+    .hidden lp_kret_entry_fault
+lp_kret_call_entry:
+    .cfi_startproc
+    pushq %rbp
+    .cfi_adjust_cfa_offset 8
+    .cfi_offset %rbp, -16
+    movq TL_REC@GOTTPOFF(%rip), %rax
+    movq %fs:(%rax), %rax
+    movq %rsp, LP_REC_KRET_LIGHT_SP(%rax)
+    movq %rsi, %rax
+    xorl %esi, %esi
+    call *%rax
+1:  popq %rbp
+    .cfi_adjust_cfa_offset -8
+    .cfi_restore %rbp
+    ret
+    .cfi_adjust_cfa_offset 8
+    .cfi_offset %rbp, -16
+lp_kret_entry_fault:
+    movl $1, %eax
+    jmp 1b
+    .cfi_endproc
+    .size lp_kret_call_entry, .-lp_kret_call_entry
 
     LIGHT_DISPATCH lp_light_entry, 0, 0
     LIGHT_DISPATCH lp_light_mid, 128, 0

@@ -8,6 +8,7 @@
 #include "arch/x86_64/light_layout.h"
 #include "arch/x86_64/region.hpp"
 #include "core/dispatch.hpp"
+#include "core/kretprobe.hpp"
 #include "os/linux/code_alloc.hpp"
 
 namespace liveprobe::arch {
@@ -35,6 +36,8 @@ static_assert(offsetof(KprobeState, id) == LP_KS_ID);
 static_assert(sizeof(KprobeState::id) == 4);
 static_assert(offsetof(KprobeState, enabled) == LP_KS_ENABLED);
 static_assert(sizeof(KprobeState::enabled) == 1);
+static_assert(offsetof(KprobeState, light_fn) == LP_KS_LIGHT_FN);
+static_assert(offsetof(ThreadRecord, kret_light_sp) == LP_REC_KRET_LIGHT_SP);
 static_assert(offsetof(struct kprobe, pre_handler) == LP_KP_PRE_HANDLER);
 #pragma GCC diagnostic pop
 static_assert(sizeof(std::atomic<uint64_t>) == 8);
@@ -50,15 +53,25 @@ bool light_fault_resume(int sig, ucontext_t *uc) noexcept
     (void)sig;
     ThreadRecord *rec = core::this_thread_if_any();
     if (!rec || !rec->jump_light) return false;
+    greg_t *g = uc->uc_mcontext.gregs;
+    core::count(rec, rec->jump_ks->fault_id);  // a light kprobe has no fault_handler
+    if (uint64_t *sp = rec->kret_light_sp) {
+        // A kretprobe's entry handler (lp_kret_call_entry): 1 goes back to lp_kret_light_c,
+        // which gives the call's instance back and goes on as usual. The handler wrote
+        // caller-saved registers and rbp only: rbp is restored there, the others are the
+        // caller's still.
+        rec->kret_light_sp = nullptr;
+        g[REG_RSP] = reinterpret_cast<greg_t>(sp);
+        g[REG_RIP] = reinterpret_cast<greg_t>(&lp_kret_entry_fault);
+        return true;
+    }
     uint64_t *frame = rec->jump_light;
     rec->jump_light = nullptr;
-    core::count(rec, rec->jump_ks->fault_id);  // a light kprobe has no fault_handler
     rec->in_handler = 0;
     core::release(rec, 0);  // the light dispatcher runs at the outermost level only
     // As if the handler had returned 0: `frame` is where its return address is. The registers
     // the handler may have changed are all among those the light entry restores; the others
     // still hold what the thread had.
-    greg_t *g = uc->uc_mcontext.gregs;
     g[REG_RSP] = reinterpret_cast<greg_t>(frame + 1);
     g[REG_RIP] = static_cast<greg_t>(frame[0]);
     g[REG_RAX] = kLightPlain;

@@ -16,6 +16,8 @@ enum LightAction : int {
     kLightPlain = 0,  // restore, run the relocated region
     kLightFull = 1,   // restore, take the full path (also when the handler returned non-zero:
                       // it asks to resume at regs->ip, the probed address, a hit again)
+    kLightKret = 3,   // a kretprobe replaced the return slot (lp_kret_light_c): restore, run
+                      // the relocated region through lp_kret_rsb_call (detour.hpp case 3)
 };
 
 // What light entries call (jump_light.S), rdi = site: entry and mid-function shapes, and their
@@ -24,6 +26,10 @@ extern "C" void lp_light_entry();
 extern "C" void lp_light_mid();
 extern "C" void lp_light_entry_fenced();
 extern "C" void lp_light_mid_fenced();
+// A kretprobe's light handler (KprobeState::light_fn): lp_kret_light_c(kp, return slot).
+extern "C" void lp_kret_light_pre();
+// Where a fault in the entry handler lp_kret_call_entry runs resumes (jump_light.S).
+extern "C" char lp_kret_entry_fault[];
 
 // The general registers the light dispatcher itself writes (rax rdx rdi): a light entry saves
 // these and the handler's.

@@ -20,6 +20,9 @@ enum JumpAction : int {
 };
 // kretprobe_trampoline.S: a call whose return address is the trampoline (detour.hpp case 3).
 extern "C" void lp_kret_rsb_call();
+// The shared tails of the two ways a detour reaches it (kretprobe_trampoline.S).
+extern "C" void lp_kret_full_tail();
+extern "C" void lp_kret_light_tail();
 
 // `site` is the probe address's ProbeTable::Site.
 extern "C" int lp_jump_pre(uint64_t site, struct pt_regs *regs) noexcept;

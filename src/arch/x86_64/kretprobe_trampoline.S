@@ -27,6 +27,8 @@
  * information does not cover that byte, so others stop there; debuggers get, through the GDB
  * JIT interface, call frame information for it that finds the real return address in the
  * threads' return stacks (core/kret_debugger.cpp). */
+#include "arch/x86_64/light_layout.h"
+
     .text
     .globl lp_kretprobe_trampoline
     .hidden lp_kretprobe_trampoline
@@ -278,5 +280,69 @@ lp_kret_rsb_go:
     jmp *-24(%rsp)
     .cfi_endproc
     .size lp_kret_rsb_go, .-lp_kret_rsb_go
+
+/* The two ways detours reach lp_kret_rsb_call, shared here rather than written into every
+ * detour block (a block is 1024 bytes: a detour with its full path, its post path and a
+ * kretprobe's light entry did not fit). No call frame information, as for the detours'
+ * own code: a walk started here stops.
+ *
+ * lp_kret_full_tail: detour case 3 (detour.hpp), rsp = the detour's struct pt_regs, the
+ * relocated region's address in its orig_ax word. Restores the flags (the arithmetic six, or
+ * all of them by popfq when the saved ones hold TF DF NT AC or ID, as the detour's own restore
+ * does), then every register, the stack pointer last, with the address left in the flags word
+ * (sp - 24), and goes on to lp_kret_rsb_call. */
+#define SLOW_FLAGS 0x244500   /* TF DF NT AC ID */
+    .globl lp_kret_full_tail
+    .hidden lp_kret_full_tail
+    .type lp_kret_full_tail, @function
+lp_kret_full_tail:
+    testl $SLOW_FLAGS, 144(%rsp)
+    jnz 1f
+    movb 145(%rsp), %al   /* OF, from bit 11 */
+    andb $8, %al
+    addb $0x78, %al       /* sets OF exactly when al was 8 */
+    movb 144(%rsp), %ah   /* SF ZF AF PF CF */
+    sahf
+    jmp 2f
+1:  pushq 144(%rsp)
+    popfq
+2:  movq 120(%rsp), %rax
+    movq %rax, 144(%rsp)
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbp
+    popq %rbx
+    popq %r11
+    popq %r10
+    popq %r9
+    popq %r8
+    popq %rax
+    popq %rcx
+    popq %rdx
+    popq %rsi
+    popq %rdi
+    movq 32(%rsp), %rsp
+    jmp lp_kret_rsb_call
+    .size lp_kret_full_tail, .-lp_kret_full_tail
+
+/* lp_kret_light_tail: a light entry whose kretprobe replaced the return slot (arch::kLightKret),
+ * rsp = its frame (flags at 0, rax at 8; the other registers restored already), the relocated
+ * region's address at 112(%rsp), which is sp - 24 once the frame is left. The saved flags hold
+ * none of TF DF NT AC ID (the light entry leaves those to the full path). */
+    .globl lp_kret_light_tail
+    .hidden lp_kret_light_tail
+    .type lp_kret_light_tail, @function
+lp_kret_light_tail:
+    movb 1(%rsp), %al
+    andb $8, %al
+    addb $0x78, %al
+    movb (%rsp), %ah
+    sahf
+    movq 8(%rsp), %rax
+    leaq LP_LIGHT_FRAME(%rsp), %rsp
+    jmp lp_kret_rsb_call
+    .size lp_kret_light_tail, .-lp_kret_light_tail
 
     .section .note.GNU-stack,"",@progbits

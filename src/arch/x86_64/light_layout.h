@@ -10,12 +10,14 @@
 #define LP_REC_JUMP_KS 0x48
 #define LP_REC_JUMP_LIGHT 0x58
 #define LP_REC_COUNTERS 0x60
+#define LP_REC_KRET_LIGHT_SP 0xb0   /* kret_light_sp */
 /* core::ProbePoint */
 #define LP_PP_LIGHT 0x18
 /* core::KprobeState */
 #define LP_KS_KP 0x00
 #define LP_KS_ID 0x10
 #define LP_KS_ENABLED 0x28
+#define LP_KS_LIGHT_FN 0x30
 /* struct kprobe */
 #define LP_KP_PRE_HANDLER 0x18
 

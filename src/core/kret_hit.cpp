@@ -446,6 +446,7 @@ int kret_pre(struct kprobe *kp, struct pt_regs *regs) noexcept
 // arch::kLightKret when the slot was replaced: the detour goes on through lp_kret_rsb_call,
 // so the instance is marked for the trampoline's predicted `ret` home.
 extern "C" int lp_kret_call_entry(struct kretprobe_instance *ri, kretprobe_handler_t h) noexcept;
+extern "C" int lp_kret_call_entry_bare(struct kretprobe_instance *ri, kretprobe_handler_t h) noexcept;
 
 extern "C" int lp_kret_light_c(struct kprobe *kp, uint64_t slot) noexcept
 {
@@ -457,7 +458,8 @@ extern "C" int lp_kret_light_c(struct kprobe *kp, uint64_t slot) noexcept
         return 0;
     Inst *in = enter(rec, rp, ks, slot, [&](Inst *, struct kretprobe_instance *ri) {
         std::atomic_signal_fence(std::memory_order_seq_cst);
-        const bool ok = lp_kret_call_entry(ri, rp->entry_handler) == 0;
+        const bool ok = (ks->entry_bare ? lp_kret_call_entry_bare(ri, rp->entry_handler)
+                                        : lp_kret_call_entry(ri, rp->entry_handler)) == 0;
         std::atomic_signal_fence(std::memory_order_seq_cst);
         rec->kret_light_sp = nullptr;
         return ok;

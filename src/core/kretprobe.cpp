@@ -41,6 +41,16 @@ bool proven_vector_free(kretprobe_handler_t h)
     return arch::vector_free(reinterpret_cast<uint64_t>(h), 2, &why);
 }
 
+// True when h (vector-free) is proven to write caller-saved registers only.
+bool only_caller_saved(kretprobe_handler_t h)
+{
+    if (!h) return true;
+    const char *why = nullptr;
+    uint32_t writes = 0;
+    return arch::vector_free(reinterpret_cast<uint64_t>(h), 2, &why, &writes) &&
+           (writes & ~arch::kCallerSavedGprs) == 0;
+}
+
 static_assert(offsetof(struct pt_regs, r11) == 6 * 8 && offsetof(struct pt_regs, di) == 14 * 8 &&
               offsetof(struct pt_regs, ip) == 16 * 8);
 
@@ -108,6 +118,7 @@ Status make_state(struct kretprobe *rp, KretState **out)
     // then be saved (liveprobe_get_fpregs), proof or not.
     bool fp = rp->kp.flags & KPROBE_FLAG_FPREGS;
     ks->entry_vec = fp || !proven_vector_free(rp->entry_handler);
+    ks->entry_bare = !ks->entry_vec && only_caller_saved(rp->entry_handler);
     ks->return_vec = fp || !proven_vector_free(rp->handler);
     ks->unwind_vec = fp || !proven_vector_free(rp->unwind_handler);
     ks->return_light = !fp && light_return_handler(rp->handler);

@@ -75,6 +75,9 @@ struct alignas(64) KretState {
     std::atomic<int64_t> refs{1};       // 1 for the registration + instances taken
     std::atomic<bool> live{true};       // false once unregistering: no handler runs any more
     bool entry_vec = true;              // the handler may touch vector state: save around it
+    // The entry handler writes no callee-saved register (proven): the light entry calls it
+    // without saving them (lp_kret_call_entry_bare).
+    bool entry_bare = false;
     bool return_vec = true;
     bool unwind_vec = true;
     // The return handler takes the light return (kretprobe_trampoline.S): none, or one proven

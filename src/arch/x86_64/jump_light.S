@@ -126,39 +126,77 @@ lp_kret_light_pre:
     .cfi_endproc
     .size lp_kret_light_pre, .-lp_kret_light_pre
 
-/* int lp_kret_call_entry(struct kretprobe_instance *ri, kretprobe_handler_t h): h(ri, NULL),
- * for lp_kret_light_c. While the handler runs, the thread's kret_light_sp points at the rbp
- * saved here, so that a fault in it resumes at lp_kret_entry_fault with that stack pointer:
- * rbp back, 1 returned, as if the handler had declined the call (arch::light_fault_resume).
- * The handler writes no callee-saved register but rbp (the optimizer proved it: frame-pointer
- * builds push it), so the caller's are intact then. */
-    .globl lp_kret_call_entry
-    .hidden lp_kret_call_entry
-    .type lp_kret_call_entry, @function
-    .globl lp_kret_entry_fault
-    .hidden lp_kret_entry_fault
-lp_kret_call_entry:
+/* int lp_kret_call_entry(struct kretprobe_instance *ri, kretprobe_handler_t h) and
+ * lp_kret_call_entry_bare: h(ri, NULL), for lp_kret_light_c. While the handler runs, the
+ * thread's kret_light_sp points at a word holding where a fault in it resumes (with the stack
+ * pointer just above that word): 1 is returned from here, as if the handler had declined the
+ * call (arch::light_fault_resume). lp_kret_call_entry saves the callee-saved registers around
+ * the handler and restores them then; the bare one, for a handler proven to write none of them
+ * (KretState::entry_bare), does not. */
+.macro KRET_CALL_ENTRY name, save
+    .globl \name
+    .hidden \name
+    .type \name, @function
+\name:
     .cfi_startproc
+    .if \save
     pushq %rbp
     .cfi_adjust_cfa_offset 8
     .cfi_offset %rbp, -16
+    pushq %rbx
+    .cfi_adjust_cfa_offset 8
+    .cfi_offset %rbx, -24
+    pushq %r12
+    .cfi_adjust_cfa_offset 8
+    .cfi_offset %r12, -32
+    pushq %r13
+    .cfi_adjust_cfa_offset 8
+    .cfi_offset %r13, -40
+    pushq %r14
+    .cfi_adjust_cfa_offset 8
+    .cfi_offset %r14, -48
+    pushq %r15
+    .cfi_adjust_cfa_offset 8
+    .cfi_offset %r15, -56
+    .endif
+    leaq 2f(%rip), %rax
+    pushq %rax              /* where a fault resumes; the handler's call aligned */
+    .cfi_adjust_cfa_offset 8
     movq TL_REC@GOTTPOFF(%rip), %rax
     movq %fs:(%rax), %rax
     movq %rsp, LP_REC_KRET_LIGHT_SP(%rax)
     movq %rsi, %rax
     xorl %esi, %esi
     call *%rax
-1:  popq %rbp
+    addq $8, %rsp
     .cfi_adjust_cfa_offset -8
-    .cfi_restore %rbp
+1:
+    .if \save
+    popq %r15
+    .cfi_adjust_cfa_offset -8
+    popq %r14
+    .cfi_adjust_cfa_offset -8
+    popq %r13
+    .cfi_adjust_cfa_offset -8
+    popq %r12
+    .cfi_adjust_cfa_offset -8
+    popq %rbx
+    .cfi_adjust_cfa_offset -8
+    popq %rbp
+    .cfi_adjust_cfa_offset -8
+    .endif
     ret
-    .cfi_adjust_cfa_offset 8
-    .cfi_offset %rbp, -16
-lp_kret_entry_fault:
-    movl $1, %eax
+    .if \save
+    .cfi_adjust_cfa_offset 48
+    .endif
+2:  movl $1, %eax
     jmp 1b
     .cfi_endproc
-    .size lp_kret_call_entry, .-lp_kret_call_entry
+    .size \name, .-\name
+.endm
+
+    KRET_CALL_ENTRY lp_kret_call_entry, 1
+    KRET_CALL_ENTRY lp_kret_call_entry_bare, 0
 
     LIGHT_DISPATCH lp_light_entry, 0, 0
     LIGHT_DISPATCH lp_light_mid, 128, 0

@@ -57,12 +57,11 @@ bool light_fault_resume(int sig, ucontext_t *uc) noexcept
     core::count(rec, rec->jump_ks->fault_id);  // a light kprobe has no fault_handler
     if (uint64_t *sp = rec->kret_light_sp) {
         // A kretprobe's entry handler (lp_kret_call_entry): 1 goes back to lp_kret_light_c,
-        // which gives the call's instance back and goes on as usual. The handler wrote
-        // caller-saved registers and rbp only: rbp is restored there, the others are the
-        // caller's still.
+        // which gives the call's instance back and goes on as usual; the callee-saved
+        // registers come back there, the others are the caller's to lose across a call.
         rec->kret_light_sp = nullptr;
-        g[REG_RSP] = reinterpret_cast<greg_t>(sp);
-        g[REG_RIP] = reinterpret_cast<greg_t>(&lp_kret_entry_fault);
+        g[REG_RSP] = reinterpret_cast<greg_t>(sp + 1);
+        g[REG_RIP] = static_cast<greg_t>(sp[0]);
         return true;
     }
     uint64_t *frame = rec->jump_light;

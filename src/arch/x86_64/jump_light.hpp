@@ -28,8 +28,7 @@ extern "C" void lp_light_entry_fenced();
 extern "C" void lp_light_mid_fenced();
 // A kretprobe's light handler (KprobeState::light_fn): lp_kret_light_c(kp, return slot).
 extern "C" void lp_kret_light_pre();
-// Where a fault in the entry handler lp_kret_call_entry runs resumes (jump_light.S).
-extern "C" char lp_kret_entry_fault[];
+
 
 // The general registers the light dispatcher itself writes (rax rdx rdi): a light entry saves
 // these and the handler's.

@@ -616,6 +616,10 @@ extern "C" LightBegin lp_kret_light_begin(uint64_t slot) noexcept
     kretprobe_handler_t h = ks->rp->handler;
     if (!h) return {1, nullptr};
     rec->in_handler = 1;
+    if (ks->return_saves) [[unlikely]] {
+        rec->kret_light_h = reinterpret_cast<void *>(h);
+        return {reinterpret_cast<uint64_t>(&lp_kret_call_return), e->ri()};
+    }
     return {reinterpret_cast<uint64_t>(h), e->ri()};
 }
 
@@ -626,6 +630,7 @@ extern "C" KretReturn lp_kret_light_end() noexcept
     rec->in_handler = 0;
     std::atomic_signal_fence(std::memory_order_seq_cst);  // the handler ran before (a fault's resume sees kret_light)
     rec->kret_light = nullptr;
+    rec->kret_light_sp = nullptr;
     rec->kret_busy.release(0);
     const uint64_t ret = reinterpret_cast<uint64_t>(e->ri()->ret_addr);
     const uint64_t rsb = e->next_free == kInstRsb;
@@ -659,10 +664,19 @@ bool liveprobe::core::kret_fault_resume(int sig, ucontext_t *uc) noexcept
         // the trampoline, with the stack pointer it was called with (the slot - 88);
         // lp_kret_light_end finishes the return. It wrote no callee-saved register but rbp
         // (KretState::return_light), and the trampoline restores rbp and the caller-saved ones
-        // from its frame.
+        // from its frame; or it was called through lp_kret_call_return (return_saves), which
+        // restores the others.
         auto *in = static_cast<Inst *>(rec->kret_light);
         if (in->ks->fault_id) count(rec, in->ks->fault_id);
         greg_t *g = uc->uc_mcontext.gregs;
+        if (uint64_t *sp = rec->kret_light_sp) {
+            // Called through lp_kret_call_return: it restores the callee-saved registers the
+            // handler may have changed, then returns to the trampoline as below.
+            rec->kret_light_sp = nullptr;
+            g[REG_RSP] = reinterpret_cast<greg_t>(sp + 1);
+            g[REG_RIP] = static_cast<greg_t>(sp[0]);
+            return true;
+        }
         g[REG_RSP] = static_cast<greg_t>(in->slot - 88);
         g[REG_RIP] = reinterpret_cast<greg_t>(&lp_kret_light_after);
         return true;

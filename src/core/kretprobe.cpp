@@ -56,22 +56,23 @@ static_assert(offsetof(struct pt_regs, r11) == 6 * 8 && offsetof(struct pt_regs,
 
 // Whether h can run on the light return (kretprobe_trampoline.S), which saves only the
 // caller-saved registers and rbp, and passes a regs with only those and ip: h is proven
-// vector-free, uses no other field of its regs (nor the pointer itself), and writes no
-// callee-saved register but rbp (a frame pointer; a fault in h abandons it with whatever it
-// wrote: the trampoline restores only what it saved).
-bool light_return_handler(kretprobe_handler_t h)
+// vector-free and uses no other field of its regs (nor the pointer itself). 0: it cannot; 1: it
+// can, and writes no callee-saved register but rbp (a frame pointer); 2: it can, through
+// lp_kret_call_return, which saves the callee-saved registers it writes (a fault in h abandons
+// it with whatever it wrote: the trampoline restores only what it saved).
+int light_return_kind(kretprobe_handler_t h)
 {
 #ifdef LIVEPROBE_SANITIZER_BUILD
     (void)h;
-    return false;  // the sanitizer runtimes, reached from instrumented handlers, use any register
+    return 0;  // the sanitizer runtimes, reached from instrumented handlers, use any register
 #else
-    if (!h) return true;
+    if (!h) return 1;
     const auto a = reinterpret_cast<uint64_t>(h);
     const char *why = nullptr;
     uint32_t writes = 0;
     const uint32_t saved = arch::kCallerSavedGprs | arch::gpr_bit(ZYDIS_REGISTER_RBP);
-    return arch::vector_free(a, 2, &why, &writes) && (writes & ~saved) == 0 &&
-           arch::regs_fields_only(a, 2, kLightRegsFields, &why);
+    if (!arch::vector_free(a, 2, &why, &writes) || !arch::regs_fields_only(a, 2, kLightRegsFields, &why)) return 0;
+    return (writes & ~saved) == 0 ? 1 : 2;
 #endif
 }
 
@@ -121,7 +122,9 @@ Status make_state(struct kretprobe *rp, KretState **out)
     ks->entry_bare = !ks->entry_vec && only_caller_saved(rp->entry_handler);
     ks->return_vec = fp || !proven_vector_free(rp->handler);
     ks->unwind_vec = fp || !proven_vector_free(rp->unwind_handler);
-    ks->return_light = !fp && light_return_handler(rp->handler);
+    const int kind = fp ? 0 : light_return_kind(rp->handler);
+    ks->return_light = kind != 0;
+    ks->return_saves = kind == 2;
     *out = ks;
     return Status::Ok();
 }

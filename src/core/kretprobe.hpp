@@ -84,6 +84,9 @@ struct alignas(64) KretState {
     // vector-free, using no field of its regs but ip and the caller-saved registers', and
     // writing caller-saved registers and rbp only.
     bool return_light = false;
+    // ... and writes callee-saved registers other than rbp: the light return calls it through
+    // lp_kret_call_return, which saves them (a fault abandons the handler with them changed).
+    bool return_saves = false;
     // The per-thread counter that counts faults of rp's handlers: its kprobe's (fault_id of its
     // KprobeState, so liveprobe_kprobe_faults(&rp->kp) sums them); 0 until registered.
     uint32_t fault_id = 0;
@@ -160,6 +163,8 @@ struct KretReturn {
 extern "C" KretReturn lp_kretprobe_return(struct pt_regs *regs) noexcept;
 // The light return's resume point after its handler (kretprobe_trampoline.S).
 extern "C" char lp_kret_light_after[];
+// The light return's call of a handler that writes callee-saved registers (kretprobe_trampoline.S).
+extern "C" void lp_kret_call_return(struct kretprobe_instance *ri, struct pt_regs *regs);
 
 namespace liveprobe::core {
 // What a replaced return slot holds.

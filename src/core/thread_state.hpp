@@ -119,6 +119,10 @@ struct alignas(64) ThreadRecord {
     // where the handler's return address is, so that a fault there returns 1 from it
     // (arch::light_fault_resume); null otherwise.
     uint64_t *kret_light_sp = nullptr;
+    // The return handler lp_kret_call_return runs for the light return (core/kret_hit.cpp
+    // lp_kret_light_begin), which saves the callee-saved registers around it; it too leaves
+    // where a fault resumes in kret_light_sp.
+    void *kret_light_h = nullptr;
     // While kretprobe_return runs a return handler with no setjmp guard (core/kret_hit.cpp):
     // what a fault there needs to finish the return (lp_kret_fault). regs is null otherwise.
     struct KretGuard {

@@ -38,6 +38,7 @@ static_assert(offsetof(KprobeState, enabled) == LP_KS_ENABLED);
 static_assert(sizeof(KprobeState::enabled) == 1);
 static_assert(offsetof(KprobeState, light_fn) == LP_KS_LIGHT_FN);
 static_assert(offsetof(ThreadRecord, kret_light_sp) == LP_REC_KRET_LIGHT_SP);
+static_assert(offsetof(ThreadRecord, kret_light_h) == LP_REC_KRET_LIGHT_H);
 static_assert(offsetof(struct kprobe, pre_handler) == LP_KP_PRE_HANDLER);
 #pragma GCC diagnostic pop
 static_assert(sizeof(std::atomic<uint64_t>) == 8);

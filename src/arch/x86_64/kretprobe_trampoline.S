@@ -265,6 +265,68 @@ lp_kretprobe_dispatch:
     .cfi_endproc
     .size lp_kretprobe_dispatch, .-lp_kretprobe_dispatch
 
+/* void lp_kret_call_return(struct kretprobe_instance *ri, struct pt_regs *regs): the thread's
+ * kret_light_h(ri, regs), for the light return of a handler that writes callee-saved registers
+ * (KretState::return_saves): they are saved here, and kret_light_sp points at where a fault in
+ * the handler resumes (just above it, the stack pointer to resume with): they come back and the
+ * trampoline goes on (kret_fault_resume), as after any fault in a light return's handler. */
+#define TL_REC _ZN9liveprobe4core6tl_recE
+.macro PUSH_CALLEE_SAVED_CFI
+    pushq %rbp
+    .cfi_adjust_cfa_offset 8
+    .cfi_offset %rbp, -16
+    pushq %rbx
+    .cfi_adjust_cfa_offset 8
+    .cfi_offset %rbx, -24
+    pushq %r12
+    .cfi_adjust_cfa_offset 8
+    .cfi_offset %r12, -32
+    pushq %r13
+    .cfi_adjust_cfa_offset 8
+    .cfi_offset %r13, -40
+    pushq %r14
+    .cfi_adjust_cfa_offset 8
+    .cfi_offset %r14, -48
+    pushq %r15
+    .cfi_adjust_cfa_offset 8
+    .cfi_offset %r15, -56
+.endm
+.macro POP_CALLEE_SAVED_CFI
+    popq %r15
+    .cfi_adjust_cfa_offset -8
+    popq %r14
+    .cfi_adjust_cfa_offset -8
+    popq %r13
+    .cfi_adjust_cfa_offset -8
+    popq %r12
+    .cfi_adjust_cfa_offset -8
+    popq %rbx
+    .cfi_adjust_cfa_offset -8
+    popq %rbp
+    .cfi_adjust_cfa_offset -8
+.endm
+    .globl lp_kret_call_return
+    .hidden lp_kret_call_return
+    .type lp_kret_call_return, @function
+lp_kret_call_return:
+    .cfi_startproc
+    PUSH_CALLEE_SAVED_CFI
+    leaq 2f(%rip), %rax
+    pushq %rax              /* where a fault resumes; the handler's call aligned */
+    .cfi_adjust_cfa_offset 8
+    movq TL_REC@GOTTPOFF(%rip), %rax
+    movq %fs:(%rax), %rax
+    movq %rsp, LP_REC_KRET_LIGHT_SP(%rax)
+    call *LP_REC_KRET_LIGHT_H(%rax)
+    addq $8, %rsp
+    .cfi_adjust_cfa_offset -8
+1:  POP_CALLEE_SAVED_CFI
+    ret
+    .cfi_adjust_cfa_offset 48
+2:  jmp 1b
+    .cfi_endproc
+    .size lp_kret_call_return, .-lp_kret_call_return
+
 /* lp_kret_rsb_go: lp_kret_rsb_call's target. Drops the pushed trampoline address (the return
  * slot holds it already) and goes on to the relocated region, whose address the detour left
  * at sp - 24. At entry the frame is the probed function's, with one word more pushed. */

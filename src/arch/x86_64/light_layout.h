@@ -11,6 +11,7 @@
 #define LP_REC_JUMP_LIGHT 0x58
 #define LP_REC_COUNTERS 0x60
 #define LP_REC_KRET_LIGHT_SP 0xb0   /* kret_light_sp */
+#define LP_REC_KRET_LIGHT_H 0xb8    /* kret_light_h */
 /* core::ProbePoint */
 #define LP_PP_LIGHT 0x18
 /* core::KprobeState */

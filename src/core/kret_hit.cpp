@@ -440,14 +440,10 @@ int kret_pre(struct kprobe *kp, struct pt_regs *regs) noexcept
 // a record, runs no handler and dispatches nothing else, ks is enabled). The optimizer gave the
 // probe a light entry only when its entry handler, if any, is proven vector-free and never to
 // read its regs (it gets none) and the entry is a function's (slot: the stack pointer there).
-// The entry handler runs through lp_kret_call_entry: a fault in it returns 1 from it
-// (arch::light_fault_resume counts the fault), and the instance goes back as for a handler
-// that declined. Returns
-// arch::kLightKret when the slot was replaced: the detour goes on through lp_kret_rsb_call,
+// The entry handler runs through lp_kret_call_saving (or lp_kret_call_bare): a fault in it
+// returns 1 from there (arch::light_fault_resume counts the fault), and the instance goes back
+// as for a handler that declined. Returns arch::kLightKret when the slot was replaced: the detour goes on through lp_kret_rsb_call,
 // so the instance is marked for the trampoline's predicted `ret` home.
-extern "C" int lp_kret_call_entry(struct kretprobe_instance *ri, kretprobe_handler_t h) noexcept;
-extern "C" int lp_kret_call_entry_bare(struct kretprobe_instance *ri, kretprobe_handler_t h) noexcept;
-
 extern "C" int lp_kret_light_c(struct kprobe *kp, uint64_t slot) noexcept
 {
     using namespace liveprobe::core;
@@ -458,8 +454,8 @@ extern "C" int lp_kret_light_c(struct kprobe *kp, uint64_t slot) noexcept
         return 0;
     Inst *in = enter(rec, rp, ks, slot, [&](Inst *, struct kretprobe_instance *ri) {
         std::atomic_signal_fence(std::memory_order_seq_cst);
-        const bool ok = (ks->entry_bare ? lp_kret_call_entry_bare(ri, rp->entry_handler)
-                                        : lp_kret_call_entry(ri, rp->entry_handler)) == 0;
+        rec->kret_light_h = reinterpret_cast<void *>(rp->entry_handler);
+        const bool ok = (ks->entry_bare ? lp_kret_call_bare(ri, nullptr) : lp_kret_call_saving(ri, nullptr)) == 0;
         std::atomic_signal_fence(std::memory_order_seq_cst);
         rec->kret_light_sp = nullptr;
         return ok;
@@ -618,7 +614,7 @@ extern "C" LightBegin lp_kret_light_begin(uint64_t slot) noexcept
     rec->in_handler = 1;
     if (ks->return_saves) [[unlikely]] {
         rec->kret_light_h = reinterpret_cast<void *>(h);
-        return {reinterpret_cast<uint64_t>(&lp_kret_call_return), e->ri()};
+        return {reinterpret_cast<uint64_t>(&lp_kret_call_saving), e->ri()};
     }
     return {reinterpret_cast<uint64_t>(h), e->ri()};
 }
@@ -664,13 +660,13 @@ bool liveprobe::core::kret_fault_resume(int sig, ucontext_t *uc) noexcept
         // the trampoline, with the stack pointer it was called with (the slot - 88);
         // lp_kret_light_end finishes the return. It wrote no callee-saved register but rbp
         // (KretState::return_light), and the trampoline restores rbp and the caller-saved ones
-        // from its frame; or it was called through lp_kret_call_return (return_saves), which
+        // from its frame; or it was called through lp_kret_call_saving (return_saves), which
         // restores the others.
         auto *in = static_cast<Inst *>(rec->kret_light);
         if (in->ks->fault_id) count(rec, in->ks->fault_id);
         greg_t *g = uc->uc_mcontext.gregs;
         if (uint64_t *sp = rec->kret_light_sp) {
-            // Called through lp_kret_call_return: it restores the callee-saved registers the
+            // Called through lp_kret_call_saving: it restores the callee-saved registers the
             // handler may have changed, then returns to the trampoline as below.
             rec->kret_light_sp = nullptr;
             g[REG_RSP] = reinterpret_cast<greg_t>(sp + 1);

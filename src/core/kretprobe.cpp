@@ -58,7 +58,7 @@ static_assert(offsetof(struct pt_regs, r11) == 6 * 8 && offsetof(struct pt_regs,
 // caller-saved registers and rbp, and passes a regs with only those and ip: h is proven
 // vector-free and uses no other field of its regs (nor the pointer itself). 0: it cannot; 1: it
 // can, and writes no callee-saved register but rbp (a frame pointer); 2: it can, through
-// lp_kret_call_return, which saves the callee-saved registers it writes (a fault in h abandons
+// lp_kret_call_saving, which saves the callee-saved registers it writes (a fault in h abandons
 // it with whatever it wrote: the trampoline restores only what it saved).
 int light_return_kind(kretprobe_handler_t h)
 {

@@ -76,7 +76,7 @@ struct alignas(64) KretState {
     std::atomic<bool> live{true};       // false once unregistering: no handler runs any more
     bool entry_vec = true;              // the handler may touch vector state: save around it
     // The entry handler writes no callee-saved register (proven): the light entry calls it
-    // without saving them (lp_kret_call_entry_bare).
+    // without saving them (lp_kret_call_bare).
     bool entry_bare = false;
     bool return_vec = true;
     bool unwind_vec = true;
@@ -85,7 +85,7 @@ struct alignas(64) KretState {
     // writing caller-saved registers and rbp only.
     bool return_light = false;
     // ... and writes callee-saved registers other than rbp: the light return calls it through
-    // lp_kret_call_return, which saves them (a fault abandons the handler with them changed).
+    // lp_kret_call_saving, which saves them (a fault abandons the handler with them changed).
     bool return_saves = false;
     // The per-thread counter that counts faults of rp's handlers: its kprobe's (fault_id of its
     // KprobeState, so liveprobe_kprobe_faults(&rp->kp) sums them); 0 until registered.
@@ -163,8 +163,10 @@ struct KretReturn {
 extern "C" KretReturn lp_kretprobe_return(struct pt_regs *regs) noexcept;
 // The light return's resume point after its handler (kretprobe_trampoline.S).
 extern "C" char lp_kret_light_after[];
-// The light return's call of a handler that writes callee-saved registers (kretprobe_trampoline.S).
-extern "C" void lp_kret_call_return(struct kretprobe_instance *ri, struct pt_regs *regs);
+// The light paths' calls of the thread's kret_light_h (kretprobe_trampoline.S): saving the
+// callee-saved registers around it, or not (a handler proven to write none).
+extern "C" int lp_kret_call_saving(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;
+extern "C" int lp_kret_call_bare(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;
 
 namespace liveprobe::core {
 // What a replaced return slot holds.

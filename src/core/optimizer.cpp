@@ -170,7 +170,7 @@ uint32_t light_needs(const struct kprobe *kp)
             if (!e.vector_free) return 0;
             if (e.ignores_regs < 0) e.ignores_regs = arch::ignores_second_arg(eh, 2, nullptr);
             if (!e.ignores_regs) return 0;
-            // (A fault in it returns into lp_kret_light_c: lp_kret_call_entry restores the
+            // (A fault in it returns into lp_kret_light_c: lp_kret_call_saving restores the
             // callee-saved registers, so which ones it writes does not matter.)
         }
         return writes;

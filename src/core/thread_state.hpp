@@ -115,13 +115,11 @@ struct alignas(64) ThreadRecord {
     void *kret_rsb = nullptr;
     // The call whose entry handler kret_pre runs under the fast path's guard (kret_abandon_entry).
     void *kret_entry = nullptr;
-    // While a kretprobe's light entry runs its entry handler (lp_kret_call_entry, jump_light.S):
-    // where the handler's return address is, so that a fault there returns 1 from it
-    // (arch::light_fault_resume); null otherwise.
+    // A handler the light paths run through lp_kret_call_saving or lp_kret_call_bare
+    // (kretprobe_trampoline.S): a kretprobe's entry handler (lp_kret_light_c), or a light
+    // return's handler (lp_kret_light_begin). kret_light_sp, while it runs: where a fault in it
+    // resumes (arch::light_fault_resume, kret_fault_resume); null otherwise.
     uint64_t *kret_light_sp = nullptr;
-    // The return handler lp_kret_call_return runs for the light return (core/kret_hit.cpp
-    // lp_kret_light_begin), which saves the callee-saved registers around it; it too leaves
-    // where a fault resumes in kret_light_sp.
     void *kret_light_h = nullptr;
     // While kretprobe_return runs a return handler with no setjmp guard (core/kret_hit.cpp):
     // what a fault there needs to finish the return (lp_kret_fault). regs is null otherwise.

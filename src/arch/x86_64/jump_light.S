@@ -36,14 +36,9 @@
 #define TL_REC _ZN9liveprobe4core6tl_recE
 
     .text
-.macro LIGHT_DISPATCH name, rz, fenced
-    .globl \name
-    .hidden \name
-    .type \name, @function
-    .p2align 5
-\name:
-    .cfi_startproc simple
-    .cfi_signal_frame
+/* The call frame information of code running on a light entry's frame, with the dispatcher's
+ * return address on top (see above). */
+.macro LIGHT_FRAME_CFI rz
     .cfi_def_cfa %rsp, 8 + LP_LIGHT_FRAME + \rz
     /* rip = *(*rsp & -1024): DW_CFA_val_expression, DW_OP_breg7 0, deref, consts -1024, and,
      * deref */
@@ -54,6 +49,17 @@
     .cfi_same_value %r13
     .cfi_same_value %r14
     .cfi_same_value %r15
+.endm
+
+.macro LIGHT_DISPATCH name, rz, fenced
+    .globl \name
+    .hidden \name
+    .type \name, @function
+    .p2align 5
+\name:
+    .cfi_startproc simple
+    .cfi_signal_frame
+    LIGHT_FRAME_CFI \rz
     movq TL_REC@GOTTPOFF(%rip), %rax
     movq %fs:(%rax), %rax                   /* the thread's record */
     testq %rax, %rax
@@ -113,90 +119,12 @@
 lp_kret_light_pre:
     .cfi_startproc simple
     .cfi_signal_frame
-    .cfi_def_cfa %rsp, 8 + LP_LIGHT_FRAME
-    .cfi_escape 0x16, 16, 8, 0x77, 0x00, 0x06, 0x11, 0x80, 0x78, 0x1a, 0x06
-    .cfi_same_value %rbx
-    .cfi_same_value %rbp
-    .cfi_same_value %r12
-    .cfi_same_value %r13
-    .cfi_same_value %r14
-    .cfi_same_value %r15
+    LIGHT_FRAME_CFI 0
     leaq 8 + LP_LIGHT_FRAME(%rsp), %rsi
     jmp lp_kret_light_c
     .cfi_endproc
     .size lp_kret_light_pre, .-lp_kret_light_pre
 
-/* int lp_kret_call_entry(struct kretprobe_instance *ri, kretprobe_handler_t h) and
- * lp_kret_call_entry_bare: h(ri, NULL), for lp_kret_light_c. While the handler runs, the
- * thread's kret_light_sp points at a word holding where a fault in it resumes (with the stack
- * pointer just above that word): 1 is returned from here, as if the handler had declined the
- * call (arch::light_fault_resume). lp_kret_call_entry saves the callee-saved registers around
- * the handler and restores them then; the bare one, for a handler proven to write none of them
- * (KretState::entry_bare), does not. */
-.macro KRET_CALL_ENTRY name, save
-    .globl \name
-    .hidden \name
-    .type \name, @function
-\name:
-    .cfi_startproc
-    .if \save
-    pushq %rbp
-    .cfi_adjust_cfa_offset 8
-    .cfi_offset %rbp, -16
-    pushq %rbx
-    .cfi_adjust_cfa_offset 8
-    .cfi_offset %rbx, -24
-    pushq %r12
-    .cfi_adjust_cfa_offset 8
-    .cfi_offset %r12, -32
-    pushq %r13
-    .cfi_adjust_cfa_offset 8
-    .cfi_offset %r13, -40
-    pushq %r14
-    .cfi_adjust_cfa_offset 8
-    .cfi_offset %r14, -48
-    pushq %r15
-    .cfi_adjust_cfa_offset 8
-    .cfi_offset %r15, -56
-    .endif
-    leaq 2f(%rip), %rax
-    pushq %rax              /* where a fault resumes; the handler's call aligned */
-    .cfi_adjust_cfa_offset 8
-    movq TL_REC@GOTTPOFF(%rip), %rax
-    movq %fs:(%rax), %rax
-    movq %rsp, LP_REC_KRET_LIGHT_SP(%rax)
-    movq %rsi, %rax
-    xorl %esi, %esi
-    call *%rax
-    addq $8, %rsp
-    .cfi_adjust_cfa_offset -8
-1:
-    .if \save
-    popq %r15
-    .cfi_adjust_cfa_offset -8
-    popq %r14
-    .cfi_adjust_cfa_offset -8
-    popq %r13
-    .cfi_adjust_cfa_offset -8
-    popq %r12
-    .cfi_adjust_cfa_offset -8
-    popq %rbx
-    .cfi_adjust_cfa_offset -8
-    popq %rbp
-    .cfi_adjust_cfa_offset -8
-    .endif
-    ret
-    .if \save
-    .cfi_adjust_cfa_offset 48
-    .endif
-2:  movl $1, %eax
-    jmp 1b
-    .cfi_endproc
-    .size \name, .-\name
-.endm
-
-    KRET_CALL_ENTRY lp_kret_call_entry, 1
-    KRET_CALL_ENTRY lp_kret_call_entry_bare, 0
 
     LIGHT_DISPATCH lp_light_entry, 0, 0
     LIGHT_DISPATCH lp_light_mid, 128, 0

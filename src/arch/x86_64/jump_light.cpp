@@ -57,7 +57,7 @@ bool light_fault_resume(int sig, ucontext_t *uc) noexcept
     greg_t *g = uc->uc_mcontext.gregs;
     core::count(rec, rec->jump_ks->fault_id);  // a light kprobe has no fault_handler
     if (uint64_t *sp = rec->kret_light_sp) {
-        // A kretprobe's entry handler (lp_kret_call_entry): 1 goes back to lp_kret_light_c,
+        // A kretprobe's entry handler (lp_kret_call_saving): 1 goes back to lp_kret_light_c,
         // which gives the call's instance back and goes on as usual; the callee-saved
         // registers come back there, the others are the caller's to lose across a call.
         rec->kret_light_sp = nullptr;

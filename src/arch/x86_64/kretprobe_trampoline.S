@@ -265,11 +265,14 @@ lp_kretprobe_dispatch:
     .cfi_endproc
     .size lp_kretprobe_dispatch, .-lp_kretprobe_dispatch
 
-/* void lp_kret_call_return(struct kretprobe_instance *ri, struct pt_regs *regs): the thread's
- * kret_light_h(ri, regs), for the light return of a handler that writes callee-saved registers
- * (KretState::return_saves): they are saved here, and kret_light_sp points at where a fault in
- * the handler resumes (just above it, the stack pointer to resume with): they come back and the
- * trampoline goes on (kret_fault_resume), as after any fault in a light return's handler. */
+/* int lp_kret_call_saving(struct kretprobe_instance *ri, struct pt_regs *regs) and
+ * lp_kret_call_bare: the thread's kret_light_h(ri, regs), for a handler the light paths call
+ * (lp_kret_light_c's entry handler, with regs NULL; the light return's, lp_kret_light_begin).
+ * While it runs, kret_light_sp points at a word holding where a fault in it resumes, the stack
+ * pointer to resume with just above (arch::light_fault_resume, kret_fault_resume): 1 is
+ * returned from here then. lp_kret_call_saving saves the callee-saved registers around the
+ * handler and restores them after a fault too; the bare one, for a handler proven to write
+ * none of them, does not. */
 #define TL_REC _ZN9liveprobe4core6tl_recE
 .macro PUSH_CALLEE_SAVED_CFI
     pushq %rbp
@@ -305,12 +308,15 @@ lp_kretprobe_dispatch:
     popq %rbp
     .cfi_adjust_cfa_offset -8
 .endm
-    .globl lp_kret_call_return
-    .hidden lp_kret_call_return
-    .type lp_kret_call_return, @function
-lp_kret_call_return:
+.macro KRET_CALL_HANDLER name, save
+    .globl \name
+    .hidden \name
+    .type \name, @function
+\name:
     .cfi_startproc
+    .if \save
     PUSH_CALLEE_SAVED_CFI
+    .endif
     leaq 2f(%rip), %rax
     pushq %rax              /* where a fault resumes; the handler's call aligned */
     .cfi_adjust_cfa_offset 8
@@ -320,12 +326,22 @@ lp_kret_call_return:
     call *LP_REC_KRET_LIGHT_H(%rax)
     addq $8, %rsp
     .cfi_adjust_cfa_offset -8
-1:  POP_CALLEE_SAVED_CFI
+1:
+    .if \save
+    POP_CALLEE_SAVED_CFI
+    .endif
     ret
+    .if \save
     .cfi_adjust_cfa_offset 48
-2:  jmp 1b
+    .endif
+2:  movl $1, %eax
+    jmp 1b
     .cfi_endproc
-    .size lp_kret_call_return, .-lp_kret_call_return
+    .size \name, .-\name
+.endm
+
+    KRET_CALL_HANDLER lp_kret_call_saving, 1
+    KRET_CALL_HANDLER lp_kret_call_bare, 0
 
 /* lp_kret_rsb_go: lp_kret_rsb_call's target. Drops the pushed trampoline address (the return
  * slot holds it already) and goes on to the relocated region, whose address the detour left
@@ -354,17 +370,22 @@ lp_kret_rsb_go:
  * does), then every register, the stack pointer last, with the address left in the flags word
  * (sp - 24), and goes on to lp_kret_rsb_call. */
 #define SLOW_FLAGS 0x244500   /* TF DF NT AC ID */
+/* The six arithmetic flags from the flags word at off(%rsp), rax as scratch, without popfq
+ * (as detour.cpp emit_arith_flags). */
+.macro ARITH_FLAGS off
+    movb \off + 1(%rsp), %al   /* OF, from bit 11 */
+    andb $8, %al
+    addb $0x78, %al            /* sets OF exactly when al was 8 */
+    movb \off(%rsp), %ah       /* SF ZF AF PF CF */
+    sahf
+.endm
     .globl lp_kret_full_tail
     .hidden lp_kret_full_tail
     .type lp_kret_full_tail, @function
 lp_kret_full_tail:
     testl $SLOW_FLAGS, 144(%rsp)
     jnz 1f
-    movb 145(%rsp), %al   /* OF, from bit 11 */
-    andb $8, %al
-    addb $0x78, %al       /* sets OF exactly when al was 8 */
-    movb 144(%rsp), %ah   /* SF ZF AF PF CF */
-    sahf
+    ARITH_FLAGS 144
     jmp 2f
 1:  pushq 144(%rsp)
     popfq
@@ -397,11 +418,7 @@ lp_kret_full_tail:
     .hidden lp_kret_light_tail
     .type lp_kret_light_tail, @function
 lp_kret_light_tail:
-    movb 1(%rsp), %al
-    andb $8, %al
-    addb $0x78, %al
-    movb (%rsp), %ah
-    sahf
+    ARITH_FLAGS 0
     movq 8(%rsp), %rax
     leaq LP_LIGHT_FRAME(%rsp), %rsp
     jmp lp_kret_rsb_call

@@ -288,7 +288,7 @@ TEST(Optimize, HandlerFaultAfterWreckingEveryRegisterLeavesTheProgramIntact)
 
 // The same for a kretprobe's handlers: an entry handler, then a return handler, that wrecks
 // every general register (callee-saved ones included) and faults. The light entry runs the
-// entry handler through lp_kret_call_entry, which restores the callee-saved registers after the
+// entry handler through lp_kret_call_saving, which restores the callee-saved registers after the
 // fault; the return handler's fault is recovered from on whichever return path it takes.
 TEST(Optimize, KretprobeHandlersThatWreckEveryRegisterAndFaultLeaveTheProgramIntact)
 {
@@ -304,6 +304,37 @@ TEST(Optimize, KretprobeHandlersThatWreckEveryRegisterAndFaultLeaveTheProgramInt
         rp.handler = at_entry ? nullptr : wreck;
         rp.maxactive = 1;  // an instance not given back would show as nmissed
         ASSERT_EQ(register_kretprobe(&rp), 0) << liveprobe_strerror(-1);
+        for (int round = 0; round < 3; ++round) {
+            fill_patterns();
+            lp_o_call_regs();
+            expect_all_preserved(false);
+        }
+        EXPECT_EQ(liveprobe_kprobe_faults(&rp.kp), 3u);
+        EXPECT_EQ(rp.nmissed, 0);
+        unregister_kretprobe(&rp);
+    }
+}
+
+// A kretprobe handler that writes rbp, the only callee-saved register it writes (as a
+// frame-pointer build's does), and faults: the light paths call it through lp_kret_call_bare,
+// which saves rbp alone and restores it after the fault. Both handlers take the light paths.
+TEST(Optimize, KretprobeHandlersThatWreckRbpAndFaultLeaveTheProgramIntact)
+{
+    if (!__builtin_cpu_supports("avx512f")) {
+        GTEST_SKIP() << "this CPU has no AVX-512: lp_o_call_regs needs it";
+    }
+    const auto wreck = reinterpret_cast<kretprobe_handler_t>(&lp_t_rbp_fault);
+    for (bool at_entry : {true, false}) {
+        SCOPED_TRACE(at_entry ? "entry handler" : "return handler");
+        kretprobe rp{};
+        rp.kp.addr = reinterpret_cast<kprobe_opcode_t *>(&lp_o_leaf);
+        rp.entry_handler = at_entry ? wreck : nullptr;
+        rp.handler = at_entry ? nullptr : wreck;
+        rp.maxactive = 1;  // an instance not given back would show as nmissed
+        ASSERT_EQ(register_kretprobe(&rp), 0) << liveprobe_strerror(-1);
+        if (optimizing()) {
+            ASSERT_TRUE(rp.kp.flags & KPROBE_FLAG_OPTIMIZED) << why(rp.kp);
+        }
         for (int round = 0; round < 3; ++round) {
             fill_patterns();
             lp_o_call_regs();

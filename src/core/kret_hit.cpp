@@ -436,26 +436,26 @@ int kret_pre(struct kprobe *kp, struct pt_regs *regs) noexcept
 
 }  // namespace liveprobe::core
 
-// The light entry of a kretprobe (lp_kret_light_pre, from the light dispatcher: the thread has
-// a record, runs no handler and dispatches nothing else, ks is enabled). The optimizer gave the
+// The light entry of a kretprobe (lp_kret_light_pre, from the light dispatcher, which passes
+// the thread's record rec: the thread has a record, runs no handler and dispatches nothing else, ks is enabled). The optimizer gave the
 // probe a light entry only when its entry handler, if any, is proven vector-free and never to
 // read its regs (it gets none) and the entry is a function's (slot: the stack pointer there).
 // The entry handler runs through lp_kret_call_saving (or lp_kret_call_bare): a fault in it
 // returns 1 from there (arch::light_fault_resume counts the fault), and the instance goes back
 // as for a handler that declined. Returns arch::kLightKret when the slot was replaced: the detour goes on through lp_kret_rsb_call,
 // so the instance is marked for the trampoline's predicted `ret` home.
-extern "C" int lp_kret_light_c(struct kprobe *kp, uint64_t slot) noexcept
+extern "C" int lp_kret_light_c(struct kprobe *kp, uint64_t slot, liveprobe::core::ThreadRecord *rec) noexcept
 {
     using namespace liveprobe::core;
     auto *rp = reinterpret_cast<struct kretprobe *>(kp);
     auto *ks = reinterpret_cast<KretState *>(kp->__lp_reserved[0]);
-    ThreadRecord *rec = tl_rec;
     if (!ks) [[unlikely]]
         return 0;
     Inst *in = enter(rec, rp, ks, slot, [&](Inst *, struct kretprobe_instance *ri) {
         std::atomic_signal_fence(std::memory_order_seq_cst);
         rec->kret_light_h = reinterpret_cast<void *>(rp->entry_handler);
-        const bool ok = (ks->entry_bare ? lp_kret_call_bare(ri, nullptr) : lp_kret_call_saving(ri, nullptr)) == 0;
+        const bool ok =
+            (ks->entry_bare ? lp_kret_call_bare(ri, nullptr, rec) : lp_kret_call_saving(ri, nullptr, rec)) == 0;
         std::atomic_signal_fence(std::memory_order_seq_cst);
         rec->kret_light_sp = nullptr;
         return ok;
@@ -576,60 +576,53 @@ KretReturn kretprobe_return(struct pt_regs *regs) noexcept
 
 }  // namespace
 
-// The light return (kretprobe_trampoline.S, lp_kretprobe_trampoline): the trampoline has saved
-// the caller-saved registers and rbp only, and calls these two around the handler, which it calls
-// itself. lp_kret_light_begin decides, with nothing changed when it declines (0: the full path
-// takes the return): the thread is at the outermost level (no handler, no return handler
-// running), the newest call in flight returns through `slot` and no other shares it (nor is
-// the one below on another stack: the common case of kretprobe_return), and its probe's return
-// handler is light (KretState::return_light). It then takes the call off the return stack,
-// writes its real return address into the slot (the trampoline's frame is the probed
-// function's at its return, for unwinders), takes a level of kret_busy and hands back the
-// handler and ri, or 1 when there is none to run (none set, or the probe is going away).
-// lp_kret_light_end ends it: the level, the instance back; the trampoline returns there.
-struct LightBegin {
-    uint64_t handler;  // 0: the full path; 1: no handler to run; else the handler
-    struct kretprobe_instance *ri;
-};
-
-extern "C" LightBegin lp_kret_light_begin(uint64_t slot) noexcept
+// The light return (kretprobe_trampoline.S, lp_kretprobe_trampoline), which has saved the
+// caller-saved registers and rbp only. It declines (returns rsb 2), with nothing changed, unless
+// the thread is at the outermost level (no handler, no return handler running), the newest call
+// in flight returns through `slot` and no other shares it (nor is the one below on another
+// stack: the common case of kretprobe_return), and its probe's return handler is light
+// (KretState::return_light). It then takes the call off the return stack and writes its real
+// return address into the slot (the trampoline's frame is the probed function's at its return,
+// for unwinders), runs the handler under a level of kret_busy unless the probe is going away,
+// gives the instance back and says where the trampoline goes. The handler runs through
+// lp_kret_call_bare, or lp_kret_call_saving when it writes callee-saved registers
+// (KretState::return_saves), so that a fault in it (kret_fault_resume) returns 1 from there
+// with this function's registers intact; its regs is the trampoline's frame (the slot - 128).
+extern "C" KretReturn lp_kret_light_return(uint64_t slot) noexcept
 {
     ThreadRecord *rec = tl_rec;
     if (!rec || rec->in_handler || rec->kret_busy.mark() != 0) [[unlikely]]
-        return {0, nullptr};
+        return {0, 2};
     Inst *e = common_return(rec, slot);
     if (!e) [[unlikely]]
-        return {0, nullptr};
+        return {0, 2};
     KretState *ks = e->ks;
     if (!ks->return_light) [[unlikely]]
-        return {0, nullptr};
+        return {0, 2};
     rec->ret_top = e->below;
     e->below = nullptr;
-    *reinterpret_cast<uint64_t *>(slot) = reinterpret_cast<uint64_t>(e->ri()->ret_addr);
-    rec->kret_light = e;
-    if (!publish_busy<const void *>(rec->kret_busy, ks) || !ks->live.load(std::memory_order_acquire)) [[unlikely]]
-        return {1, nullptr};
-    kretprobe_handler_t h = ks->rp->handler;
-    if (!h) return {1, nullptr};
-    rec->in_handler = 1;
-    if (ks->return_saves) [[unlikely]] {
-        rec->kret_light_h = reinterpret_cast<void *>(h);
-        return {reinterpret_cast<uint64_t>(&lp_kret_call_saving), e->ri()};
-    }
-    return {reinterpret_cast<uint64_t>(h), e->ri()};
-}
-
-extern "C" KretReturn lp_kret_light_end() noexcept
-{
-    ThreadRecord *rec = tl_rec;
-    auto *e = static_cast<Inst *>(rec->kret_light);
-    rec->in_handler = 0;
-    std::atomic_signal_fence(std::memory_order_seq_cst);  // the handler ran before (a fault's resume sees kret_light)
-    rec->kret_light = nullptr;
-    rec->kret_light_sp = nullptr;
-    rec->kret_busy.release(0);
-    const uint64_t ret = reinterpret_cast<uint64_t>(e->ri()->ret_addr);
+    struct kretprobe_instance *ri = e->ri();
+    const uint64_t ret = reinterpret_cast<uint64_t>(ri->ret_addr);
     const uint64_t rsb = e->next_free == kInstRsb;
+    *reinterpret_cast<uint64_t *>(slot) = ret;
+    if (publish_busy<const void *>(rec->kret_busy, ks) && ks->live.load(std::memory_order_acquire)) [[likely]] {
+        if (kretprobe_handler_t h = ks->rp->handler) [[likely]] {
+            rec->in_handler = 1;
+            rec->kret_light = e;
+            rec->kret_light_h = reinterpret_cast<void *>(h);
+            std::atomic_signal_fence(std::memory_order_seq_cst);
+            auto *regs = reinterpret_cast<struct pt_regs *>(slot - 128);
+            if (ks->return_saves) [[unlikely]]
+                lp_kret_call_saving(ri, regs, rec);
+            else
+                lp_kret_call_bare(ri, regs, rec);
+            std::atomic_signal_fence(std::memory_order_seq_cst);
+            rec->kret_light_sp = nullptr;
+            rec->kret_light = nullptr;
+            rec->in_handler = 0;
+        }
+    }
+    rec->kret_busy.release(0);
     give_back(rec, e);
     flush_dead(rec);
     return {ret, rsb};
@@ -655,26 +648,18 @@ bool liveprobe::core::kret_fault_resume(int sig, ucontext_t *uc) noexcept
     (void)sig;
     ThreadRecord *rec = this_thread_if_any();
     if (!rec) return false;
-    if (rec->kret_light && rec->in_handler) {
-        // A light return's handler (lp_kret_light_begin): abandoned, as if it had returned to
-        // the trampoline, with the stack pointer it was called with (the slot - 88);
-        // lp_kret_light_end finishes the return. It wrote no callee-saved register but rbp
-        // (KretState::return_light), and the trampoline restores rbp and the caller-saved ones
-        // from its frame; or it was called through lp_kret_call_saving (return_saves), which
-        // restores the others.
+    if (rec->kret_light && rec->in_handler && rec->kret_light_sp) {
+        // A light return's handler (lp_kret_light_return), called through lp_kret_call_bare or
+        // lp_kret_call_saving: abandoned, that call returns 1, with the callee-saved registers
+        // the handler may write restored (rbp, or all of them), and lp_kret_light_return
+        // finishes the return.
         auto *in = static_cast<Inst *>(rec->kret_light);
         if (in->ks->fault_id) count(rec, in->ks->fault_id);
         greg_t *g = uc->uc_mcontext.gregs;
-        if (uint64_t *sp = rec->kret_light_sp) {
-            // Called through lp_kret_call_saving: it restores the callee-saved registers the
-            // handler may have changed, then returns to the trampoline as below.
-            rec->kret_light_sp = nullptr;
-            g[REG_RSP] = reinterpret_cast<greg_t>(sp + 1);
-            g[REG_RIP] = static_cast<greg_t>(sp[0]);
-            return true;
-        }
-        g[REG_RSP] = static_cast<greg_t>(in->slot - 88);
-        g[REG_RIP] = reinterpret_cast<greg_t>(&lp_kret_light_after);
+        uint64_t *sp = rec->kret_light_sp;
+        rec->kret_light_sp = nullptr;
+        g[REG_RSP] = reinterpret_cast<greg_t>(sp + 1);
+        g[REG_RIP] = static_cast<greg_t>(sp[0]);
         return true;
     }
     if (!rec->kret_guard.regs) return false;

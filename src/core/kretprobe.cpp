@@ -42,13 +42,15 @@ bool proven_vector_free(kretprobe_handler_t h)
 }
 
 // True when h (vector-free) is proven to write caller-saved registers only.
-bool only_caller_saved(kretprobe_handler_t h)
+// Whether h writes no callee-saved register but rbp (a frame pointer): lp_kret_call_bare,
+// which saves rbp only, may call it.
+bool bare_callable(kretprobe_handler_t h)
 {
     if (!h) return true;
     const char *why = nullptr;
     uint32_t writes = 0;
     return arch::vector_free(reinterpret_cast<uint64_t>(h), 2, &why, &writes) &&
-           (writes & ~arch::kCallerSavedGprs) == 0;
+           (writes & ~(arch::kCallerSavedGprs | arch::gpr_bit(ZYDIS_REGISTER_RBP))) == 0;
 }
 
 static_assert(offsetof(struct pt_regs, r11) == 6 * 8 && offsetof(struct pt_regs, di) == 14 * 8 &&
@@ -57,9 +59,9 @@ static_assert(offsetof(struct pt_regs, r11) == 6 * 8 && offsetof(struct pt_regs,
 // Whether h can run on the light return (kretprobe_trampoline.S), which saves only the
 // caller-saved registers and rbp, and passes a regs with only those and ip: h is proven
 // vector-free and uses no other field of its regs (nor the pointer itself). 0: it cannot; 1: it
-// can, and writes no callee-saved register but rbp (a frame pointer); 2: it can, through
-// lp_kret_call_saving, which saves the callee-saved registers it writes (a fault in h abandons
-// it with whatever it wrote: the trampoline restores only what it saved).
+// can, through lp_kret_call_bare: it writes no callee-saved register but rbp (a frame pointer);
+// 2: it can, through lp_kret_call_saving, which saves the callee-saved registers (a fault in h
+// abandons it with whatever it wrote).
 int light_return_kind(kretprobe_handler_t h)
 {
 #ifdef LIVEPROBE_SANITIZER_BUILD
@@ -119,7 +121,7 @@ Status make_state(struct kretprobe *rp, KretState **out)
     // then be saved (liveprobe_get_fpregs), proof or not.
     bool fp = rp->kp.flags & KPROBE_FLAG_FPREGS;
     ks->entry_vec = fp || !proven_vector_free(rp->entry_handler);
-    ks->entry_bare = !ks->entry_vec && only_caller_saved(rp->entry_handler);
+    ks->entry_bare = !ks->entry_vec && bare_callable(rp->entry_handler);
     ks->return_vec = fp || !proven_vector_free(rp->handler);
     ks->unwind_vec = fp || !proven_vector_free(rp->unwind_handler);
     const int kind = fp ? 0 : light_return_kind(rp->handler);

@@ -75,17 +75,16 @@ struct alignas(64) KretState {
     std::atomic<int64_t> refs{1};       // 1 for the registration + instances taken
     std::atomic<bool> live{true};       // false once unregistering: no handler runs any more
     bool entry_vec = true;              // the handler may touch vector state: save around it
-    // The entry handler writes no callee-saved register (proven): the light entry calls it
-    // without saving them (lp_kret_call_bare).
+    // The entry handler writes no callee-saved register but rbp (proven): the light entry calls
+    // it through lp_kret_call_bare, which saves rbp only.
     bool entry_bare = false;
     bool return_vec = true;
     bool unwind_vec = true;
     // The return handler takes the light return (kretprobe_trampoline.S): none, or one proven
-    // vector-free, using no field of its regs but ip and the caller-saved registers', and
-    // writing caller-saved registers and rbp only.
+    // vector-free and using no field of its regs but ip and the caller-saved registers'. The
+    // light return calls it through lp_kret_call_bare (it writes no callee-saved register but
+    // rbp) or, with return_saves, lp_kret_call_saving.
     bool return_light = false;
-    // ... and writes callee-saved registers other than rbp: the light return calls it through
-    // lp_kret_call_saving, which saves them (a fault abandons the handler with them changed).
     bool return_saves = false;
     // The per-thread counter that counts faults of rp's handlers: its kprobe's (fault_id of its
     // KprobeState, so liveprobe_kprobe_faults(&rp->kp) sums them); 0 until registered.
@@ -161,12 +160,13 @@ struct KretReturn {
     uint64_t rsb;
 };
 extern "C" KretReturn lp_kretprobe_return(struct pt_regs *regs) noexcept;
-// The light return's resume point after its handler (kretprobe_trampoline.S).
-extern "C" char lp_kret_light_after[];
-// The light paths' calls of the thread's kret_light_h (kretprobe_trampoline.S): saving the
-// callee-saved registers around it, or not (a handler proven to write none).
-extern "C" int lp_kret_call_saving(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;
-extern "C" int lp_kret_call_bare(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;
+// The light paths' calls of rec->kret_light_h, rec the calling thread's record
+// (kretprobe_trampoline.S): saving the callee-saved registers around it, or rbp only (a handler
+// proven to write no other). 1 when the handler faulted.
+extern "C" int lp_kret_call_saving(struct kretprobe_instance *ri, struct pt_regs *regs,
+                                   liveprobe::core::ThreadRecord *rec) noexcept;
+extern "C" int lp_kret_call_bare(struct kretprobe_instance *ri, struct pt_regs *regs,
+                                 liveprobe::core::ThreadRecord *rec) noexcept;
 
 namespace liveprobe::core {
 // What a replaced return slot holds.

@@ -117,7 +117,7 @@ struct alignas(64) ThreadRecord {
     void *kret_entry = nullptr;
     // A handler the light paths run through lp_kret_call_saving or lp_kret_call_bare
     // (kretprobe_trampoline.S): a kretprobe's entry handler (lp_kret_light_c), or a light
-    // return's handler (lp_kret_light_begin). kret_light_sp, while it runs: where a fault in it
+    // return's handler (lp_kret_light_return). kret_light_sp, while it runs: where a fault in it
     // resumes (arch::light_fault_resume, kret_fault_resume); null otherwise.
     uint64_t *kret_light_sp = nullptr;
     void *kret_light_h = nullptr;
@@ -130,8 +130,8 @@ struct alignas(64) ThreadRecord {
         BusyMark prev_busy = 0;
         uint64_t ret = 0, rsb = 0;
     } kret_guard;
-    // The call whose return the light path runs (kretprobe_trampoline.S, core/kret_hit.cpp
-    // lp_kret_light_begin .. lp_kret_light_end), null otherwise.
+    // The call whose return handler the light return runs (core/kret_hit.cpp
+    // lp_kret_light_return), null otherwise.
     void *kret_light = nullptr;
     // Calls reaped as gone while their frame might still return (a stack switch liveprobe
     // could not see): where they return, so that the trampoline can still send them home.

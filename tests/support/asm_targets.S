@@ -42,6 +42,19 @@ FUNC(lp_t_clobber_fault)
     ret
 END(lp_t_clobber_fault)
 
+/* int lp_t_rbp_fault(void *, struct pt_regs *): a handler that overwrites rbp (no other
+ * callee-saved register) and caller-saved ones, without restoring rbp, then faults (a load
+ * from address 8): what a frame-pointer build's handler leaves when it faults. */
+FUNC(lp_t_rbp_fault)
+    movq $-1, %rax
+    movq %rax, %rbp
+    movq %rax, %rcx
+    movq %rax, %rdx
+    movl $8, %edi
+    movq (%rdi), %rax
+    ret
+END(lp_t_rbp_fault)
+
 FUNC(lp_t_carry)
     xorl %eax, %eax
 LABEL(lp_t_carry_jc)

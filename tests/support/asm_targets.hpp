@@ -43,6 +43,9 @@ extern char lp_t_icall_site[];
 // int lp_t_clobber_fault(struct kprobe *, struct pt_regs *): a pre handler that overwrites every
 // general register and the flags, then faults; integer-only (provably vector-free).
 int lp_t_clobber_fault(struct kprobe *, struct pt_regs *);
+// int lp_t_rbp_fault(void *, struct pt_regs *): a handler that overwrites rbp (the only
+// callee-saved register it writes) and some caller-saved ones, then faults.
+int lp_t_rbp_fault(void *, struct pt_regs *);
 
 // long lp_t_div(long a, long b): a / b with idiv (SIGFPE when b == 0), out of sight of UBSan
 long lp_t_div(long a, long b);

@@ -108,11 +108,12 @@
     .size \name, .-\name
 .endm
 
-/* lp_kret_light_pre: a kretprobe's light handler (KprobeState::light_fn), rdi = its kprobe.
- * Entered by the dispatcher's jump from a light entry of the function-entry shape, it finds the
- * return slot (the stack pointer at the function's entry) above the light entry's frame and the
- * dispatcher's return address, and goes on to lp_kret_light_c(kp, slot) (core/kret_hit.cpp),
- * which returns into the light entry's finish. */
+/* lp_kret_light_pre: a kretprobe's light handler (KprobeState::light_fn), rdi = its kprobe,
+ * rax = the thread's record (the dispatcher's). Entered by the dispatcher's jump from a light
+ * entry of the function-entry shape, it finds the return slot (the stack pointer at the
+ * function's entry) above the light entry's frame and the dispatcher's return address, and
+ * goes on to lp_kret_light_c(kp, slot, rec) (core/kret_hit.cpp), which returns into the light
+ * entry's finish. */
     .globl lp_kret_light_pre
     .hidden lp_kret_light_pre
     .type lp_kret_light_pre, @function
@@ -121,6 +122,7 @@ lp_kret_light_pre:
     .cfi_signal_frame
     LIGHT_FRAME_CFI 0
     leaq 8 + LP_LIGHT_FRAME(%rsp), %rsi
+    movq %rax, %rdx
     jmp lp_kret_light_c
     .cfi_endproc
     .size lp_kret_light_pre, .-lp_kret_light_pre

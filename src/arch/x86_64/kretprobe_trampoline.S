@@ -37,6 +37,31 @@
     .hidden liveprobe_replaced_return
     .globl lp_kret_rsb_call
     .hidden lp_kret_rsb_call
+#define SLOW_FLAGS 0x244500   /* TF DF NT AC ID */
+/* The six arithmetic flags from the flags word at off(%rsp), rax as scratch, without popfq
+ * (as detour.cpp emit_arith_flags). */
+.macro ARITH_FLAGS off
+    movb \off + 1(%rsp), %al   /* OF, from bit 11 */
+    andb $8, %al
+    addb $0x78, %al            /* sets OF exactly when al was 8 */
+    movb \off(%rsp), %ah       /* SF ZF AF PF CF */
+    sahf
+.endm
+/* lp_kret_light_tail: a light entry whose kretprobe replaced the return slot (arch::kLightKret),
+ * rsp = its frame (flags at 0, rax at 8; the other registers restored already), the relocated
+ * region's address at 112(%rsp), which is sp - 24 once the frame is left. The saved flags hold
+ * none of TF DF NT AC ID (the light entry leaves those to the full path). It runs on into
+ * lp_kret_rsb_call, placed right after it. */
+    .globl lp_kret_light_tail
+    .hidden lp_kret_light_tail
+    .type lp_kret_light_tail, @function
+lp_kret_light_tail:
+    ARITH_FLAGS 0
+    movq 8(%rsp), %rax
+    leaq LP_LIGHT_FRAME(%rsp), %rsp
+    /* on into lp_kret_rsb_call, right below: no jump */
+    .size lp_kret_light_tail, .-lp_kret_light_tail
+
 /* lp_kret_rsb_call: where a detour whose kretprobe has just replaced the return slot goes on
  * (detour.hpp, case 3), every register as the function's entry had it and the relocated
  * region's address in the flags slot of the pt_regs just below the stack pointer (at sp - 24,
@@ -50,21 +75,22 @@ lp_kret_rsb_call:
     call lp_kret_rsb_go
 liveprobe_replaced_return = . - 1   /* unwinders look up the return address - 1: see below */
 lp_kretprobe_trampoline:
-    /* The light return (core/kret_hit.cpp lp_kret_light_begin): for the newest call in flight
-     * when its probe's return handler is proven vector-free, reads no field of its regs but
-     * ip and the caller-saved registers', and writes
-     * no callee-saved register but rbp (KretState::return_light), the thread at the outermost
-     * level. Only the caller-saved registers and rbp are saved (the return value among them);
-     * the handler is called from here. Else, with nothing changed, on to the full path
-     * (lp_kretprobe_full), as is a stack pointer not 16-aligned after the return (the frame
-     * below keeps it aligned for the handler's call only from an aligned one).
+    /* The light return (core/kret_hit.cpp lp_kret_light_return): for the newest call in
+     * flight when its probe's return handler is none or proven vector-free and to read no
+     * field of its regs but ip and the caller-saved registers' (KretState::return_light), the
+     * thread at the outermost level. Only the caller-saved registers and rbp are saved here
+     * (the return value among them); lp_kret_light_return, a C function, keeps the
+     * callee-saved ones, and calls the handler itself through lp_kret_call_bare or
+     * lp_kret_call_saving, which keep them too, even when the handler faults. When it
+     * declines, nothing has changed: on to the full path (lp_kretprobe_full), as for a stack
+     * pointer not 16-aligned after the return (the frame below keeps it aligned for calls only
+     * from an aligned one).
      *
      * The frame, from the return slot S down: S the real return address (0 until
-     * lp_kret_light_begin writes it, before the handler runs), S - 8 rbp, S - 16 .. S - 80 rdi
-     * rsi rdx rcx rax r8 r9 r10 r11, S - 88 a pad; the handler is called with rsp = S - 88 and
-     * regs = S - 128: its ip and its caller-saved registers' fields are the frame's words (the
-     * handler was proven to use no other: arch::regs_fields_only), and what it stores there
-     * takes effect.
+     * lp_kret_light_return writes it, before the handler runs), S - 8 rbp, S - 16 .. S - 80
+     * rdi rsi rdx rcx rax r8 r9 r10 r11, S - 88 a pad; the handler's regs is S - 128: its ip
+     * and its caller-saved registers' fields are the frame's words (the handler was proven to
+     * use no other: arch::regs_fields_only), and what it stores there takes effect.
      * Call frame information: the frame is the probed function's at its return: the canonical
      * frame address is the stack pointer after the return (S + 8), the return address is at S
      * (0 ends a walk), rbp at S - 8. */
@@ -91,18 +117,8 @@ lp_kretprobe_trampoline:
     leaq -8(%rsp), %rsp
     .cfi_adjust_cfa_offset 80
     leaq 88(%rsp), %rdi   /* the return slot */
-    call lp_kret_light_begin
-    cmpq $1, %rax         /* 0: the full path; 1: no handler to run; else the handler */
-    jb 2f
-    je 1f
-    movq %rdx, %rdi       /* ri */
-    leaq -40(%rsp), %rsi  /* regs: S - 128, of which only the fields saved here are read */
-    call *%rax
-    .globl lp_kret_light_after
-    .hidden lp_kret_light_after
-lp_kret_light_after:      /* where a fault in the handler resumes (kret_fault_resume) */
-1:  call lp_kret_light_end   /* rdx: 1 when the return stack buffer holds the caller, else 0 */
-4:  cmpq $1, %rdx         /* 0: jump home; 1: ret home (predicted); 2: the full path */
+    call lp_kret_light_return
+    cmpq $1, %rdx         /* 0: jump home; 1: ret home (predicted); 2: the full path */
     leaq 8(%rsp), %rsp
     popq %r11
     popq %r10
@@ -131,11 +147,6 @@ lp_kret_light_after:      /* where a fault in the handler resumes (kret_fault_re
     .cfi_def_cfa %rsp, 0
     .cfi_undefined %rip
     jmp lp_kretprobe_full
-2:  .cfi_def_cfa %rsp, 96 /* lp_kret_light_begin declined: nothing changed */
-    .cfi_offset %rip, -8
-    .cfi_offset %rbp, -16
-    movl $2, %edx
-    jmp 4b
     .cfi_endproc
     .size lp_kretprobe_trampoline, .-lp_kretprobe_trampoline
 
@@ -265,15 +276,15 @@ lp_kretprobe_dispatch:
     .cfi_endproc
     .size lp_kretprobe_dispatch, .-lp_kretprobe_dispatch
 
-/* int lp_kret_call_saving(struct kretprobe_instance *ri, struct pt_regs *regs) and
- * lp_kret_call_bare: the thread's kret_light_h(ri, regs), for a handler the light paths call
- * (lp_kret_light_c's entry handler, with regs NULL; the light return's, lp_kret_light_begin).
- * While it runs, kret_light_sp points at a word holding where a fault in it resumes, the stack
- * pointer to resume with just above (arch::light_fault_resume, kret_fault_resume): 1 is
- * returned from here then. lp_kret_call_saving saves the callee-saved registers around the
- * handler and restores them after a fault too; the bare one, for a handler proven to write
- * none of them, does not. */
-#define TL_REC _ZN9liveprobe4core6tl_recE
+/* int lp_kret_call_saving(struct kretprobe_instance *ri, struct pt_regs *regs,
+ * ThreadRecord *rec) and lp_kret_call_bare: rec->kret_light_h(ri, regs), rec the calling
+ * thread's record, for a handler the light paths call (lp_kret_light_c's entry handler, with
+ * regs NULL; the light return's, lp_kret_light_return). While it runs, kret_light_sp points at
+ * a word holding where a fault in it resumes, the stack pointer to resume with just above
+ * (arch::light_fault_resume, kret_fault_resume): 1 is returned from here then.
+ * lp_kret_call_saving saves the callee-saved registers around the handler and restores them
+ * after a fault too; the bare one, for a handler proven to write none of them but rbp (a frame
+ * pointer), saves rbp only. */
 .macro PUSH_CALLEE_SAVED_CFI
     pushq %rbp
     .cfi_adjust_cfa_offset 8
@@ -316,23 +327,36 @@ lp_kretprobe_dispatch:
     .cfi_startproc
     .if \save
     PUSH_CALLEE_SAVED_CFI
+    .else
+    pushq %rbp
+    .cfi_adjust_cfa_offset 8
+    .cfi_offset %rbp, -16
+    leaq -8(%rsp), %rsp     /* the handler's call aligned */
+    .cfi_adjust_cfa_offset 8
     .endif
     leaq 2f(%rip), %rax
-    pushq %rax              /* where a fault resumes; the handler's call aligned */
+    pushq %rax              /* where a fault resumes, with the stack pointer above it */
     .cfi_adjust_cfa_offset 8
-    movq TL_REC@GOTTPOFF(%rip), %rax
-    movq %fs:(%rax), %rax
-    movq %rsp, LP_REC_KRET_LIGHT_SP(%rax)
-    call *LP_REC_KRET_LIGHT_H(%rax)
-    addq $8, %rsp
+    movq %rsp, LP_REC_KRET_LIGHT_SP(%rdx)
+    call *LP_REC_KRET_LIGHT_H(%rdx)
+    leaq 8(%rsp), %rsp
     .cfi_adjust_cfa_offset -8
 1:
     .if \save
     POP_CALLEE_SAVED_CFI
+    .else
+    leaq 8(%rsp), %rsp
+    .cfi_adjust_cfa_offset -8
+    popq %rbp
+    .cfi_adjust_cfa_offset -8
+    .cfi_restore %rbp
     .endif
     ret
     .if \save
     .cfi_adjust_cfa_offset 48
+    .else
+    .cfi_adjust_cfa_offset 16
+    .cfi_offset %rbp, -16
     .endif
 2:  movl $1, %eax
     jmp 1b
@@ -369,16 +393,6 @@ lp_kret_rsb_go:
  * all of them by popfq when the saved ones hold TF DF NT AC or ID, as the detour's own restore
  * does), then every register, the stack pointer last, with the address left in the flags word
  * (sp - 24), and goes on to lp_kret_rsb_call. */
-#define SLOW_FLAGS 0x244500   /* TF DF NT AC ID */
-/* The six arithmetic flags from the flags word at off(%rsp), rax as scratch, without popfq
- * (as detour.cpp emit_arith_flags). */
-.macro ARITH_FLAGS off
-    movb \off + 1(%rsp), %al   /* OF, from bit 11 */
-    andb $8, %al
-    addb $0x78, %al            /* sets OF exactly when al was 8 */
-    movb \off(%rsp), %ah       /* SF ZF AF PF CF */
-    sahf
-.endm
     .globl lp_kret_full_tail
     .hidden lp_kret_full_tail
     .type lp_kret_full_tail, @function
@@ -409,19 +423,5 @@ lp_kret_full_tail:
     movq 32(%rsp), %rsp
     jmp lp_kret_rsb_call
     .size lp_kret_full_tail, .-lp_kret_full_tail
-
-/* lp_kret_light_tail: a light entry whose kretprobe replaced the return slot (arch::kLightKret),
- * rsp = its frame (flags at 0, rax at 8; the other registers restored already), the relocated
- * region's address at 112(%rsp), which is sp - 24 once the frame is left. The saved flags hold
- * none of TF DF NT AC ID (the light entry leaves those to the full path). */
-    .globl lp_kret_light_tail
-    .hidden lp_kret_light_tail
-    .type lp_kret_light_tail, @function
-lp_kret_light_tail:
-    ARITH_FLAGS 0
-    movq 8(%rsp), %rax
-    leaq LP_LIGHT_FRAME(%rsp), %rsp
-    jmp lp_kret_rsb_call
-    .size lp_kret_light_tail, .-lp_kret_light_tail
 
     .section .note.GNU-stack,"",@progbits

@@ -450,7 +450,30 @@ void BM_ClockGettimeMonotonic(benchmark::State &state)
     state.SetItemsProcessed(state.iterations());
 }
 
+// The TSC read alone, the three ways: unordered (`rdtsc`, what `liveprobe trace` stamps
+// calls with), and ordered, as liveprobe_ktime_ns() and the kernel's ktime_get() read it
+// (`lfence; rdtsc`, or `rdtscp`): what a clock read costs at least, before any conversion.
+void BM_TscRead(benchmark::State &state)
+{
+    const int how = static_cast<int>(state.range(0));
+    uint64_t sum = 0;
+    for (auto _ : state) {
+        uint32_t lo, hi;
+        if (how == 0)
+            asm volatile("rdtsc" : "=a"(lo), "=d"(hi));
+        else if (how == 1)
+            asm volatile("lfence; rdtsc" : "=a"(lo), "=d"(hi) : : "memory");
+        else
+            asm volatile("rdtscp" : "=a"(lo), "=d"(hi) : : "rcx", "memory");
+        sum += (uint64_t{hi} << 32) | lo;
+    }
+    benchmark::DoNotOptimize(sum);
+    state.SetItemsProcessed(state.iterations());
+    state.SetLabel(how == 0 ? "rdtsc" : how == 1 ? "lfence; rdtsc" : "rdtscp");
+}
+
 BENCHMARK(BM_KtimeNs);
 BENCHMARK(BM_ClockGettimeMonotonic);
+BENCHMARK(BM_TscRead)->ArgName("ordered")->Arg(0)->Arg(1)->Arg(2);
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "arch/x86_64/light_layout.h"
 #include "arch/x86_64/vector_state.hpp"
 #include "core/dispatch.hpp"
 #include "core/kretprobe.hpp"
@@ -13,6 +14,35 @@
 #include "os/linux/stack_regions.hpp"
 
 namespace liveprobe::core {
+
+// What the light return's assembly (kretprobe_trampoline.S) reads and writes.
+static_assert(offsetof(ThreadRecord, kret_busy) + offsetof(BusySlots<const void *>, slot) == LP_REC_KRET_BUSY_SLOT0);
+static_assert(offsetof(ThreadRecord, kret_busy) + offsetof(BusySlots<const void *>, depth) == LP_REC_KRET_BUSY_DEPTH);
+static_assert(offsetof(ThreadRecord, ret_top) == LP_REC_RET_TOP);
+static_assert(offsetof(ThreadRecord, kret_light_sp) == LP_REC_KRET_LIGHT_SP);
+static_assert(offsetof(ThreadRecord, kret_light_h) == LP_REC_KRET_LIGHT_H);
+static_assert(offsetof(ThreadRecord, kret_light) == LP_REC_KRET_LIGHT);
+static_assert(offsetof(ThreadRecord, kret_cache) == LP_REC_KRET_CACHE);
+static_assert(sizeof(ThreadRecord::KretCache) == 32 && offsetof(ThreadRecord::KretCache, ks) == 0 &&
+              offsetof(ThreadRecord::KretCache, hot) == 8);
+static_assert(offsetof(ThreadRecord, kret_seen_unregistrations) == LP_REC_KRET_SEEN);
+static_assert(offsetof(Inst, below) == LP_INST_BELOW && offsetof(Inst, slot) == LP_INST_SLOT &&
+              offsetof(Inst, ks) == LP_INST_KS && offsetof(Inst, next_free) == LP_INST_NEXT_FREE &&
+              sizeof(Inst) == LP_INST_RI);
+static_assert(offsetof(struct kretprobe_instance, ret_addr) == LP_RI_RET_ADDR);
+static_assert(offsetof(struct kretprobe_instance, tid) == LP_RI_TID && sizeof(pid_t) == 4);
+static_assert(offsetof(struct kprobe, __lp_reserved) == LP_KP_KRET_STATE);
+static_assert(offsetof(struct kretprobe, entry_handler) == LP_RP_ENTRY_HANDLER);
+static_assert(offsetof(KretState, entry_bare) == LP_KRS_ENTRY_BARE);
+static_assert(offsetof(ThreadRecord, owner) == 0 && sizeof(ThreadRecord::owner) == 4);
+static_assert(offsetof(KretState, rp) == LP_KRS_RP && offsetof(KretState, live) == LP_KRS_LIVE &&
+              offsetof(KretState, return_light) == LP_KRS_RETURN_LIGHT &&
+              offsetof(KretState, return_saves) == LP_KRS_RETURN_SAVES &&
+              offsetof(KretState, cache_slot) == LP_KRS_CACHE_SLOT && sizeof(KretState::cache_slot) == 4);
+static_assert(offsetof(struct kretprobe, handler) == LP_RP_HANDLER);
+static_assert(sizeof(std::atomic<bool>) == 1 && sizeof(std::atomic<uint64_t>) == 8);
+static_assert(kInstRsb == 1);
+
 namespace {
 
 // The cache entry a probe's instances go to (KretState::cache_slot).
@@ -628,6 +658,15 @@ extern "C" KretReturn lp_kret_light_return(uint64_t slot) noexcept
     return {ret, rsb};
 }
 
+// The light return's assembly fast path (kretprobe_trampoline.S) when its inline give-back does
+// not apply: e (unless null: it went back already) back to the thread's cache or its pool, and
+// the caches of probes being unregistered flushed.
+extern "C" void lp_kret_light_finish(ThreadRecord *rec, Inst *e) noexcept
+{
+    if (e) give_back(rec, e);
+    flush_dead(rec);
+}
+
 // Where a fault in a return handler run by call_return_handler resumes (kret_fault_resume), in
 // place of lp_kretprobe_return's return to the trampoline: the fault counted, the call's
 // instance back, the calls after it run, and the trampoline goes on.
@@ -648,18 +687,25 @@ bool liveprobe::core::kret_fault_resume(int sig, ucontext_t *uc) noexcept
     (void)sig;
     ThreadRecord *rec = this_thread_if_any();
     if (!rec) return false;
-    if (rec->kret_light && rec->in_handler && rec->kret_light_sp) {
-        // A light return's handler (lp_kret_light_return), called through lp_kret_call_bare or
-        // lp_kret_call_saving: abandoned, that call returns 1, with the callee-saved registers
-        // the handler may write restored (rbp, or all of them), and lp_kret_light_return
-        // finishes the return.
+    if (rec->kret_light && rec->in_handler) {
+        // A light return's handler: abandoned.
         auto *in = static_cast<Inst *>(rec->kret_light);
         if (in->ks->fault_id) count(rec, in->ks->fault_id);
         greg_t *g = uc->uc_mcontext.gregs;
-        uint64_t *sp = rec->kret_light_sp;
-        rec->kret_light_sp = nullptr;
-        g[REG_RSP] = reinterpret_cast<greg_t>(sp + 1);
-        g[REG_RIP] = static_cast<greg_t>(sp[0]);
+        if (uint64_t *sp = rec->kret_light_sp) {
+            // Called through lp_kret_call_bare or lp_kret_call_saving (lp_kret_light_return, or
+            // the trampoline for a handler that writes callee-saved registers): that call
+            // returns 1, with the callee-saved registers the handler may write restored.
+            rec->kret_light_sp = nullptr;
+            g[REG_RSP] = reinterpret_cast<greg_t>(sp + 1);
+            g[REG_RIP] = static_cast<greg_t>(sp[0]);
+            return true;
+        }
+        // Called by the trampoline itself (its fast path), with the stack pointer the slot - 88:
+        // it resumes after that call, as if the handler had returned. The handler wrote no
+        // callee-saved register but rbp, which the trampoline restores from its frame.
+        g[REG_RSP] = static_cast<greg_t>(in->slot - 88);
+        g[REG_RIP] = reinterpret_cast<greg_t>(&lp_kret_light_after);
         return true;
     }
     if (!rec->kret_guard.regs) return false;

@@ -160,6 +160,9 @@ struct KretReturn {
     uint64_t rsb;
 };
 extern "C" KretReturn lp_kretprobe_return(struct pt_regs *regs) noexcept;
+// Where the light return's fast path resumes after a handler it called itself
+// (kretprobe_trampoline.S): a fault in that handler resumes there (kret_fault_resume).
+extern "C" char lp_kret_light_after[];
 // The light paths' calls of rec->kret_light_h, rec the calling thread's record
 // (kretprobe_trampoline.S): saving the callee-saved registers around it, or rbp only (a handler
 // proven to write no other). 1 when the handler faulted.

@@ -38,11 +38,14 @@
     .text
 /* The call frame information of code running on a light entry's frame, with the dispatcher's
  * return address on top (see above). */
+/* rip = *(*(rsp + off) & -1024), the dispatcher's return address at rsp + off (off < 64):
+ * DW_CFA_val_expression, DW_OP_breg7 off, deref, consts -1024, and, deref */
+.macro LIGHT_RIP_RULE off
+    .cfi_escape 0x16, 16, 8, 0x77, \off, 0x06, 0x11, 0x80, 0x78, 0x1a, 0x06
+.endm
 .macro LIGHT_FRAME_CFI rz
     .cfi_def_cfa %rsp, 8 + LP_LIGHT_FRAME + \rz
-    /* rip = *(*rsp & -1024): DW_CFA_val_expression, DW_OP_breg7 0, deref, consts -1024, and,
-     * deref */
-    .cfi_escape 0x16, 16, 8, 0x77, 0x00, 0x06, 0x11, 0x80, 0x78, 0x1a, 0x06
+    LIGHT_RIP_RULE 0
     .cfi_same_value %rbx
     .cfi_same_value %rbp
     .cfi_same_value %r12
@@ -110,10 +113,19 @@
 
 /* lp_kret_light_pre: a kretprobe's light handler (KprobeState::light_fn), rdi = its kprobe,
  * rax = the thread's record (the dispatcher's). Entered by the dispatcher's jump from a light
- * entry of the function-entry shape, it finds the return slot (the stack pointer at the
- * function's entry) above the light entry's frame and the dispatcher's return address, and
- * goes on to lp_kret_light_c(kp, slot, rec) (core/kret_hit.cpp), which returns into the light
- * entry's finish. */
+ * entry of the function-entry shape: the return slot (the stack pointer at the function's
+ * entry) is above the light entry's frame and the dispatcher's return address. It returns
+ * into the light entry's finish what lp_kret_light_c(kp, slot, rec) (core/kret_hit.cpp) would,
+ * and does its common case itself, in the same order (core/kret_hit.cpp enter()): no call in
+ * flight at or below the slot, nor on another stack; no tail call (the slot does not hold the
+ * trampoline's address already); no unregistration to catch up with; an instance in the
+ * thread's cache entry for the probe (its hot one). Anything else goes to lp_kret_light_c,
+ * before anything changed. The entry handler, if any, runs through lp_kret_call_bare or
+ * lp_kret_call_saving, as lp_kret_light_c runs it: a fault in it returns 1 there, and 1 (or
+ * any non-zero) gives the instance back (lp_kret_light_finish) and returns 0: the call goes on
+ * unprobed. Writes the caller-saved registers only (the light entry saved them). */
+#define G_STACK_REGIONS _ZN9liveprobe2os15g_stack_regionsE
+#define G_KRET_UNREGISTRATIONS _ZN9liveprobe4core22g_kret_unregistrationsE
     .globl lp_kret_light_pre
     .hidden lp_kret_light_pre
     .type lp_kret_light_pre, @function
@@ -121,7 +133,93 @@ lp_kret_light_pre:
     .cfi_startproc simple
     .cfi_signal_frame
     LIGHT_FRAME_CFI 0
-    leaq 8 + LP_LIGHT_FRAME(%rsp), %rsi
+    leaq 8 + LP_LIGHT_FRAME(%rsp), %rsi  /* the slot */
+    movq LP_KP_KRET_STATE(%rdi), %rcx    /* ks */
+    testq %rcx, %rcx
+    jz 9f
+    movq LP_REC_RET_TOP(%rax), %r8
+    testq %r8, %r8
+    jz 1f
+    cmpq %rsi, LP_INST_SLOT(%r8)         /* the newest call in flight is an outer one */
+    jbe 9f
+    cmpl $0, G_STACK_REGIONS(%rip)
+    jne 9f
+1:  movq (%rsi), %r9                     /* the return address */
+    leaq lp_kretprobe_trampoline(%rip), %r10
+    cmpq %r10, %r9
+    je 9f
+    movq G_KRET_UNREGISTRATIONS(%rip), %r10
+    cmpq %r10, LP_REC_KRET_SEEN(%rax)
+    jne 9f
+    movl LP_KRS_CACHE_SLOT(%rcx), %r10d
+    shlq $5, %r10
+    leaq LP_REC_KRET_CACHE(%rax,%r10), %r10
+    cmpq %rcx, (%r10)
+    jne 9f
+    movq 8(%r10), %r11                   /* in: the entry's hot instance */
+    testq %r11, %r11
+    jz 9f
+    movq $0, 8(%r10)
+    movq %rcx, LP_INST_KS(%r11)
+    movq %rsi, LP_INST_SLOT(%r11)
+    movl $1, LP_INST_NEXT_FREE(%r11)     /* kInstRsb: the detour goes on through lp_kret_rsb_call */
+    movq %rdi, LP_INST_RI(%r11)          /* ri->rp */
+    movq %r9, LP_INST_RI + LP_RI_RET_ADDR(%r11)
+    movl (%rax), %r10d                   /* rec->owner */
+    movl %r10d, LP_INST_RI + LP_RI_TID(%r11)
+    movq LP_RP_ENTRY_HANDLER(%rdi), %r10
+    testq %r10, %r10
+    jnz 3f
+2:  /* The call recorded: on the thread's return stack, the slot replaced. */
+    movq LP_REC_RET_TOP(%rax), %r10
+    movq %r10, LP_INST_BELOW(%r11)
+    movq %r11, LP_REC_RET_TOP(%rax)
+    leaq lp_kretprobe_trampoline(%rip), %r10
+    movq %r10, (%rsi)
+    movl $3, %eax                        /* arch::kLightKret */
+    ret
+3:  /* The entry handler: rbx keeps in across it (the thunks keep rbx). */
+    pushq %rbx
+    .cfi_adjust_cfa_offset 8
+    .cfi_offset %rbx, -(16 + LP_LIGHT_FRAME)
+    LIGHT_RIP_RULE 8
+    movq %r11, %rbx
+    movq %r10, LP_REC_KRET_LIGHT_H(%rax)
+    movq %rax, %rdx
+    leaq LP_INST_RI(%r11), %rdi
+    xorl %esi, %esi
+    cmpb $0, LP_KRS_ENTRY_BARE(%rcx)
+    je 4f
+    call lp_kret_call_bare
+    jmp 5f
+4:  call lp_kret_call_saving
+5:  movq TL_REC@GOTTPOFF(%rip), %rdx
+    movq %fs:(%rdx), %rdx
+    movq $0, LP_REC_KRET_LIGHT_SP(%rdx)
+    testl %eax, %eax
+    jnz 6f
+    movq %rbx, %r11
+    movq %rdx, %rax
+    movq LP_INST_SLOT(%r11), %rsi
+    popq %rbx
+    .cfi_adjust_cfa_offset -8
+    .cfi_restore %rbx
+    LIGHT_RIP_RULE 0
+    jmp 2b
+6:  .cfi_adjust_cfa_offset 8
+    .cfi_offset %rbx, -(16 + LP_LIGHT_FRAME)
+    LIGHT_RIP_RULE 8
+    /* Declined, or it faulted: the instance back, the call goes on unprobed. */
+    movq %rdx, %rdi
+    movq %rbx, %rsi
+    call lp_kret_light_finish
+    popq %rbx
+    .cfi_adjust_cfa_offset -8
+    .cfi_restore %rbx
+    LIGHT_RIP_RULE 0
+    xorl %eax, %eax
+    ret
+9:  /* Not the common case: lp_kret_light_c(kp, slot, rec), nothing changed yet. */
     movq %rax, %rdx
     jmp lp_kret_light_c
     .cfi_endproc

@@ -29,6 +29,11 @@
  * threads' return stacks (core/kret_debugger.cpp). */
 #include "arch/x86_64/light_layout.h"
 
+#define TL_REC _ZN9liveprobe4core6tl_recE
+#define G_HIT_PATH_NEEDS_FENCE _ZN9liveprobe2os22g_hit_path_needs_fenceE
+#define G_STACK_REGIONS _ZN9liveprobe2os15g_stack_regionsE
+#define G_KRET_UNREGISTRATIONS _ZN9liveprobe4core22g_kret_unregistrationsE
+
     .text
     .globl lp_kretprobe_trampoline
     .hidden lp_kretprobe_trampoline
@@ -114,12 +119,93 @@ lp_kretprobe_trampoline:
     pushq %r9
     pushq %r10
     pushq %r11
-    leaq -8(%rsp), %rsp
+    pushq %rbx
     .cfi_adjust_cfa_offset 80
-    leaq 88(%rsp), %rdi   /* the return slot */
-    call lp_kret_light_return
-    cmpq $1, %rdx         /* 0: jump home; 1: ret home (predicted); 2: the full path */
-    leaq 8(%rsp), %rsp
+    .cfi_offset %rbx, -96
+    /* The fast path: lp_kret_light_return's common case in assembly, the handler called from
+     * here: no C call around it. rbx: the thread's record (the handler keeps it: it writes no
+     * callee-saved register but rbp, or it runs through lp_kret_call_saving). Anything else,
+     * before anything changed: lp_kret_light_return (8), which decides again. */
+    movq TL_REC@GOTTPOFF(%rip), %rbx
+    movq %fs:(%rbx), %rbx
+    testq %rbx, %rbx
+    jz 8f
+    movl LP_REC_IN_HANDLER(%rbx), %eax
+    orl LP_REC_KRET_BUSY_DEPTH(%rbx), %eax
+    jnz 8f
+    cmpb $0, G_HIT_PATH_NEEDS_FENCE(%rip)
+    jne 8f
+    movq LP_REC_RET_TOP(%rbx), %rdi      /* e, the newest call in flight */
+    testq %rdi, %rdi
+    jz 8f
+    leaq 88(%rsp), %rsi                  /* the slot */
+    cmpq %rsi, LP_INST_SLOT(%rdi)
+    jne 8f
+    movq LP_INST_BELOW(%rdi), %rax       /* the call below: not of this slot, on this stack */
+    testq %rax, %rax
+    jz 1f
+    cmpq %rsi, LP_INST_SLOT(%rax)
+    je 8f
+    cmpl $0, G_STACK_REGIONS(%rip)
+    jne 8f
+1:  movq LP_INST_KS(%rdi), %rcx
+    cmpb $0, LP_KRS_RETURN_LIGHT(%rcx)
+    je 8f
+    /* Taken: off the return stack, its real return address into the slot. */
+    movq %rax, LP_REC_RET_TOP(%rbx)
+    movq $0, LP_INST_BELOW(%rdi)
+    movq LP_INST_RI + LP_RI_RET_ADDR(%rdi), %rax
+    movq %rax, (%rsi)
+    /* A level of kret_busy for ks (depth first, then the slot), then live: the busy protocol
+     * (core/dispatch.hpp publish_busy; this thread's kret_busy was at depth 0). */
+    movl $1, LP_REC_KRET_BUSY_DEPTH(%rbx)
+    movq %rcx, LP_REC_KRET_BUSY_SLOT0(%rbx)
+    cmpb $0, LP_KRS_LIVE(%rcx)
+    je 3f
+    movq LP_KRS_RP(%rcx), %rax
+    movq LP_RP_HANDLER(%rax), %rax
+    testq %rax, %rax
+    jz 3f
+    movl $1, LP_REC_IN_HANDLER(%rbx)
+    movq %rdi, LP_REC_KRET_LIGHT(%rbx)
+    cmpb $0, LP_KRS_RETURN_SAVES(%rcx)
+    leaq LP_INST_RI(%rdi), %rdi          /* ri */
+    leaq -40(%rsp), %rsi                 /* regs: S - 128, of which only the fields saved here are read */
+    jne 2f
+    call *%rax
+    .globl lp_kret_light_after
+    .hidden lp_kret_light_after
+lp_kret_light_after:  /* where a fault in the handler resumes (kret_fault_resume): rsp = S - 88 */
+    movq LP_REC_KRET_LIGHT(%rbx), %rdi
+    movq LP_INST_KS(%rdi), %rcx
+    movl $0, LP_REC_IN_HANDLER(%rbx)
+    movq $0, LP_REC_KRET_LIGHT(%rbx)
+    movq $0, LP_REC_KRET_LIGHT_SP(%rbx)
+3:  /* The level released (the slot first, then depth). rdi = e, rcx = its KretState. */
+    movq $0, LP_REC_KRET_BUSY_SLOT0(%rbx)
+    movl $0, LP_REC_KRET_BUSY_DEPTH(%rbx)
+    xorl %ebp, %ebp                      /* 1 when the return stack buffer holds the caller */
+    cmpl $1, LP_INST_NEXT_FREE(%rdi)     /* kInstRsb */
+    sete %bpl
+    /* The instance back to the thread's cache entry when it is the probe's, the probe lives
+     * and the entry has no hot instance (give_back's common case); the rest in C. */
+    movl LP_KRS_CACHE_SLOT(%rcx), %eax
+    shlq $5, %rax
+    leaq LP_REC_KRET_CACHE(%rbx,%rax), %rax
+    cmpq %rcx, (%rax)
+    jne 6f
+    cmpb $0, LP_KRS_LIVE(%rcx)
+    je 6f
+    cmpq $0, 8(%rax)
+    jne 6f
+    movq %rdi, 8(%rax)
+    movq G_KRET_UNREGISTRATIONS(%rip), %rax
+    cmpq %rax, LP_REC_KRET_SEEN(%rbx)
+    jne 7f
+4:  movl %ebp, %edx
+9:  cmpq $1, %rdx         /* 0: jump home; 1: ret home (predicted); 2: the full path */
+    popq %rbx
+    .cfi_restore %rbx
     popq %r11
     popq %r10
     popq %r9
@@ -147,6 +233,30 @@ lp_kretprobe_trampoline:
     .cfi_def_cfa %rsp, 0
     .cfi_undefined %rip
     jmp lp_kretprobe_full
+    /* Out of the fast path's line: */
+    .cfi_def_cfa %rsp, 96
+    .cfi_offset %rip, -8
+    .cfi_offset %rbp, -16
+    .cfi_offset %rbx, -96
+2:  /* A handler that writes callee-saved registers: through lp_kret_call_saving. */
+    movq %rax, LP_REC_KRET_LIGHT_H(%rbx)
+    movq %rbx, %rdx
+    call lp_kret_call_saving
+    jmp lp_kret_light_after
+6:  /* give_back's other cases, and the flush. */
+    movq %rdi, %rsi
+    movq %rbx, %rdi
+    call lp_kret_light_finish
+    jmp 4b
+7:  /* The instance went back; caches of probes being unregistered to flush. */
+    xorl %esi, %esi
+    movq %rbx, %rdi
+    call lp_kret_light_finish
+    jmp 4b
+8:  /* Not the fast path's: lp_kret_light_return, nothing changed yet (rbx is restored last). */
+    leaq 88(%rsp), %rdi
+    call lp_kret_light_return
+    jmp 9b
     .cfi_endproc
     .size lp_kretprobe_trampoline, .-lp_kretprobe_trampoline
 

@@ -10,8 +10,33 @@
 #define LP_REC_JUMP_KS 0x48
 #define LP_REC_JUMP_LIGHT 0x58
 #define LP_REC_COUNTERS 0x60
+#define LP_REC_KRET_BUSY_SLOT0 0x70   /* kret_busy.slot[0] */
+#define LP_REC_KRET_BUSY_DEPTH 0x90   /* kret_busy.depth */
+#define LP_REC_RET_TOP 0x98
 #define LP_REC_KRET_LIGHT_SP 0xb0   /* kret_light_sp */
 #define LP_REC_KRET_LIGHT_H 0xb8    /* kret_light_h */
+#define LP_REC_KRET_LIGHT 0xf0
+#define LP_REC_KRET_CACHE 0x300     /* kret_cache[0]; an entry is 32 bytes: ks, hot, ... */
+#define LP_REC_KRET_SEEN 0xb00      /* kret_seen_unregistrations */
+/* core::Inst, then its struct kretprobe_instance (rp, ret_addr, ...) */
+#define LP_INST_BELOW 0x00
+#define LP_INST_SLOT 0x08
+#define LP_INST_KS 0x10
+#define LP_INST_NEXT_FREE 0x18
+#define LP_INST_RI 0x20
+#define LP_RI_RET_ADDR 0x08
+#define LP_RI_TID 0x10
+/* core::KretState */
+#define LP_KRS_RP 0x00
+#define LP_KRS_LIVE 0x50
+#define LP_KRS_RETURN_LIGHT 0x55
+#define LP_KRS_ENTRY_BARE 0x52
+#define LP_KRS_RETURN_SAVES 0x56
+#define LP_KRS_CACHE_SLOT 0x5c
+/* struct kretprobe (its kprobe first: kp->__lp_reserved[0] is the KretState) */
+#define LP_KP_KRET_STATE 0x48
+#define LP_RP_HANDLER 0x68
+#define LP_RP_ENTRY_HANDLER 0x70
 /* core::ProbePoint */
 #define LP_PP_LIGHT 0x18
 /* core::KprobeState */

@@ -33,7 +33,7 @@ static_assert(offsetof(struct kretprobe_instance, ret_addr) == LP_RI_RET_ADDR);
 static_assert(offsetof(struct kretprobe_instance, tid) == LP_RI_TID && sizeof(pid_t) == 4);
 static_assert(offsetof(struct kprobe, __lp_reserved) == LP_KP_KRET_STATE);
 static_assert(offsetof(struct kretprobe, entry_handler) == LP_RP_ENTRY_HANDLER);
-static_assert(offsetof(KretState, entry_bare) == LP_KRS_ENTRY_BARE);
+static_assert(offsetof(KretState, entry_bare) == LP_KRS_ENTRY_BARE && offsetof(KretState, entry_direct) == LP_KRS_ENTRY_DIRECT);
 static_assert(offsetof(ThreadRecord, owner) == 0 && sizeof(ThreadRecord::owner) == 4);
 static_assert(offsetof(KretState, rp) == LP_KRS_RP && offsetof(KretState, live) == LP_KRS_LIVE &&
               offsetof(KretState, return_light) == LP_KRS_RETURN_LIGHT &&

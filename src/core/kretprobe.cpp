@@ -42,15 +42,13 @@ bool proven_vector_free(kretprobe_handler_t h)
 }
 
 // True when h (vector-free) is proven to write caller-saved registers only.
-// Whether h writes no callee-saved register but rbp (a frame pointer): lp_kret_call_bare,
-// which saves rbp only, may call it.
-bool bare_callable(kretprobe_handler_t h)
+// Whether h is proven vector-free and to write no general register outside `may`.
+bool writes_only(kretprobe_handler_t h, uint32_t may)
 {
     if (!h) return true;
     const char *why = nullptr;
     uint32_t writes = 0;
-    return arch::vector_free(reinterpret_cast<uint64_t>(h), 2, &why, &writes) &&
-           (writes & ~(arch::kCallerSavedGprs | arch::gpr_bit(ZYDIS_REGISTER_RBP))) == 0;
+    return arch::vector_free(reinterpret_cast<uint64_t>(h), 2, &why, &writes) && (writes & ~may) == 0;
 }
 
 static_assert(offsetof(struct pt_regs, r11) == 6 * 8 && offsetof(struct pt_regs, di) == 14 * 8 &&
@@ -121,7 +119,9 @@ Status make_state(struct kretprobe *rp, KretState **out)
     // then be saved (liveprobe_get_fpregs), proof or not.
     bool fp = rp->kp.flags & KPROBE_FLAG_FPREGS;
     ks->entry_vec = fp || !proven_vector_free(rp->entry_handler);
-    ks->entry_bare = !ks->entry_vec && bare_callable(rp->entry_handler);
+    const uint32_t rbp = arch::gpr_bit(ZYDIS_REGISTER_RBP);
+    ks->entry_bare = !ks->entry_vec && writes_only(rp->entry_handler, arch::kCallerSavedGprs | rbp);
+    ks->entry_direct = !ks->entry_vec && writes_only(rp->entry_handler, arch::kCallerSavedGprs);
     ks->return_vec = fp || !proven_vector_free(rp->handler);
     ks->unwind_vec = fp || !proven_vector_free(rp->unwind_handler);
     const int kind = fp ? 0 : light_return_kind(rp->handler);

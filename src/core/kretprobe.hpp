@@ -78,6 +78,8 @@ struct alignas(64) KretState {
     // The entry handler writes no callee-saved register but rbp (proven): the light entry calls
     // it through lp_kret_call_bare, which saves rbp only.
     bool entry_bare = false;
+    // ... and no callee-saved register at all: lp_kret_light_pre calls it itself.
+    bool entry_direct = false;
     bool return_vec = true;
     bool unwind_vec = true;
     // The return handler takes the light return (kretprobe_trampoline.S): none, or one proven

@@ -29,9 +29,10 @@
 /* core::KretState */
 #define LP_KRS_RP 0x00
 #define LP_KRS_LIVE 0x50
-#define LP_KRS_RETURN_LIGHT 0x55
+#define LP_KRS_RETURN_LIGHT 0x56
 #define LP_KRS_ENTRY_BARE 0x52
-#define LP_KRS_RETURN_SAVES 0x56
+#define LP_KRS_ENTRY_DIRECT 0x53
+#define LP_KRS_RETURN_SAVES 0x57
 #define LP_KRS_CACHE_SLOT 0x5c
 /* struct kretprobe (its kprobe first: kp->__lp_reserved[0] is the KretState) */
 #define LP_KP_KRET_STATE 0x48

@@ -25,6 +25,7 @@ namespace clk = liveprobe::os::clock;
 static thread_local int32_t t_ring = -1;
 static thread_local uint64_t t_generation = 0;
 static thread_local std::atomic<uint64_t> *t_counts = nullptr;  // the ring's row of counters
+static thread_local std::atomic<uint32_t> *t_hists = nullptr;   // its row of histograms (--hist)
 // The ring's tail as this thread last read it: the reader only moves it forward, so the ring has
 // at least as much room as this says, and the shared line is read only when it seems full.
 static thread_local uint64_t t_tail = 0;
@@ -68,6 +69,7 @@ static int32_t my_ring() noexcept
         }
     }
     t_counts = t_ring >= 0 ? count_of(g_base, g_capacity, static_cast<uint32_t>(t_ring), 0) : nullptr;
+    t_hists = t_ring >= 0 ? hist_of(g_base, g_capacity, static_cast<uint32_t>(t_ring), 0) : nullptr;
     t_tail = t_ring >= 0 ? ring_head(g_base, static_cast<uint32_t>(t_ring))->tail.load(std::memory_order_acquire) : 0;
     return t_ring;
 }
@@ -234,16 +236,18 @@ int hist_return(struct kretprobe_instance *ri, struct pt_regs *) noexcept
     uint64_t end = g_tsc ? clk::tsc_unordered() : liveprobe_ktime_ns();
     uint64_t delta = end <= stamp ? 0 : g_tsc ? clk::cycles_to_ns(end - stamp) : end - stamp;
     uint32_t idx = index_of(ri->rp);
-    int32_t ring = my_ring();
-    if (ring < 0) {
-        header_of(g_base)->unringed.fetch_add(1, std::memory_order_relaxed);
-        return 0;
+    // This thread's rows (my_ring() sets them): without a call in the common case, as count_pre.
+    if (t_hists == nullptr || t_generation != g_generation.load(std::memory_order_acquire)) [[unlikely]] {
+        if (my_ring() < 0) {
+            header_of(g_base)->unringed.fetch_add(1, std::memory_order_relaxed);
+            return 0;
+        }
     }
     uint32_t bucket = delta == 0 ? 0 : 64 - static_cast<uint32_t>(__builtin_clzll(delta));
     if (bucket >= kHistBuckets) bucket = kHistBuckets - 1;
-    std::atomic<uint32_t> *b = hist_of(g_base, g_capacity, static_cast<uint32_t>(ring), idx) + bucket;
+    std::atomic<uint32_t> *b = t_hists + size_t{idx} * kHistBuckets + bucket;  // this thread's row only
     b->store(b->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    std::atomic<uint64_t> *c = count_of(g_base, g_capacity, static_cast<uint32_t>(ring), idx);
+    std::atomic<uint64_t> *c = t_counts + idx;
     c->store(c->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     return 0;
 }

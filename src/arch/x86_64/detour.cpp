@@ -424,7 +424,7 @@ int build_detour(const Region &region, uint64_t at, bool mid, const DetourFns &f
         // With its own copy of the relocated region when there is room, else with a jump to the
         // full path's; without room for either (a long relocated region, a full mask), the
         // detour has no light entry.
-        const uint64_t light_fn = mid ? fns.light_mid : fns.light_entry;
+        const uint64_t light_fn = mid ? fns.light_mid : kret ? fns.kret_light_entry : fns.light_entry;
         Writer lw = w;
         auto try_light = [&](RelocMap *own) {
             lw = w;

@@ -74,6 +74,7 @@ struct DetourLayout {
 struct DetourFns {
     uint64_t pre = 0, post = 0;               // lp_detour_call_pre, lp_detour_call_post
     uint64_t light_entry = 0, light_mid = 0;  // lp_light_entry, lp_light_mid
+    uint64_t kret_light_entry = 0;            // lp_kret_light_entry (lp_light_entry when fenced)
     int32_t light_tls = 0;                    // core::tl_rec's offset from the thread pointer
     // The shared tails on to lp_kret_rsb_call: of case 3 (rsp = the pt_regs, the relocated
     // region's address in orig_ax), and of a light entry's kLightKret (rsp = its frame, the

@@ -63,16 +63,27 @@
     .cfi_startproc simple
     .cfi_signal_frame
     LIGHT_FRAME_CFI \rz
+    LIGHT_DISPATCH_BODY \fenced, 5f, 6f, 7f
+    jmp *LP_KS_LIGHT_FN(%rdx)
+    LIGHT_DISPATCH_EXITS 5, 6, 7
+    .cfi_endproc
+    .size \name, .-\name
+.endm
+
+/* The dispatcher up to the handler: rax = the record, rdx = the KprobeState, rdi = its kprobe.
+ * Its ways out (LIGHT_DISPATCH_EXITS): l5 the full entry, the level taken; l6 the original
+ * instructions, the level taken; l7 the full entry, nothing taken. */
+.macro LIGHT_DISPATCH_BODY fenced, l5, l6, l7
     movq TL_REC@GOTTPOFF(%rip), %rax
     movq %fs:(%rax), %rax                   /* the thread's record */
     testq %rax, %rax
-    jz 7f                                   /* none yet: the full entry claims one */
+    jz \l7                                  /* none yet: the full entry claims one */
     movl LP_REC_BUSY_DEPTH(%rax), %edx
     orl LP_REC_IN_HANDLER(%rax), %edx
-    jnz 7f                                  /* nested: the full entry */
+    jnz \l7                                 /* nested: the full entry */
     movq (%rdi), %rdx                       /* the probe point */
     testq %rdx, %rdx
-    jz 6f                                   /* going away: the original instructions */
+    jz \l6                                  /* going away: the original instructions */
     /* Publish the point in level 0 of busy (depth first, then the slot), then look it up
      * again: the reader's half of the quiescence protocol (dispatch.hpp publish_busy). */
     movl $1, LP_REC_BUSY_DEPTH(%rax)
@@ -81,12 +92,12 @@
     lock orq $0, (%rsp)
     .endif
     cmpq (%rdi), %rdx
-    jne 6f
+    jne \l6
     movq LP_PP_LIGHT(%rdx), %rdx            /* the kprobe the light path runs */
     testq %rdx, %rdx
-    jz 5f                                   /* none now: the full entry */
+    jz \l5                                  /* none now: the full entry */
     cmpb $0, LP_KS_ENABLED(%rdx)
-    je 6f
+    je \l6
     /* core::count: never null in a claimed record (thread_state.hpp). */
     movl LP_KS_ID(%rdx), %edi
     shlq $3, %rdi
@@ -98,17 +109,17 @@
     movq %rsp, LP_REC_JUMP_LIGHT(%rax)
     movl $1, LP_REC_IN_HANDLER(%rax)
     movq LP_KS_KP(%rdx), %rdi
-    jmp *LP_KS_LIGHT_FN(%rdx)
-5:  movl $1, %eax                           /* the finish releases the level */
+.endm
+
+.macro LIGHT_DISPATCH_EXITS l5, l6, l7
+\l5:  movl $1, %eax                         /* the finish releases the level */
     ret
-6:  xorl %eax, %eax
+\l6:  xorl %eax, %eax
     ret
-7:  /* Nothing taken, and the level is not this call's to release: past the finish. */
+\l7:  /* Nothing taken, and the level is not this call's to release: past the finish. */
     movl $1, %eax
     addq $LP_LIGHT_FINISH_SIZE, (%rsp)
     ret
-    .cfi_endproc
-    .size \name, .-\name
 .endm
 
 /* lp_kret_light_pre: a kretprobe's light handler (KprobeState::light_fn), rdi = its kprobe,
@@ -123,16 +134,29 @@
  * before anything changed. The entry handler, if any, runs through lp_kret_call_bare or
  * lp_kret_call_saving, as lp_kret_light_c runs it: a fault in it returns 1 there, and 1 (or
  * any non-zero) gives the instance back (lp_kret_light_finish) and returns 0: the call goes on
- * unprobed. Writes the caller-saved registers only (the light entry saved them). */
+ * unprobed. Writes the caller-saved registers only (the light entry saved them).
+ *
+ * lp_kret_light_entry, the dispatcher of light entries built for a kretprobe (function-entry
+ * shape, no fence), is lp_light_entry running on into lp_kret_light_pre, right after it, when
+ * the point's light kprobe is still a kretprobe: one jump fewer. */
 #define G_STACK_REGIONS _ZN9liveprobe2os15g_stack_regionsE
 #define G_KRET_UNREGISTRATIONS _ZN9liveprobe4core22g_kret_unregistrationsE
+    .globl lp_kret_light_entry
+    .hidden lp_kret_light_entry
+    .type lp_kret_light_entry, @function
     .globl lp_kret_light_pre
     .hidden lp_kret_light_pre
     .type lp_kret_light_pre, @function
-lp_kret_light_pre:
+    .p2align 5
+lp_kret_light_entry:
     .cfi_startproc simple
     .cfi_signal_frame
     LIGHT_FRAME_CFI 0
+    LIGHT_DISPATCH_BODY 0, 15f, 16f, 17f
+    leaq lp_kret_light_pre(%rip), %rsi
+    cmpq %rsi, LP_KS_LIGHT_FN(%rdx)
+    jne 18f
+lp_kret_light_pre:
     leaq 8 + LP_LIGHT_FRAME(%rsp), %rsi  /* the slot */
     movq LP_KP_KRET_STATE(%rdi), %rcx    /* ks */
     testq %rcx, %rcx
@@ -250,8 +274,11 @@ lp_kret_light_pre:
 9:  /* Not the common case: lp_kret_light_c(kp, slot, rec), nothing changed yet. */
     movq %rax, %rdx
     jmp lp_kret_light_c
-    .cfi_endproc
     .size lp_kret_light_pre, .-lp_kret_light_pre
+18: jmp *LP_KS_LIGHT_FN(%rdx)                /* lp_kret_light_entry: another light kprobe now */
+    LIGHT_DISPATCH_EXITS 15, 16, 17
+    .cfi_endproc
+    .size lp_kret_light_entry, .-lp_kret_light_entry
 
 
     LIGHT_DISPATCH lp_light_entry, 0, 0

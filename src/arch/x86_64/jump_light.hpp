@@ -26,6 +26,9 @@ extern "C" void lp_light_entry();
 extern "C" void lp_light_mid();
 extern "C" void lp_light_entry_fenced();
 extern "C" void lp_light_mid_fenced();
+// What light entries built for a kretprobe call instead of lp_light_entry (no fence): the same,
+// running on into lp_kret_light_pre when the point's light kprobe is still a kretprobe.
+extern "C" void lp_kret_light_entry();
 // A kretprobe's light handler (KprobeState::light_fn): lp_kret_light_c(kp, return slot).
 extern "C" void lp_kret_light_pre();
 

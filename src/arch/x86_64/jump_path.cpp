@@ -244,6 +244,7 @@ DetourFns detour_fns()
     const bool fenced = os::hit_path_needs_fence();
     f.light_entry = reinterpret_cast<uint64_t>(fenced ? &lp_light_entry_fenced : &lp_light_entry);
     f.light_mid = reinterpret_cast<uint64_t>(fenced ? &lp_light_mid_fenced : &lp_light_mid);
+    f.kret_light_entry = reinterpret_cast<uint64_t>(fenced ? &lp_light_entry_fenced : &lp_kret_light_entry);
     f.light_tls = light_tls_offset();
     f.kret_full_tail = reinterpret_cast<uint64_t>(&lp_kret_full_tail);
     f.kret_light_tail = reinterpret_cast<uint64_t>(&lp_kret_light_tail);

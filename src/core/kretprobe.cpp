@@ -92,7 +92,12 @@ Status make_state(struct kretprobe *rp, KretState **out)
     int count = rp->maxactive > 0 ? rp->maxactive : default_maxactive();
     rp->maxactive = count;  // as the kernel does: the caller sees the bound in force
     size_t stride = (sizeof(Inst) + sizeof(struct kretprobe_instance) + rp->data_size + 15) & ~size_t(15);
-    size_t header = (sizeof(KretState) + 63) & ~size_t(63);
+    // The state and the first instances at the end of their page rather than at its start: the
+    // thread records' hot fields sit at the start of theirs (the first record of a chunk is
+    // page-aligned), and a load whose address matches a store still in flight in its low 12 bits
+    // (4K aliasing) waits for it. liveprobe-kret-cycles: 46.3 -> 44.7 TSC cycles a call.
+    constexpr size_t kStateAt = 0xc00;
+    size_t header = kStateAt + ((sizeof(KretState) + 63) & ~size_t(63));
     size_t size = header + stride * static_cast<size_t>(count);
     size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
     size = (size + page - 1) & ~(page - 1);
@@ -105,7 +110,7 @@ Status make_state(struct kretprobe *rp, KretState **out)
         munmap(mem, size);
         return Fail(-ENOMEM, "no memory for a kretprobe's state");
     }
-    auto *ks = new (mem) KretState();
+    auto *ks = new (static_cast<uint8_t *>(mem) + kStateAt) KretState();
     ks->header = header;
     ks->rp = rp;
     ks->base = static_cast<uint8_t *>(mem);

@@ -53,7 +53,8 @@ struct alignas(16) Inst {
 static_assert(sizeof(Inst) % 16 == 0, "ri (and its data) right after an Inst stays 16-aligned");
 static_assert(offsetof(struct kretprobe_instance, data) % 16 == 0);
 
-// Per registered kretprobe, at the start of the memory its instances live in (one mmap, freed
+// Per registered kretprobe, in the first page of the memory its instances live in, right
+// before them (at 0xc00 in it: kretprobe.cpp make_state; one mmap at `base`, freed
 // when the probe is unregistered and the last instance has come back: `refs`). The mapping is
 // address space only (PROT_NONE, no memory committed) but for this state and the instances
 // below `committed`, made readable and writable as they are first needed: a large maxactive

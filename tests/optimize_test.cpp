@@ -315,34 +315,38 @@ TEST(Optimize, KretprobeHandlersThatWreckEveryRegisterAndFaultLeaveTheProgramInt
     }
 }
 
-// A kretprobe handler that writes rbp, the only callee-saved register it writes (as a
-// frame-pointer build's does), and faults: the light paths call it through lp_kret_call_bare,
-// which saves rbp alone and restores it after the fault. Both handlers take the light paths.
+// A kretprobe handler that writes rbp, or rbp and rbx, and no other callee-saved register (as
+// a frame-pointer build's does, or one that keeps a value across a call), and faults: the light
+// paths call it themselves, saving those two, and restore them after the fault. Both handlers
+// take the light paths.
 TEST(Optimize, KretprobeHandlersThatWreckRbpAndFaultLeaveTheProgramIntact)
 {
     if (!__builtin_cpu_supports("avx512f")) {
         GTEST_SKIP() << "this CPU has no AVX-512: lp_o_call_regs needs it";
     }
-    const auto wreck = reinterpret_cast<kretprobe_handler_t>(&lp_t_rbp_fault);
-    for (bool at_entry : {true, false}) {
-        SCOPED_TRACE(at_entry ? "entry handler" : "return handler");
-        kretprobe rp{};
-        rp.kp.addr = reinterpret_cast<kprobe_opcode_t *>(&lp_o_leaf);
-        rp.entry_handler = at_entry ? wreck : nullptr;
-        rp.handler = at_entry ? nullptr : wreck;
-        rp.maxactive = 1;  // an instance not given back would show as nmissed
-        ASSERT_EQ(register_kretprobe(&rp), 0) << liveprobe_strerror(-1);
-        if (optimizing()) {
-            ASSERT_TRUE(rp.kp.flags & KPROBE_FLAG_OPTIMIZED) << why(rp.kp);
+    for (auto *fn : {&lp_t_rbp_fault, &lp_t_rbx_rbp_fault}) {
+        for (bool at_entry : {true, false}) {
+            const auto wreck = reinterpret_cast<kretprobe_handler_t>(fn);
+            SCOPED_TRACE(fn == &lp_t_rbp_fault ? "rbp" : "rbx and rbp");
+            SCOPED_TRACE(at_entry ? "entry handler" : "return handler");
+            kretprobe rp{};
+            rp.kp.addr = reinterpret_cast<kprobe_opcode_t *>(&lp_o_leaf);
+            rp.entry_handler = at_entry ? wreck : nullptr;
+            rp.handler = at_entry ? nullptr : wreck;
+            rp.maxactive = 1;  // an instance not given back would show as nmissed
+            ASSERT_EQ(register_kretprobe(&rp), 0) << liveprobe_strerror(-1);
+            if (optimizing()) {
+                ASSERT_TRUE(rp.kp.flags & KPROBE_FLAG_OPTIMIZED) << why(rp.kp);
+            }
+            for (int round = 0; round < 3; ++round) {
+                fill_patterns();
+                lp_o_call_regs();
+                expect_all_preserved(false);
+            }
+            EXPECT_EQ(liveprobe_kprobe_faults(&rp.kp), 3u);
+            EXPECT_EQ(rp.nmissed, 0);
+            unregister_kretprobe(&rp);
         }
-        for (int round = 0; round < 3; ++round) {
-            fill_patterns();
-            lp_o_call_regs();
-            expect_all_preserved(false);
-        }
-        EXPECT_EQ(liveprobe_kprobe_faults(&rp.kp), 3u);
-        EXPECT_EQ(rp.nmissed, 0);
-        unregister_kretprobe(&rp);
     }
 }
 

@@ -615,9 +615,10 @@ KretReturn kretprobe_return(struct pt_regs *regs) noexcept
 // return address into the slot (the trampoline's frame is the probed function's at its return,
 // for unwinders), runs the handler under a level of kret_busy unless the probe is going away,
 // gives the instance back and says where the trampoline goes. The handler runs through
-// lp_kret_call_bare, or lp_kret_call_saving when it writes callee-saved registers
-// (KretState::return_saves), so that a fault in it (kret_fault_resume) returns 1 from there
-// with this function's registers intact; its regs is the trampoline's frame (the slot - 128).
+// lp_kret_call_bare, or lp_kret_call_saving when it writes callee-saved registers other than
+// rbp (KretState::return_saves, return_rbx), so that a fault in it (kret_fault_resume) returns
+// 1 from there with this function's registers intact; its regs is the trampoline's frame (the
+// slot - 128).
 extern "C" KretReturn lp_kret_light_return(uint64_t slot) noexcept
 {
     ThreadRecord *rec = tl_rec;
@@ -642,7 +643,7 @@ extern "C" KretReturn lp_kret_light_return(uint64_t slot) noexcept
             rec->kret_light_h = reinterpret_cast<void *>(h);
             std::atomic_signal_fence(std::memory_order_seq_cst);
             auto *regs = reinterpret_cast<struct pt_regs *>(slot - 128);
-            if (ks->return_saves) [[unlikely]]
+            if (ks->return_saves || ks->return_rbx) [[unlikely]]
                 lp_kret_call_saving(ri, regs, rec);
             else
                 lp_kret_call_bare(ri, regs, rec);
@@ -703,7 +704,7 @@ bool liveprobe::core::kret_fault_resume(int sig, ucontext_t *uc) noexcept
         }
         // Called by the trampoline itself (its fast path), with the stack pointer the slot - 88:
         // it resumes after that call, as if the handler had returned. The handler wrote no
-        // callee-saved register but rbp, which the trampoline restores from its frame.
+        // callee-saved register but rbp and rbx, which the trampoline restores from its frame.
         g[REG_RSP] = static_cast<greg_t>(in->slot - 88);
         g[REG_RIP] = reinterpret_cast<greg_t>(&lp_kret_light_after);
         return true;

@@ -55,11 +55,11 @@ static_assert(offsetof(struct pt_regs, r11) == 6 * 8 && offsetof(struct pt_regs,
               offsetof(struct pt_regs, ip) == 16 * 8);
 
 // Whether h can run on the light return (kretprobe_trampoline.S), which saves only the
-// caller-saved registers and rbp, and passes a regs with only those and ip: h is proven
+// caller-saved registers, rbp and rbx, and passes a regs with only those and ip: h is proven
 // vector-free and uses no other field of its regs (nor the pointer itself). 0: it cannot; 1: it
-// can, through lp_kret_call_bare: it writes no callee-saved register but rbp (a frame pointer);
-// 2: it can, through lp_kret_call_saving, which saves the callee-saved registers (a fault in h
-// abandons it with whatever it wrote).
+// can, called by the trampoline itself: it writes no callee-saved register but rbp and rbx (a
+// frame pointer, a value kept across a call); 2: it can, through lp_kret_call_saving, which
+// saves the callee-saved registers (a fault in h abandons it with whatever it wrote).
 int light_return_kind(kretprobe_handler_t h)
 {
 #ifdef LIVEPROBE_SANITIZER_BUILD
@@ -70,7 +70,7 @@ int light_return_kind(kretprobe_handler_t h)
     const auto a = reinterpret_cast<uint64_t>(h);
     const char *why = nullptr;
     uint32_t writes = 0;
-    const uint32_t saved = arch::kCallerSavedGprs | arch::gpr_bit(ZYDIS_REGISTER_RBP);
+    const uint32_t saved = arch::kCallerSavedGprs | arch::gpr_bit(ZYDIS_REGISTER_RBP) | arch::gpr_bit(ZYDIS_REGISTER_RBX);
     if (!arch::vector_free(a, 2, &why, &writes) || !arch::regs_fields_only(a, 2, kLightRegsFields, &why)) return 0;
     return (writes & ~saved) == 0 ? 1 : 2;
 #endif
@@ -126,12 +126,14 @@ Status make_state(struct kretprobe *rp, KretState **out)
     ks->entry_vec = fp || !proven_vector_free(rp->entry_handler);
     const uint32_t rbp = arch::gpr_bit(ZYDIS_REGISTER_RBP);
     ks->entry_bare = !ks->entry_vec && writes_only(rp->entry_handler, arch::kCallerSavedGprs | rbp);
-    ks->entry_direct = !ks->entry_vec && writes_only(rp->entry_handler, arch::kCallerSavedGprs);
+    const uint32_t rbx = arch::gpr_bit(ZYDIS_REGISTER_RBX);
+    ks->entry_direct = !ks->entry_vec && writes_only(rp->entry_handler, arch::kCallerSavedGprs | rbp | rbx);
     ks->return_vec = fp || !proven_vector_free(rp->handler);
     ks->unwind_vec = fp || !proven_vector_free(rp->unwind_handler);
     const int kind = fp ? 0 : light_return_kind(rp->handler);
     ks->return_light = kind != 0;
     ks->return_saves = kind == 2;
+    ks->return_rbx = kind == 1 && !writes_only(rp->handler, arch::kCallerSavedGprs | rbp);
     *out = ks;
     return Status::Ok();
 }

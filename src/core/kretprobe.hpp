@@ -79,7 +79,8 @@ struct alignas(64) KretState {
     // The entry handler writes no callee-saved register but rbp (proven): the light entry calls
     // it through lp_kret_call_bare, which saves rbp only.
     bool entry_bare = false;
-    // ... and no callee-saved register at all: lp_kret_light_pre calls it itself.
+    // The entry handler writes no callee-saved register but rbp and rbx (a frame pointer, a
+    // value kept across a call): lp_kret_light_pre calls it itself, saving those two.
     bool entry_direct = false;
     bool return_vec = true;
     bool unwind_vec = true;
@@ -89,6 +90,9 @@ struct alignas(64) KretState {
     // rbp) or, with return_saves, lp_kret_call_saving.
     bool return_light = false;
     bool return_saves = false;
+    // ... or it writes rbx: the trampoline calls it itself (it saves rbx), lp_kret_light_return
+    // through lp_kret_call_saving.
+    bool return_rbx = false;
     // The per-thread counter that counts faults of rp's handlers: its kprobe's (fault_id of its
     // KprobeState, so liveprobe_kprobe_faults(&rp->kp) sums them); 0 until registered.
     uint32_t fault_id = 0;

@@ -55,6 +55,18 @@ FUNC(lp_t_rbp_fault)
     ret
 END(lp_t_rbp_fault)
 
+/* int lp_t_rbx_rbp_fault(void *, struct pt_regs *): the same, overwriting rbx too, as a
+ * handler that keeps a value across a call in rbx leaves it when it faults in that call. */
+FUNC(lp_t_rbx_rbp_fault)
+    movq $-1, %rax
+    movq %rax, %rbx
+    movq %rax, %rbp
+    movq %rax, %rcx
+    movl $8, %edi
+    movq (%rdi), %rax
+    ret
+END(lp_t_rbx_rbp_fault)
+
 FUNC(lp_t_carry)
     xorl %eax, %eax
 LABEL(lp_t_carry_jc)

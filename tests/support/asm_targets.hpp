@@ -46,6 +46,8 @@ int lp_t_clobber_fault(struct kprobe *, struct pt_regs *);
 // int lp_t_rbp_fault(void *, struct pt_regs *): a handler that overwrites rbp (the only
 // callee-saved register it writes) and some caller-saved ones, then faults.
 int lp_t_rbp_fault(void *, struct pt_regs *);
+// int lp_t_rbx_rbp_fault(void *, struct pt_regs *): the same, overwriting rbx too.
+int lp_t_rbx_rbp_fault(void *, struct pt_regs *);
 
 // long lp_t_div(long a, long b): a / b with idiv (SIGFPE when b == 0), out of sight of UBSan
 long lp_t_div(long a, long b);

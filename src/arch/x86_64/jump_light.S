@@ -202,34 +202,78 @@ lp_kret_light_pre:
     movq %r10, (%rsi)
     movl $3, %eax                        /* arch::kLightKret */
     ret
-3:  /* The entry handler: rbx keeps in across it (the handler, or the thunk, keeps rbx). */
+3:  /* The entry handler. */
+    movq %rax, %rdx
+    leaq LP_INST_RI(%r11), %rdi
+    xorl %esi, %esi
+    cmpb $0, LP_KRS_ENTRY_DIRECT(%rcx)
+    je 10f
+    /* It writes no callee-saved register but rbp and rbx: called from here, those two saved
+     * (a fault may leave them changed), in kept in memory, and what a fault needs as the
+     * thunks leave it (kret_light_sp: the word holding where it resumes, 7 below, the stack
+     * pointer to resume with just above, at in). */
+    pushq %rbx
+    .cfi_adjust_cfa_offset 8
+    .cfi_offset %rbx, -(16 + LP_LIGHT_FRAME)
+    LIGHT_RIP_RULE 8
+    pushq %rbp
+    .cfi_adjust_cfa_offset 8
+    .cfi_offset %rbp, -(24 + LP_LIGHT_FRAME)
+    LIGHT_RIP_RULE 16
+    pushq %r11
+    .cfi_adjust_cfa_offset 8
+    LIGHT_RIP_RULE 24
+    leaq 7f(%rip), %r8
+    pushq %r8
+    .cfi_adjust_cfa_offset 8
+    LIGHT_RIP_RULE 32
+    movq %rsp, LP_REC_KRET_LIGHT_SP(%rdx)
+    leaq -8(%rsp), %rsp                  /* the call aligned */
+    .cfi_adjust_cfa_offset 8
+    LIGHT_RIP_RULE 40
+    call *%r10
+    leaq 16(%rsp), %rsp
+    .cfi_adjust_cfa_offset -16
+    LIGHT_RIP_RULE 24
+11: movq TL_REC@GOTTPOFF(%rip), %rdx
+    movq %fs:(%rdx), %rdx
+    movq $0, LP_REC_KRET_LIGHT_SP(%rdx)
+    popq %r11
+    .cfi_adjust_cfa_offset -8
+    LIGHT_RIP_RULE 16
+    popq %rbp
+    .cfi_adjust_cfa_offset -8
+    .cfi_restore %rbp
+    LIGHT_RIP_RULE 8
+    popq %rbx
+    .cfi_adjust_cfa_offset -8
+    .cfi_restore %rbx
+    LIGHT_RIP_RULE 0
+    testl %eax, %eax
+    jnz 12f
+    movq %rdx, %rax
+    movq LP_INST_SLOT(%r11), %rsi
+    jmp 2b
+12: /* Declined, or it faulted: the instance back, the call goes on unprobed. */
+    leaq -8(%rsp), %rsp                  /* the call aligned */
+    .cfi_adjust_cfa_offset 8
+    LIGHT_RIP_RULE 8
+    movq %rdx, %rdi
+    movq %r11, %rsi
+    call lp_kret_light_finish
+    leaq 8(%rsp), %rsp
+    .cfi_adjust_cfa_offset -8
+    LIGHT_RIP_RULE 0
+    xorl %eax, %eax
+    ret
+10: /* Through lp_kret_call_bare or lp_kret_call_saving (it writes other callee-saved
+     * registers: the thunk saves them); rbx keeps in across it (the thunks keep rbx). */
     pushq %rbx
     .cfi_adjust_cfa_offset 8
     .cfi_offset %rbx, -(16 + LP_LIGHT_FRAME)
     LIGHT_RIP_RULE 8
     movq %r11, %rbx
-    movq %rax, %rdx
-    leaq LP_INST_RI(%r11), %rdi
-    xorl %esi, %esi
-    cmpb $0, LP_KRS_ENTRY_DIRECT(%rcx)
-    je 4f
-    /* It writes no callee-saved register: called from here, with what a fault needs as the
-     * thunks leave it (kret_light_sp: the word holding where it resumes, 7 below, the stack
-     * pointer to resume with just above). */
-    leaq 7f(%rip), %r8
-    pushq %r8
-    .cfi_adjust_cfa_offset 8
-    LIGHT_RIP_RULE 16
-    movq %rsp, LP_REC_KRET_LIGHT_SP(%rax)
-    leaq -8(%rsp), %rsp                  /* the call aligned */
-    .cfi_adjust_cfa_offset 8
-    LIGHT_RIP_RULE 24
-    call *%r10
-    leaq 16(%rsp), %rsp
-    .cfi_adjust_cfa_offset -16
-    LIGHT_RIP_RULE 8
-    jmp 5f
-4:  movq %r10, LP_REC_KRET_LIGHT_H(%rax)
+    movq %r10, LP_REC_KRET_LIGHT_H(%rdx)
     cmpb $0, LP_KRS_ENTRY_BARE(%rcx)
     je 4f
     call lp_kret_call_bare
@@ -263,13 +307,15 @@ lp_kret_light_pre:
     ret
 7:  /* A fault in a handler called from here resumes here (arch::light_fault_resume), the stack
      * pointer right above the resume word: as if it had returned 1. */
-    .cfi_adjust_cfa_offset 8
+    .cfi_adjust_cfa_offset 24
     .cfi_offset %rbx, -(16 + LP_LIGHT_FRAME)
-    LIGHT_RIP_RULE 8
+    .cfi_offset %rbp, -(24 + LP_LIGHT_FRAME)
+    LIGHT_RIP_RULE 24
     movl $1, %eax
-    jmp 5b
-    .cfi_adjust_cfa_offset -8
+    jmp 11b
+    .cfi_adjust_cfa_offset -24
     .cfi_restore %rbx
+    .cfi_restore %rbp
     LIGHT_RIP_RULE 0
 9:  /* Not the common case: lp_kret_light_c(kp, slot, rec), nothing changed yet. */
     movq %rax, %rdx

@@ -123,9 +123,10 @@ lp_kretprobe_trampoline:
     .cfi_adjust_cfa_offset 80
     .cfi_offset %rbx, -96
     /* The fast path: lp_kret_light_return's common case in assembly, the handler called from
-     * here: no C call around it. rbx: the thread's record (the handler keeps it: it writes no
-     * callee-saved register but rbp, or it runs through lp_kret_call_saving). Anything else,
-     * before anything changed: lp_kret_light_return (8), which decides again. */
+     * here: no C call around it. rbx: the thread's record (read again after the handler, which
+     * may write rbp and rbx, both restored from this frame; or it runs through
+     * lp_kret_call_saving). Anything else, before anything changed: lp_kret_light_return (8),
+     * which decides again. */
     movq TL_REC@GOTTPOFF(%rip), %rbx
     movq %fs:(%rbx), %rbx
     testq %rbx, %rbx
@@ -176,6 +177,8 @@ lp_kretprobe_trampoline:
     .globl lp_kret_light_after
     .hidden lp_kret_light_after
 lp_kret_light_after:  /* where a fault in the handler resumes (kret_fault_resume): rsp = S - 88 */
+    movq TL_REC@GOTTPOFF(%rip), %rbx     /* the record again: the handler may have written rbx */
+    movq %fs:(%rbx), %rbx
     movq LP_REC_KRET_LIGHT(%rbx), %rdi
     movq LP_INST_KS(%rdi), %rcx
     movl $0, LP_REC_IN_HANDLER(%rbx)

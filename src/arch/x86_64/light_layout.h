@@ -33,7 +33,7 @@
 #define LP_KRS_ENTRY_BARE 0x52
 #define LP_KRS_ENTRY_DIRECT 0x53
 #define LP_KRS_RETURN_SAVES 0x57
-#define LP_KRS_CACHE_SLOT 0x5c
+#define LP_KRS_CACHE_SLOT 0x60
 /* struct kretprobe (its kprobe first: kp->__lp_reserved[0] is the KretState) */
 #define LP_KP_KRET_STATE 0x48
 #define LP_RP_HANDLER 0x68

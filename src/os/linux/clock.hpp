@@ -109,7 +109,11 @@ inline uint64_t ktime_ns() noexcept
 {
     const uint8_t source = g_source.load(std::memory_order_relaxed);
     if (__builtin_expect(source < kTscLfence, 0)) return monotonic_ns();
-    return convert_current([source] { return tsc_ordered(source); });
+    // One loop for each way of reading the TSC, so that the source is not live in it: the fast
+    // path then fits in the caller-saved registers, and a handler that reads the clock writes
+    // no callee-saved register (the light kretprobe paths call such handlers directly).
+    if (source == kTscRdtscp) return convert_current([] { return tsc_ordered(kTscRdtscp); });
+    return convert_current([] { return tsc_ordered(kTscLfence); });
 }
 
 // For durations measured in TSC cycles (a tracer's, at both ends of a call): whether the clock

@@ -22,13 +22,17 @@ bool g_tsc = false;
 
 namespace clk = liveprobe::os::clock;
 
-static thread_local int32_t t_ring = -1;
-static thread_local uint64_t t_generation = 0;
-static thread_local std::atomic<uint64_t> *t_counts = nullptr;  // the ring's row of counters
-static thread_local std::atomic<uint32_t> *t_hists = nullptr;   // its row of histograms (--hist)
-// The ring's tail as this thread last read it: the reader only moves it forward, so the ring has
-// at least as much room as this says, and the shared line is read only when it seems full.
-static thread_local uint64_t t_tail = 0;
+// This thread's ring and rows, in one thread-local block (one address to compute per event).
+struct ThreadRows {
+    std::atomic<uint64_t> *counts = nullptr;  // the ring's row of counters
+    uint64_t generation = 0;                  // g_generation when they were set
+    std::atomic<uint32_t> *hists = nullptr;   // its row of histograms (--hist)
+    int32_t ring = -1;
+    // The ring's tail as this thread last read it: the reader only moves it forward, so the ring
+    // has at least as much room as this says, and the shared line is read only when it seems full.
+    uint64_t tail = 0;
+};
+static thread_local ThreadRows t_rows;
 
 [[gnu::constructor]] static void trace_atfork()
 {
@@ -43,12 +47,12 @@ static thread_local uint64_t t_tail = 0;
 static int32_t my_ring() noexcept
 {
     uint64_t gen = g_generation.load(std::memory_order_acquire);
-    if (t_generation == gen && t_ring >= 0) return t_ring;
-    t_generation = gen;
-    t_ring = -1;
+    if (t_rows.generation == gen && t_rows.ring >= 0) return t_rows.ring;
+    t_rows.generation = gen;
+    t_rows.ring = -1;
     int32_t tid = os::raw_gettid();
     int32_t pid = os::raw_getpid();
-    for (uint32_t pass = 0; pass < 2 && t_ring < 0; ++pass) {
+    for (uint32_t pass = 0; pass < 2 && t_rows.ring < 0; ++pass) {
         for (uint32_t i = 0; i < kRings; ++i) {
             RingHead *h = ring_head(g_base, i);
             int32_t owner = h->tid.load(std::memory_order_relaxed);
@@ -56,22 +60,22 @@ static int32_t my_ring() noexcept
                 os::raw_syscall(SYS_tgkill, pid, owner, 0) == -ESRCH) {
                 // Its thread is gone and the reader has everything: take it.
                 if (h->tid.compare_exchange_strong(owner, tid)) {
-                    t_ring = static_cast<int32_t>(i);
+                    t_rows.ring = static_cast<int32_t>(i);
                     break;
                 }
                 continue;
             }
             int32_t free = 0;
             if (owner == 0 && h->tid.compare_exchange_strong(free, tid)) {
-                t_ring = static_cast<int32_t>(i);
+                t_rows.ring = static_cast<int32_t>(i);
                 break;
             }
         }
     }
-    t_counts = t_ring >= 0 ? count_of(g_base, g_capacity, static_cast<uint32_t>(t_ring), 0) : nullptr;
-    t_hists = t_ring >= 0 ? hist_of(g_base, g_capacity, static_cast<uint32_t>(t_ring), 0) : nullptr;
-    t_tail = t_ring >= 0 ? ring_head(g_base, static_cast<uint32_t>(t_ring))->tail.load(std::memory_order_acquire) : 0;
-    return t_ring;
+    t_rows.counts = t_rows.ring >= 0 ? count_of(g_base, g_capacity, static_cast<uint32_t>(t_rows.ring), 0) : nullptr;
+    t_rows.hists = t_rows.ring >= 0 ? hist_of(g_base, g_capacity, static_cast<uint32_t>(t_rows.ring), 0) : nullptr;
+    t_rows.tail = t_rows.ring >= 0 ? ring_head(g_base, static_cast<uint32_t>(t_rows.ring))->tail.load(std::memory_order_acquire) : 0;
+    return t_rows.ring;
 }
 
 static uint32_t index_of(const struct kretprobe *rp) noexcept
@@ -79,25 +83,31 @@ static uint32_t index_of(const struct kretprobe *rp) noexcept
     return reinterpret_cast<const Probe *>(reinterpret_cast<const char *>(rp) - offsetof(Probe, rp))->index;
 }
 
-int count_pre(struct kprobe *kp, struct pt_regs *) noexcept
+// count_pre's other cases, out of its line: no row yet or any more (a new session, a fork:
+// both move g_generation), or silent (a child not followed: set with the generation's move).
+[[gnu::noinline]] static int count_slow(uint32_t idx) noexcept
 {
-    uint32_t idx = reinterpret_cast<const Probe *>(reinterpret_cast<const char *>(kp) - offsetof(Probe, kp))->index;
-    // The common case: this thread has its ring in this session (and generation).
-    if (__builtin_expect(t_counts != nullptr && t_generation == g_generation.load(std::memory_order_acquire), 1) &&
-        !g_silent.load(std::memory_order_relaxed)) {
-        std::atomic<uint64_t> *c = t_counts + idx;
-        c->store(c->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);  // this thread's row only
-        return 0;
-    }
     if (g_silent.load(std::memory_order_relaxed)) return 0;
-    int32_t ring = my_ring();
-    if (ring < 0) {
+    if (my_ring() < 0) {
         header_of(g_base)->unringed.fetch_add(1, std::memory_order_relaxed);
         return 0;
     }
-    std::atomic<uint64_t> *c = t_counts + idx;
+    std::atomic<uint64_t> *c = t_rows.counts + idx;
     c->store(c->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     return 0;
+}
+
+int count_pre(struct kprobe *kp, struct pt_regs *) noexcept
+{
+    uint32_t idx = reinterpret_cast<const Probe *>(reinterpret_cast<const char *>(kp) - offsetof(Probe, kp))->index;
+    // The common case: this thread has its row in this session (and generation).
+    std::atomic<uint64_t> *row = t_rows.counts;
+    if (row != nullptr && t_rows.generation == g_generation.load(std::memory_order_acquire)) [[likely]] {
+        std::atomic<uint64_t> *c = row + idx;
+        c->store(c->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);  // this thread's row only
+        return 0;
+    }
+    return count_slow(idx);
 }
 
 // The entry's stamp: the TSC read unordered when the clock is the TSC (cheaper than an ordered
@@ -153,9 +163,9 @@ static bool put_event(uint32_t idx, uint32_t slots, uint32_t tid, uint64_t entry
     // No call counter: the reader counts the events it reads, and the calls are those and the
     // ones dropped here.
     uint64_t head = h->head.load(std::memory_order_relaxed);
-    if (head + slots - t_tail > kRingRecords) [[unlikely]] {
-        t_tail = h->tail.load(std::memory_order_acquire);
-        if (head + slots - t_tail > kRingRecords) {
+    if (head + slots - t_rows.tail > kRingRecords) [[unlikely]] {
+        t_rows.tail = h->tail.load(std::memory_order_acquire);
+        if (head + slots - t_rows.tail > kRingRecords) {
             h->dropped.fetch_add(1, std::memory_order_relaxed);
             return false;
         }
@@ -237,7 +247,7 @@ int hist_return(struct kretprobe_instance *ri, struct pt_regs *) noexcept
     uint64_t delta = end <= stamp ? 0 : g_tsc ? clk::cycles_to_ns(end - stamp) : end - stamp;
     uint32_t idx = index_of(ri->rp);
     // This thread's rows (my_ring() sets them): without a call in the common case, as count_pre.
-    if (t_hists == nullptr || t_generation != g_generation.load(std::memory_order_acquire)) [[unlikely]] {
+    if (t_rows.hists == nullptr || t_rows.generation != g_generation.load(std::memory_order_acquire)) [[unlikely]] {
         if (my_ring() < 0) {
             header_of(g_base)->unringed.fetch_add(1, std::memory_order_relaxed);
             return 0;
@@ -245,9 +255,9 @@ int hist_return(struct kretprobe_instance *ri, struct pt_regs *) noexcept
     }
     uint32_t bucket = delta == 0 ? 0 : 64 - static_cast<uint32_t>(__builtin_clzll(delta));
     if (bucket >= kHistBuckets) bucket = kHistBuckets - 1;
-    std::atomic<uint32_t> *b = t_hists + size_t{idx} * kHistBuckets + bucket;  // this thread's row only
+    std::atomic<uint32_t> *b = t_rows.hists + size_t{idx} * kHistBuckets + bucket;  // this thread's row only
     b->store(b->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    std::atomic<uint64_t> *c = t_counts + idx;
+    std::atomic<uint64_t> *c = t_rows.counts + idx;
     c->store(c->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     return 0;
 }

@@ -65,7 +65,8 @@ struct Out {
 std::string describe(const core::ProbeSummary &s)
 {
     std::string where = symbols::describe(s.addr);
-    return fmt::format("probe {:#x} {} hits={} missed={} faults={} {}", s.addr, where, s.counters.hits,
+    return fmt::format("probe {:#x} {} hits={} missed={} faults={} {}", s.addr, where,
+                       s.counters.counted ? fmt::format("{}", s.counters.hits) : std::string("-"),
                        s.counters.nmissed, s.counters.faults,
                        s.counters.optimized ? std::string("optimized")
                                             : fmt::format("breakpoint ({})", s.counters.why_not ? s.counters.why_not : "?"));

@@ -79,7 +79,7 @@ PreResult run_pre(ThreadRecord *rec, ProbePoint *pp, struct pt_regs *regs) noexc
     for (uint32_t i = 0; i < m->n; ++i) {
         KprobeState *ks = m->items[i];
         if (!ks->enabled.load(std::memory_order_relaxed)) continue;
-        count(rec, ks->id);
+        if (!ks->uncounted) count(rec, ks->id);
         struct kprobe *kp = ks->kp;
         if (kp->post_handler) res = PreResult::kContinueWithPost;
         if (kp->pre_handler &&

@@ -37,6 +37,9 @@ struct KprobeState {
     // liveprobe's own probe (core/unwinder_hooks.cpp): its pre handler runs even while a
     // handler runs on the thread, where other probes' hits are missed.
     bool internal = false;
+    // Its hits are not counted (no per-thread counter written per hit): a probe of
+    // `liveprobe trace`, which counts calls itself (registry.hpp UncountedRegistrations).
+    bool uncounted = false;
     // What the light dispatcher jumps to (rdi = kp), read from this line with the fields above
     // rather than from kp's: kp->pre_handler as registered, or for a kretprobe its light entry
     // (lp_kret_light_pre). A pre handler changed after registration is not seen there.

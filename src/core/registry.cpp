@@ -41,6 +41,7 @@ std::mutex g_mu;
 // Set while this thread holds g_mu: liveprobe's own dlopen/dlclose calls (symbol lookups
 // under the mutex) reach the interposed dlclose, whose unload check must not relock.
 thread_local bool tl_holds_registry;
+thread_local bool tl_register_uncounted;
 
 class RegistryLock {
 public:
@@ -563,6 +564,7 @@ Status register_locked(struct kprobe *p, bool internal, const os::MapsSnapshot &
     ks->faults_base = sum_counter(id + 1);
     ks->enabled.store(!(p->flags & KPROBE_FLAG_DISABLED));
     ks->internal = internal;
+    ks->uncounted = tl_register_uncounted && !internal;
     ks->light_fn = p->pre_handler == kret_pre ? reinterpret_cast<const void *>(arch::lp_kret_light_pre)
                                               : reinterpret_cast<const void *>(p->pre_handler);
     // Copied: the caller's string need not outlive the registration (lsmod shows it later).
@@ -796,13 +798,17 @@ std::vector<ProbeSummary> list_probes()
     return out;
 }
 
+UncountedRegistrations::UncountedRegistrations() : prev_(tl_register_uncounted) { tl_register_uncounted = true; }
+UncountedRegistrations::~UncountedRegistrations() { tl_register_uncounted = prev_; }
+
 bool probe_counters(const struct kprobe *p, ProbeCounters *out)
 {
     RegistryLock lk;
     auto it = g_probes.find(p);
     if (it == g_probes.end()) return false;
     KprobeState *ks = it->second;
-    out->hits = sum_counter(ks->id) - ks->hits_base;
+    out->counted = !ks->uncounted;
+    out->hits = ks->uncounted ? 0 : sum_counter(ks->id) - ks->hits_base;
     out->faults = sum_counter(ks->fault_id) - ks->faults_base;
     out->nmissed = __atomic_load_n(&p->nmissed, __ATOMIC_RELAXED);
     out->optimized = ks->pp->opt.load() == kOptDone;

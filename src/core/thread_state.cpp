@@ -14,6 +14,7 @@ void (*g_thread_gone_hook)(ThreadRecord *) noexcept = nullptr;
 namespace {
 
 constexpr size_t kChunkRecords = 64;
+constexpr size_t kCountersAt = 0x800;
 
 std::atomic<ThreadRecord *> g_head{nullptr};
 pthread_key_t g_exit_key;
@@ -77,13 +78,14 @@ ThreadRecord *this_thread_claim() noexcept
         tl_rec = nullptr;
     }
     if (!r->counters.load(std::memory_order_relaxed)) {
-        void *c = os::raw_mmap(nullptr, sizeof(uint64_t) * kMaxCounters, PROT_READ | PROT_WRITE,
+        void *c = os::raw_mmap(nullptr, sizeof(uint64_t) * kMaxCounters + kCountersAt, PROT_READ | PROT_WRITE,
                                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE);
         if (!c) {  // no record without counters (the light dispatcher relies on them)
             r->owner.store(0, std::memory_order_release);
             return nullptr;
         }
-        r->counters.store(static_cast<std::atomic<uint64_t> *>(c), std::memory_order_release);
+        r->counters.store(reinterpret_cast<std::atomic<uint64_t> *>(static_cast<char *>(c) + kCountersAt),
+                          std::memory_order_release);
     }
     tl_rec = r;
     // Release the record at thread exit. pthread_setspecific on a key of the first block

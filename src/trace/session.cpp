@@ -1,5 +1,6 @@
 #include "trace/session.hpp"
 #include "core/immortal.hpp"
+#include "core/registry.hpp"
 
 #include <pthread.h>
 #include <sys/mman.h>
@@ -259,6 +260,9 @@ void place(Session &ss, std::vector<Target> fns, Started *out)
     h->probes.store(first + n, std::memory_order_release);
     std::vector<int> results(n), kp_results(kps.size()), rp_results(rps.size());
     int registered = 0;
+    // trace counts calls itself (count_pre, the return handlers): the engine's own hit counters
+    // would only cost a cache line per hit.
+    core::UncountedRegistrations uncounted;
     if (!kps.empty())
         registered += std::max(0, liveprobe_register_kprobes_each(kps.data(), static_cast<int>(kps.size()), kp_results.data()));
     if (!rps.empty())

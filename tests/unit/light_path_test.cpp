@@ -16,7 +16,9 @@
 
 #include "arch/x86_64/jump_light.hpp"
 #include "arch/x86_64/region.hpp"
+#include "core/probe.hpp"
 #include "core/registry.hpp"
+#include "core/thread_state.hpp"
 #include "skip_if_sanitized.hpp"
 
 // In a library of their own (tests/unit/light_targets.S): liveprobe refuses probes in the
@@ -302,6 +304,49 @@ TEST(LightPath, TheDispatcherWritesWhatItDeclares)
 
 // A light handler whose callee hits another light probe: that hit is the full entry's (the
 // thread is in a handler), a miss; the outer hit is counted once.
+// Probes registered under UncountedRegistrations (liveprobe trace's) run their handlers on
+// both paths but write no hit counter: their hits read 0, and the per-thread counter stays as
+// it was; a probe registered after the scope counts again.
+TEST(LightPath, AnUncountedProbeRunsItsHandlerWithoutCountingHits)
+{
+    LP_SKIP_IF_SANITIZED();
+    kprobe kp = at(reinterpret_cast<void *>(lp_l_target), count_hit);
+    {
+        liveprobe::core::UncountedRegistrations uncounted;
+        ASSERT_EQ(register_kprobe(&kp), 0) << liveprobe_strerror(-EINVAL);
+    }
+    ASSERT_TRUE(counters(kp).light) << counters(kp).why_not;
+    const uint32_t id = static_cast<const liveprobe::core::KprobeState *>(kp.__lp_state)->id;
+    const uint64_t before = liveprobe::core::sum_counter(id);
+    g_hits = 0;
+    for (long i = 0; i < 100; ++i) ASSERT_EQ(lp_l_target(i), i + 1);
+    liveprobe_set_optimization(0);  // and on the breakpoint path
+    unregister_kprobe(&kp);
+    kprobe slow = at(reinterpret_cast<void *>(lp_l_target), count_hit);
+    {
+        liveprobe::core::UncountedRegistrations uncounted;
+        ASSERT_EQ(register_kprobe(&slow), 0) << liveprobe_strerror(-EINVAL);
+    }
+    EXPECT_FALSE(counters(slow).optimized);
+    const uint32_t slow_id = static_cast<const liveprobe::core::KprobeState *>(slow.__lp_state)->id;
+    const uint64_t slow_before = liveprobe::core::sum_counter(slow_id);
+    for (long i = 0; i < 10; ++i) EXPECT_EQ(lp_l_target(i), i + 1);
+    EXPECT_EQ(g_hits.load(), 110);
+    EXPECT_EQ(counters(slow).hits, 0u);
+    EXPECT_FALSE(counters(slow).counted);
+    EXPECT_EQ(liveprobe::core::sum_counter(slow_id), slow_before);
+    unregister_kprobe(&slow);
+    liveprobe_set_optimization(1);
+    EXPECT_EQ(liveprobe::core::sum_counter(id), before) << "the light path wrote the counter";
+
+    kprobe counted = at(reinterpret_cast<void *>(lp_l_target), count_hit);
+    ASSERT_EQ(register_kprobe(&counted), 0) << liveprobe_strerror(-EINVAL);
+    for (long i = 0; i < 10; ++i) ASSERT_EQ(lp_l_target(i), i + 1);
+    EXPECT_TRUE(counters(counted).counted);
+    EXPECT_EQ(counters(counted).hits, 10u);
+    unregister_kprobe(&counted);
+}
+
 TEST(LightPath, AHitInsideALightHandlerIsMissed)
 {
     LP_SKIP_IF_SANITIZED();

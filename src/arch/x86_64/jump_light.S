@@ -98,11 +98,15 @@
     jz \l5                                  /* none now: the full entry */
     cmpb $0, LP_KS_ENABLED(%rdx)
     je \l6
-    /* core::count: never null in a claimed record (thread_state.hpp). */
+    /* core::count: never null in a claimed record (thread_state.hpp); not for an uncounted
+     * probe (the tracer's: its counter would be one more line touched at every hit). */
+    cmpb $0, LP_KS_UNCOUNTED(%rdx)
+    jne 19f
     movl LP_KS_ID(%rdx), %edi
     shlq $3, %rdi
     addq LP_REC_COUNTERS(%rax), %rdi
     incq (%rdi)
+19:
     /* What a fault in the handler needs (light_fault_resume), then the handler, with this
      * call's return address: it returns into the light entry's finish. */
     movq %rdx, LP_REC_JUMP_KS(%rax)

@@ -31,6 +31,7 @@ static_assert(offsetof(ThreadRecord, jump_ks) == LP_REC_JUMP_KS);
 static_assert(offsetof(ThreadRecord, jump_light) == LP_REC_JUMP_LIGHT);
 static_assert(offsetof(ThreadRecord, counters) == LP_REC_COUNTERS);
 static_assert(offsetof(ProbePoint, light) == LP_PP_LIGHT);
+static_assert(offsetof(core::KprobeState, uncounted) == LP_KS_UNCOUNTED);
 static_assert(offsetof(KprobeState, kp) == LP_KS_KP);
 static_assert(offsetof(KprobeState, id) == LP_KS_ID);
 static_assert(sizeof(KprobeState::id) == 4);

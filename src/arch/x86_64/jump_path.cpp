@@ -110,7 +110,7 @@ extern "C" int lp_jump_pre(uint64_t site, struct pt_regs *regs) noexcept
                 return jump_pre_acquired(rec, pp, prev, regs);
             int action = kJumpPlain;
             if (ks->enabled.load(std::memory_order_relaxed)) [[likely]] {
-                core::count(rec, ks->id);
+                if (!ks->uncounted) core::count(rec, ks->id);
                 struct kprobe *kp = ks->kp;
                 rec->jump_ks = ks;
                 rec->jump_prev = prev;

@@ -44,6 +44,7 @@
 #define LP_KS_KP 0x00
 #define LP_KS_ID 0x10
 #define LP_KS_ENABLED 0x28
+#define LP_KS_UNCOUNTED 0x2a
 #define LP_KS_LIGHT_FN 0x30
 /* struct kprobe */
 #define LP_KP_PRE_HANDLER 0x18

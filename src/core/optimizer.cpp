@@ -175,7 +175,9 @@ uint32_t light_needs(const struct kprobe *kp)
         }
         return writes;
     }
-    const auto h = reinterpret_cast<uint64_t>(kp->pre_handler);
+    // What the light entry calls: the pre handler, or its light variant (set_light_variant).
+    const auto *ks = static_cast<const KprobeState *>(kp->__lp_state);
+    const auto h = reinterpret_cast<uint64_t>(ks && ks->light_fn ? ks->light_fn : reinterpret_cast<const void *>(kp->pre_handler));
     HandlerProof &p = proof_of(h);
     if (!p.vector_free) return 0;
     if (p.ignores_regs < 0) p.ignores_regs = arch::ignores_second_arg(h, 2, nullptr);

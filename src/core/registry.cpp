@@ -43,6 +43,21 @@ std::mutex g_mu;
 thread_local bool tl_holds_registry;
 thread_local bool tl_register_uncounted;
 
+// set_light_variant's pairs: few (liveprobe's own handlers), read under the registry's lock.
+std::vector<std::pair<kprobe_pre_handler_t, kprobe_pre_handler_t>> &light_variants()
+{
+    static Immortal<std::vector<std::pair<kprobe_pre_handler_t, kprobe_pre_handler_t>>> v;
+    return v.value;
+}
+
+const void *light_fn_of(kprobe_pre_handler_t pre)
+{
+    if (pre == kret_pre) return reinterpret_cast<const void *>(arch::lp_kret_light_pre);
+    for (auto &[p, light] : light_variants())
+        if (p == pre) return reinterpret_cast<const void *>(light);
+    return reinterpret_cast<const void *>(pre);
+}
+
 class RegistryLock {
 public:
     RegistryLock() { lock(); }
@@ -565,8 +580,7 @@ Status register_locked(struct kprobe *p, bool internal, const os::MapsSnapshot &
     ks->enabled.store(!(p->flags & KPROBE_FLAG_DISABLED));
     ks->internal = internal;
     ks->uncounted = tl_register_uncounted && !internal;
-    ks->light_fn = p->pre_handler == kret_pre ? reinterpret_cast<const void *>(arch::lp_kret_light_pre)
-                                              : reinterpret_cast<const void *>(p->pre_handler);
+    ks->light_fn = light_fn_of(p->pre_handler);
     // Copied: the caller's string need not outlive the registration (lsmod shows it later).
     if (p->symbol_name) ks->symbol = p->symbol_name;
 
@@ -796,6 +810,17 @@ std::vector<ProbeSummary> list_probes()
         if (probe_counters(s.kp, &s.counters)) out.push_back(s);
     std::sort(out.begin(), out.end(), [](const ProbeSummary &a, const ProbeSummary &b) { return a.addr < b.addr; });
     return out;
+}
+
+void set_light_variant(kprobe_pre_handler_t pre, kprobe_pre_handler_t light)
+{
+    RegistryLock lk;
+    for (auto &v : light_variants())
+        if (v.first == pre) {
+            v.second = light;
+            return;
+        }
+    light_variants().emplace_back(pre, light);
 }
 
 UncountedRegistrations::UncountedRegistrations() : prev_(tl_register_uncounted) { tl_register_uncounted = true; }

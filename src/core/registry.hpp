@@ -61,6 +61,16 @@ private:
     bool prev_;
 };
 
+// A pre handler's light variant: what the light entry calls in its place (KprobeState::
+// light_fn) for the probes registered after this, with the same kprobe and no regs. It must
+// be proven vector-free and never to read its regs, as any light handler; it may do the common
+// case only and return non-zero for the rest: the hit then takes the full entry, which runs
+// the pre handler itself. A variant that writes fewer registers than its pre handler (whose
+// rare case calls out) makes the light entry save fewer, and its detour shorter. A hit the
+// variant sends on is counted twice in hits (both entries count it): for uncounted probes
+// (UncountedRegistrations), as the tracer's, for which it is made.
+void set_light_variant(kprobe_pre_handler_t pre, kprobe_pre_handler_t light);
+
 struct ProbeSummary {
     uint64_t addr = 0;
     const struct kprobe *kp = nullptr;

@@ -45,6 +45,7 @@ extern std::atomic<bool> g_silent;           // a child that does not
 extern bool g_tsc;                           // the clock is the TSC: entries stamp its cycles
 
 int count_pre(struct kprobe *kp, struct pt_regs *regs) noexcept;      // --count
+int count_light(struct kprobe *kp, struct pt_regs *regs) noexcept;    // its light variant
 int fetch_pre(struct kprobe *kp, struct pt_regs *regs) noexcept;      // p:, FUNC+OFF
 int entry_cycles(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;  // FUNC, --hist: the TSC
 int entry_regs(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;  // r:: the time, arguments, sp

@@ -263,6 +263,7 @@ void place(Session &ss, std::vector<Target> fns, Started *out)
     // trace counts calls itself (count_pre, the return handlers): the engine's own hit counters
     // would only cost a cache line per hit.
     core::UncountedRegistrations uncounted;
+    core::set_light_variant(count_pre, count_light);
     if (!kps.empty())
         registered += std::max(0, liveprobe_register_kprobes_each(kps.data(), static_cast<int>(kps.size()), kp_results.data()));
     if (!rps.empty())

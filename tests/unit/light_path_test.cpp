@@ -347,6 +347,41 @@ TEST(LightPath, AnUncountedProbeRunsItsHandlerWithoutCountingHits)
     unregister_kprobe(&counted);
 }
 
+// A pre handler's light variant (set_light_variant) runs on the light entry in its place; when
+// it returns non-zero, the hit takes the full entry and the pre handler runs there: every hit
+// is handled exactly once, by one of the two.
+std::atomic<int> g_variant_calls{0}, g_variant_done{0}, g_full_done{0};
+int variant_full(kprobe *, pt_regs *)
+{
+    g_full_done.fetch_add(1, std::memory_order_relaxed);
+    return 0;
+}
+int variant_light(kprobe *, pt_regs *)
+{
+    if (g_variant_calls.fetch_add(1, std::memory_order_relaxed) % 2) return 1;  // to the full entry
+    g_variant_done.fetch_add(1, std::memory_order_relaxed);
+    return 0;
+}
+
+TEST(LightPath, ALightVariantThatDeclinesSendsTheHitToThePreHandler)
+{
+    LP_SKIP_IF_SANITIZED();
+    liveprobe::core::set_light_variant(variant_full, variant_light);
+    kprobe kp = at(reinterpret_cast<void *>(lp_l_target), variant_full);
+    {
+        liveprobe::core::UncountedRegistrations uncounted;  // as the tracer's (see registry.hpp)
+        ASSERT_EQ(register_kprobe(&kp), 0) << liveprobe_strerror(-EINVAL);
+    }
+    ASSERT_TRUE(counters(kp).light) << counters(kp).why_not;
+    g_variant_calls = 0;
+    g_variant_done = 0;
+    g_full_done = 0;
+    for (long i = 0; i < 100; ++i) ASSERT_EQ(lp_l_target(i), i + 1);
+    EXPECT_EQ(g_variant_done.load(), 50);
+    EXPECT_EQ(g_full_done.load(), 50);
+    unregister_kprobe(&kp);
+}
+
 TEST(LightPath, AHitInsideALightHandlerIsMissed)
 {
     LP_SKIP_IF_SANITIZED();

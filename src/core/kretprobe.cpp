@@ -42,6 +42,8 @@ bool proven_vector_free(kretprobe_handler_t h)
 }
 
 // True when h (vector-free) is proven to write caller-saved registers only.
+std::atomic<kretprobe_handler_t> g_entry_stamp{nullptr};  // set_kret_entry_stamp
+
 // Whether h is proven vector-free and to write no general register outside `may`.
 bool writes_only(kretprobe_handler_t h, uint32_t may)
 {
@@ -134,6 +136,8 @@ Status make_state(struct kretprobe *rp, KretState **out)
     ks->return_light = kind != 0;
     ks->return_saves = kind == 2;
     ks->return_rbx = kind == 1 && !writes_only(rp->handler, arch::kCallerSavedGprs | rbp);
+    ks->entry_stamp = rp->entry_handler && rp->data_size >= sizeof(uint64_t) &&
+                      rp->entry_handler == g_entry_stamp.load(std::memory_order_relaxed);
     *out = ks;
     return Status::Ok();
 }
@@ -275,6 +279,8 @@ bool unregister_kretprobe(struct kretprobe *rp)
     kret_unref(ks);
     return true;
 }
+
+void set_kret_entry_stamp(kretprobe_handler_t fn) noexcept { g_entry_stamp.store(fn, std::memory_order_relaxed); }
 
 bool kretprobe_registered(const struct kretprobe *rp)
 {

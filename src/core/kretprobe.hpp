@@ -93,6 +93,9 @@ struct alignas(64) KretState {
     // ... or it writes rbx: the trampoline calls it itself (it saves rbx), lp_kret_light_return
     // through lp_kret_call_saving.
     bool return_rbx = false;
+    // Its entry handler is the registered TSC stamp (set_kret_entry_stamp) and data_size holds
+    // 8 bytes: the light entry stores the stamp itself instead of calling it.
+    bool entry_stamp = false;
     // The per-thread counter that counts faults of rp's handlers: its kprobe's (fault_id of its
     // KprobeState, so liveprobe_kprobe_faults(&rp->kp) sums them); 0 until registered.
     uint32_t fault_id = 0;
@@ -149,6 +152,13 @@ int kret_walk_enter(struct kprobe *kp, struct pt_regs *regs) noexcept;
 int kret_walk_exit(struct kprobe *kp, struct pt_regs *regs) noexcept;
 int kret_throw_enter(struct kprobe *kp, struct pt_regs *regs) noexcept;
 int kret_catch_enter(struct kprobe *kp, struct pt_regs *regs) noexcept;
+
+// An entry handler that stores the TSC, read with `rdtsc`, in the first 8 bytes of ri->data
+// and returns 0, and does nothing else (null: none): kretprobes registered after this with it
+// as their entry handler and a data_size of 8 or more get that stamp from the light entry
+// itself (lp_kret_light_pre), without a call. For liveprobe trace's entry_cycles, whose calls
+// it stamps (--hist, per-event modes) when the clock is the TSC.
+void set_kret_entry_stamp(kretprobe_handler_t fn) noexcept;
 
 // Reaps every call in flight of rec's thread (it is gone); set as g_thread_gone_hook.
 void kret_thread_gone(ThreadRecord *rec) noexcept;

@@ -144,7 +144,9 @@ static ReturnTimes return_times(uint64_t stamp) noexcept
     return {d >= now ? 0 : now - d, now};
 }
 
-// FUNC and --hist: the stamp alone.
+// FUNC and --hist: the stamp alone. When the clock is the TSC, the light kretprobe entry does
+// this itself (core::set_kret_entry_stamp, session.cpp): the stamp is the data's first word.
+static_assert(offsetof(EntryData, entry_ns) == 0);
 int entry_cycles(struct kretprobe_instance *ri, struct pt_regs *) noexcept
 {
     reinterpret_cast<EntryData *>(ri->data)->entry_ns = entry_stamp();

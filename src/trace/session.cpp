@@ -1,5 +1,6 @@
 #include "trace/session.hpp"
 #include "core/immortal.hpp"
+#include "core/kretprobe.hpp"
 #include "core/registry.hpp"
 
 #include <pthread.h>
@@ -264,6 +265,7 @@ void place(Session &ss, std::vector<Target> fns, Started *out)
     // would only cost a cache line per hit.
     core::UncountedRegistrations uncounted;
     core::set_light_variant(count_pre, count_light);
+    core::set_kret_entry_stamp(g_tsc ? entry_cycles : nullptr);  // what entry_cycles does then
     if (!kps.empty())
         registered += std::max(0, liveprobe_register_kprobes_each(kps.data(), static_cast<int>(kps.size()), kp_results.data()));
     if (!rps.empty())

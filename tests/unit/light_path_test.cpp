@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 #include <liveprobe/kprobes.h>
 
+#include <x86intrin.h>
+
 #include <atomic>
 #include <cstdint>
 #include <cerrno>
@@ -16,6 +18,7 @@
 
 #include "arch/x86_64/jump_light.hpp"
 #include "arch/x86_64/region.hpp"
+#include "core/kretprobe.hpp"
 #include "core/probe.hpp"
 #include "core/registry.hpp"
 #include "core/thread_state.hpp"
@@ -380,6 +383,61 @@ TEST(LightPath, ALightVariantThatDeclinesSendsTheHitToThePreHandler)
     EXPECT_EQ(g_variant_done.load(), 50);
     EXPECT_EQ(g_full_done.load(), 50);
     unregister_kprobe(&kp);
+}
+
+// The registered TSC stamp (set_kret_entry_stamp): once the thread's instance cache is warm,
+// the light entry stores the stamp itself, without calling the entry handler; the return
+// handler finds a TSC value read during the call.
+std::atomic<int> g_stamp_calls{0}, g_stamp_ok{0}, g_stamp_returns{0};
+uint64_t g_stamp_lo;
+int tsc_stamp(kretprobe_instance *ri, pt_regs *)
+{
+    *reinterpret_cast<uint64_t *>(ri->data) = __rdtsc();
+    g_stamp_calls.fetch_add(1, std::memory_order_relaxed);
+    return 0;
+}
+int check_stamp(kretprobe_instance *ri, pt_regs *)
+{
+    const uint64_t t = *reinterpret_cast<const uint64_t *>(ri->data);
+    if (t >= g_stamp_lo && t <= __rdtsc()) g_stamp_ok.fetch_add(1, std::memory_order_relaxed);
+    g_stamp_returns.fetch_add(1, std::memory_order_relaxed);
+    return 0;
+}
+
+TEST(LightPath, TheRegisteredTscStampIsStoredByTheLightEntryItself)
+{
+    LP_SKIP_IF_SANITIZED();
+    liveprobe::core::set_kret_entry_stamp(tsc_stamp);
+    kretprobe rp{};
+    rp.kp.addr = reinterpret_cast<kprobe_opcode_t *>(lp_l_target);
+    rp.entry_handler = tsc_stamp;
+    rp.handler = check_stamp;
+    rp.data_size = sizeof(uint64_t);
+    ASSERT_EQ(register_kretprobe(&rp), 0) << liveprobe_strerror(-EINVAL);
+    liveprobe::core::set_kret_entry_stamp(nullptr);
+    ASSERT_TRUE(counters(rp.kp).light) << counters(rp.kp).why_not;
+    for (long i = 0; i < 10; ++i) ASSERT_EQ(lp_l_target(i), i + 1);  // the cache warms up
+    g_stamp_calls = 0;
+    g_stamp_ok = 0;
+    g_stamp_returns = 0;
+    g_stamp_lo = __rdtsc();
+    for (long i = 0; i < 100; ++i) ASSERT_EQ(lp_l_target(i), i + 1);
+    EXPECT_EQ(g_stamp_calls.load(), 0) << "the entry handler was called";
+    EXPECT_EQ(g_stamp_returns.load(), 100);
+    EXPECT_EQ(g_stamp_ok.load(), 100);
+    unregister_kretprobe(&rp);
+
+    // Registered without the stamp set: the entry handler runs.
+    kretprobe plain{};
+    plain.kp.addr = reinterpret_cast<kprobe_opcode_t *>(lp_l_target);
+    plain.entry_handler = tsc_stamp;
+    plain.handler = check_stamp;
+    plain.data_size = sizeof(uint64_t);
+    ASSERT_EQ(register_kretprobe(&plain), 0) << liveprobe_strerror(-EINVAL);
+    g_stamp_calls = 0;
+    for (long i = 0; i < 10; ++i) ASSERT_EQ(lp_l_target(i), i + 1);
+    EXPECT_EQ(g_stamp_calls.load(), 10);
+    unregister_kretprobe(&plain);
 }
 
 TEST(LightPath, AHitInsideALightHandlerIsMissed)

@@ -195,6 +195,8 @@ lp_kret_light_pre:
     movq %r9, LP_INST_RI + LP_RI_RET_ADDR(%r11)
     movl (%rax), %r10d                   /* rec->owner */
     movl %r10d, LP_INST_RI + LP_RI_TID(%r11)
+    cmpb $0, LP_KRS_ENTRY_STAMP(%rcx)
+    jne 20f
     movq LP_RP_ENTRY_HANDLER(%rdi), %r10
     testq %r10, %r10
     jnz 3f
@@ -321,6 +323,15 @@ lp_kret_light_pre:
     .cfi_restore %rbx
     .cfi_restore %rbp
     LIGHT_RIP_RULE 0
+20: /* The entry handler is the registered TSC stamp (core::set_kret_entry_stamp): what it would
+     * store, stored here. */
+    movq %rax, %r8
+    rdtsc
+    shlq $32, %rdx
+    orq %rdx, %rax
+    movq %rax, LP_INST_RI + LP_RI_DATA(%r11)
+    movq %r8, %rax
+    jmp 2b
 9:  /* Not the common case: lp_kret_light_c(kp, slot, rec), nothing changed yet. */
     movq %rax, %rdx
     jmp lp_kret_light_c

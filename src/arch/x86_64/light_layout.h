@@ -26,6 +26,7 @@
 #define LP_INST_RI 0x20
 #define LP_RI_RET_ADDR 0x08
 #define LP_RI_TID 0x10
+#define LP_RI_DATA 0x20
 /* core::KretState */
 #define LP_KRS_RP 0x00
 #define LP_KRS_LIVE 0x50
@@ -33,6 +34,7 @@
 #define LP_KRS_ENTRY_BARE 0x52
 #define LP_KRS_ENTRY_DIRECT 0x53
 #define LP_KRS_RETURN_SAVES 0x57
+#define LP_KRS_ENTRY_STAMP 0x59
 #define LP_KRS_CACHE_SLOT 0x60
 /* struct kretprobe (its kprobe first: kp->__lp_reserved[0] is the KretState) */
 #define LP_KP_KRET_STATE 0x48

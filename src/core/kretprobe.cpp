@@ -34,24 +34,27 @@ int default_maxactive()
     return static_cast<int>(std::max<long>(10, 2 * n));
 }
 
-bool proven_vector_free(kretprobe_handler_t h)
-{
-    if (!h) return true;
-    const char *why = nullptr;
-    return arch::vector_free(reinterpret_cast<uint64_t>(h), 2, &why);
-}
-
-// True when h (vector-free) is proven to write caller-saved registers only.
-std::atomic<kretprobe_handler_t> g_entry_stamp{nullptr};  // set_kret_entry_stamp
-
-// Whether h is proven vector-free and to write no general register outside `may`.
-bool writes_only(kretprobe_handler_t h, uint32_t may)
-{
-    if (!h) return true;
-    const char *why = nullptr;
+// What the analysis proves of a handler, once per registration: vector-free, and the general
+// registers it writes, its callees' included (gpr_bit masks). No handler: vector-free, writes
+// nothing.
+struct HandlerProof {
+    bool vector_free = true;
     uint32_t writes = 0;
-    return arch::vector_free(reinterpret_cast<uint64_t>(h), 2, &why, &writes) && (writes & ~may) == 0;
+};
+
+HandlerProof prove(kretprobe_handler_t h)
+{
+    HandlerProof p;
+    if (!h) return p;
+    const char *why = nullptr;
+    p.vector_free = arch::vector_free(reinterpret_cast<uint64_t>(h), 2, &why, &p.writes);
+    return p;
 }
+
+// Whether p's handler is vector-free and writes no general register outside `may`.
+bool writes_only(const HandlerProof &p, uint32_t may) { return p.vector_free && (p.writes & ~may) == 0; }
+
+std::atomic<kretprobe_handler_t> g_entry_stamp{nullptr};  // set_kret_entry_stamp
 
 static_assert(offsetof(struct pt_regs, r11) == 6 * 8 && offsetof(struct pt_regs, di) == 14 * 8 &&
               offsetof(struct pt_regs, ip) == 16 * 8);
@@ -62,19 +65,17 @@ static_assert(offsetof(struct pt_regs, r11) == 6 * 8 && offsetof(struct pt_regs,
 // can, called by the trampoline itself: it writes no callee-saved register but rbp and rbx (a
 // frame pointer, a value kept across a call); 2: it can, through lp_kret_call_saving, which
 // saves the callee-saved registers (a fault in h abandons it with whatever it wrote).
-int light_return_kind(kretprobe_handler_t h)
+int light_return_kind(kretprobe_handler_t h, const HandlerProof &p)
 {
 #ifdef LIVEPROBE_SANITIZER_BUILD
-    (void)h;
+    (void)h, (void)p;
     return 0;  // the sanitizer runtimes, reached from instrumented handlers, use any register
 #else
     if (!h) return 1;
-    const auto a = reinterpret_cast<uint64_t>(h);
     const char *why = nullptr;
-    uint32_t writes = 0;
+    if (!p.vector_free || !arch::regs_fields_only(reinterpret_cast<uint64_t>(h), 2, kLightRegsFields, &why)) return 0;
     const uint32_t saved = arch::kCallerSavedGprs | arch::gpr_bit(ZYDIS_REGISTER_RBP) | arch::gpr_bit(ZYDIS_REGISTER_RBX);
-    if (!arch::vector_free(a, 2, &why, &writes) || !arch::regs_fields_only(a, 2, kLightRegsFields, &why)) return 0;
-    return (writes & ~saved) == 0 ? 1 : 2;
+    return writes_only(p, saved) ? 1 : 2;
 #endif
 }
 
@@ -125,17 +126,17 @@ Status make_state(struct kretprobe *rp, KretState **out)
     // KPROBE_FLAG_FPREGS: the handlers read the thread's floating-point registers, which must
     // then be saved (liveprobe_get_fpregs), proof or not.
     bool fp = rp->kp.flags & KPROBE_FLAG_FPREGS;
-    ks->entry_vec = fp || !proven_vector_free(rp->entry_handler);
-    const uint32_t rbp = arch::gpr_bit(ZYDIS_REGISTER_RBP);
-    ks->entry_bare = !ks->entry_vec && writes_only(rp->entry_handler, arch::kCallerSavedGprs | rbp);
-    const uint32_t rbx = arch::gpr_bit(ZYDIS_REGISTER_RBX);
-    ks->entry_direct = !ks->entry_vec && writes_only(rp->entry_handler, arch::kCallerSavedGprs | rbp | rbx);
-    ks->return_vec = fp || !proven_vector_free(rp->handler);
-    ks->unwind_vec = fp || !proven_vector_free(rp->unwind_handler);
-    const int kind = fp ? 0 : light_return_kind(rp->handler);
+    const HandlerProof entry = prove(rp->entry_handler), ret = prove(rp->handler);
+    const uint32_t rbp = arch::gpr_bit(ZYDIS_REGISTER_RBP), rbx = arch::gpr_bit(ZYDIS_REGISTER_RBX);
+    ks->entry_vec = fp || !entry.vector_free;
+    ks->entry_bare = !ks->entry_vec && writes_only(entry, arch::kCallerSavedGprs | rbp);
+    ks->entry_direct = !ks->entry_vec && writes_only(entry, arch::kCallerSavedGprs | rbp | rbx);
+    ks->return_vec = fp || !ret.vector_free;
+    ks->unwind_vec = fp || !prove(rp->unwind_handler).vector_free;
+    const int kind = fp ? 0 : light_return_kind(rp->handler, ret);
     ks->return_light = kind != 0;
     ks->return_saves = kind == 2;
-    ks->return_rbx = kind == 1 && !writes_only(rp->handler, arch::kCallerSavedGprs | rbp);
+    ks->return_rbx = kind == 1 && !writes_only(ret, arch::kCallerSavedGprs | rbp);
     ks->entry_stamp = rp->entry_handler && rp->data_size >= sizeof(uint64_t) &&
                       rp->entry_handler == g_entry_stamp.load(std::memory_order_relaxed);
     *out = ks;

@@ -468,14 +468,16 @@ int kret_pre(struct kprobe *kp, struct pt_regs *regs) noexcept
 
 }  // namespace liveprobe::core
 
-// The light entry of a kretprobe (lp_kret_light_pre, from the light dispatcher, which passes
-// the thread's record rec: the thread has a record, runs no handler and dispatches nothing else, ks is enabled). The optimizer gave the
-// probe a light entry only when its entry handler, if any, is proven vector-free and never to
-// read its regs (it gets none) and the entry is a function's (slot: the stack pointer there).
-// The entry handler runs through lp_kret_call_saving (or lp_kret_call_bare): a fault in it
-// returns 1 from there (arch::light_fault_resume counts the fault), and the instance goes back
-// as for a handler that declined. Returns arch::kLightKret when the slot was replaced: the detour goes on through lp_kret_rsb_call,
-// so the instance is marked for the trampoline's predicted `ret` home.
+// The light entry of a kretprobe, for what lp_kret_light_pre (jump_light.S) does not do
+// itself: it passes the thread's record rec (the thread has a record, runs no handler and
+// dispatches nothing else, ks is enabled). The optimizer gave the probe a light entry only when
+// its entry handler, if any, is proven vector-free and never to read its regs (it gets none)
+// and the entry is a function's (slot: the stack pointer there). The entry handler runs through
+// lp_kret_call_saving (or lp_kret_call_bare): a fault in it returns 1 from there
+// (arch::light_fault_resume counts the fault), and the instance goes back as for a handler
+// that declined. Returns arch::kLightKret when the slot was replaced: the detour goes on
+// through lp_kret_rsb_call, so the instance is marked for the trampoline's predicted `ret`
+// home.
 extern "C" int lp_kret_light_c(struct kprobe *kp, uint64_t slot, liveprobe::core::ThreadRecord *rec) noexcept
 {
     using namespace liveprobe::core;

@@ -37,9 +37,9 @@
 
     .text
 /* The call frame information of code running on a light entry's frame, with the dispatcher's
- * return address on top (see above). */
-/* rip = *(*(rsp + off) & -1024), the dispatcher's return address at rsp + off (off < 64):
- * DW_CFA_val_expression, DW_OP_breg7 off, deref, consts -1024, and, deref */
+ * return address on top (see above), or at rsp + off under off bytes pushed since:
+ * rip = *(*(rsp + off) & -1024) (off < 64): DW_CFA_val_expression, DW_OP_breg7 off, deref,
+ * consts -1024, and, deref */
 .macro LIGHT_RIP_RULE off
     .cfi_escape 0x16, 16, 8, 0x77, \off, 0x06, 0x11, 0x80, 0x78, 0x1a, 0x06
 .endm
@@ -135,10 +135,12 @@
  * flight at or below the slot, nor on another stack; no tail call (the slot does not hold the
  * trampoline's address already); no unregistration to catch up with; an instance in the
  * thread's cache entry for the probe (its hot one). Anything else goes to lp_kret_light_c,
- * before anything changed. The entry handler, if any, runs through lp_kret_call_bare or
- * lp_kret_call_saving, as lp_kret_light_c runs it: a fault in it returns 1 there, and 1 (or
- * any non-zero) gives the instance back (lp_kret_light_finish) and returns 0: the call goes on
- * unprobed. Writes the caller-saved registers only (the light entry saved them).
+ * before anything changed. The entry handler, if any: the registered TSC stamp is stored here
+ * (KretState::entry_stamp); one that writes no callee-saved register but rbp and rbx is
+ * called from here (entry_direct); any other runs through lp_kret_call_bare or
+ * lp_kret_call_saving. A fault in it answers 1, and 1 (or any non-zero) gives the instance
+ * back (lp_kret_light_finish) and returns 0: the call goes on unprobed. Writes the
+ * caller-saved registers only (the light entry saved them).
  *
  * lp_kret_light_entry, the dispatcher of light entries built for a kretprobe (function-entry
  * shape, no fence), is lp_light_entry running on into lp_kret_light_pre, right after it, when

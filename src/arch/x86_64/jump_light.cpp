@@ -31,7 +31,7 @@ static_assert(offsetof(ThreadRecord, jump_ks) == LP_REC_JUMP_KS);
 static_assert(offsetof(ThreadRecord, jump_light) == LP_REC_JUMP_LIGHT);
 static_assert(offsetof(ThreadRecord, counters) == LP_REC_COUNTERS);
 static_assert(offsetof(ProbePoint, light) == LP_PP_LIGHT);
-static_assert(offsetof(core::KprobeState, uncounted) == LP_KS_UNCOUNTED);
+static_assert(offsetof(KprobeState, uncounted) == LP_KS_UNCOUNTED);
 static_assert(offsetof(KprobeState, kp) == LP_KS_KP);
 static_assert(offsetof(KprobeState, id) == LP_KS_ID);
 static_assert(sizeof(KprobeState::id) == 4);
@@ -58,9 +58,10 @@ bool light_fault_resume(int sig, ucontext_t *uc) noexcept
     greg_t *g = uc->uc_mcontext.gregs;
     core::count(rec, rec->jump_ks->fault_id);  // a light kprobe has no fault_handler
     if (uint64_t *sp = rec->kret_light_sp) {
-        // A kretprobe's entry handler (lp_kret_call_saving): 1 goes back to lp_kret_light_c,
-        // which gives the call's instance back and goes on as usual; the callee-saved
-        // registers come back there, the others are the caller's to lose across a call.
+        // A kretprobe's entry handler (called by lp_kret_light_pre, or through
+        // lp_kret_call_bare or lp_kret_call_saving): 1 goes back to its caller, which gives the
+        // call's instance back and goes on as usual; the callee-saved registers the handler
+        // may write come back there, the others are the caller's to lose across a call.
         rec->kret_light_sp = nullptr;
         g[REG_RSP] = reinterpret_cast<greg_t>(sp + 1);
         g[REG_RIP] = static_cast<greg_t>(sp[0]);

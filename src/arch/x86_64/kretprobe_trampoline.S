@@ -80,25 +80,25 @@ lp_kret_rsb_call:
     call lp_kret_rsb_go
 liveprobe_replaced_return = . - 1   /* unwinders look up the return address - 1: see below */
 lp_kretprobe_trampoline:
-    /* The light return (core/kret_hit.cpp lp_kret_light_return): for the newest call in
-     * flight when its probe's return handler is none or proven vector-free and to read no
-     * field of its regs but ip and the caller-saved registers' (KretState::return_light), the
-     * thread at the outermost level. Only the caller-saved registers and rbp are saved here
-     * (the return value among them); lp_kret_light_return, a C function, keeps the
-     * callee-saved ones, and calls the handler itself through lp_kret_call_bare or
-     * lp_kret_call_saving, which keep them too, even when the handler faults. When it
+    /* The light return: for the newest call in flight when its probe's return handler is
+     * none or proven vector-free and to read no field of its regs but ip and the caller-saved
+     * registers' (KretState::return_light), the thread at the outermost level. Only the
+     * caller-saved registers, rbp and rbx are saved here (the return value among them). The
+     * common case runs below in assembly and calls the handler itself (the fast path); the
+     * rest goes to lp_kret_light_return (core/kret_hit.cpp), a C function, which decides again
+     * and calls the handler through lp_kret_call_bare or lp_kret_call_saving. When that
      * declines, nothing has changed: on to the full path (lp_kretprobe_full), as for a stack
      * pointer not 16-aligned after the return (the frame below keeps it aligned for calls only
      * from an aligned one).
      *
-     * The frame, from the return slot S down: S the real return address (0 until
-     * lp_kret_light_return writes it, before the handler runs), S - 8 rbp, S - 16 .. S - 80
-     * rdi rsi rdx rcx rax r8 r9 r10 r11, S - 88 a pad; the handler's regs is S - 128: its ip
-     * and its caller-saved registers' fields are the frame's words (the handler was proven to
-     * use no other: arch::regs_fields_only), and what it stores there takes effect.
+     * The frame, from the return slot S down: S the real return address (0 until the light
+     * return writes it, before the handler runs), S - 8 rbp, S - 16 .. S - 80 rdi rsi rdx rcx
+     * rax r8 r9 r10 r11, S - 88 rbx; the handler's regs is S - 128: its ip and its caller-saved
+     * registers' fields are the frame's words (the handler was proven to use no other:
+     * arch::regs_fields_only), and what it stores there takes effect.
      * Call frame information: the frame is the probed function's at its return: the canonical
      * frame address is the stack pointer after the return (S + 8), the return address is at S
-     * (0 ends a walk), rbp at S - 8. */
+     * (0 ends a walk), rbp at S - 8, rbx at S - 88. */
     .cfi_startproc simple
     .cfi_def_cfa %rsp, 0
     .cfi_undefined %rip

@@ -66,7 +66,7 @@ std::string describe(const core::ProbeSummary &s)
 {
     std::string where = symbols::describe(s.addr);
     return fmt::format("probe {:#x} {} hits={} missed={} faults={} {}", s.addr, where,
-                       s.counters.counted ? fmt::format("{}", s.counters.hits) : std::string("-"),
+                       s.counters.hits_text(),
                        s.counters.nmissed, s.counters.faults,
                        s.counters.optimized ? std::string("optimized")
                                             : fmt::format("breakpoint ({})", s.counters.why_not ? s.counters.why_not : "?"));

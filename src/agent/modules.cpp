@@ -442,7 +442,7 @@ std::string probe_line(const core::ProbeSummary &s)
     if (s.flags & KPROBE_FLAG_DISABLED) flags += " [DISABLED]";
     if (s.counters.optimized) flags += " [OPTIMIZED]";
     return fmt::format("  {:016x}  {}  {}  hits={} nmissed={}{}", s.addr, s.kind, where,
-                       s.counters.counted ? fmt::format("{}", s.counters.hits) : std::string("-"),
+                       s.counters.hits_text(),
                        s.counters.nmissed + s.kret_nmissed, flags);
 }
 

@@ -36,6 +36,8 @@ Status check_function_entry(const struct kprobe &p, const char *what, uint64_t *
 struct ProbeCounters {
     uint64_t hits = 0;  // 0 for an uncounted probe (counted false)
     bool counted = true;
+    // hits for listings: "-" for an uncounted probe.
+    std::string hits_text() const { return counted ? std::to_string(hits) : std::string("-"); }
     uint64_t faults = 0;
     uint64_t nmissed = 0;
     bool optimized = false;

@@ -97,34 +97,34 @@ static uint32_t index_of(const struct kretprobe *rp) noexcept
     return 0;
 }
 
+static uint32_t index_of(const struct kprobe *kp) noexcept
+{
+    return reinterpret_cast<const Probe *>(reinterpret_cast<const char *>(kp) - offsetof(Probe, kp))->index;
+}
+
+// --count's common case: this thread has its row in this session (and generation): the call
+// counted there. False otherwise, nothing done.
+[[gnu::always_inline]] static inline bool count_in_row(uint32_t idx) noexcept
+{
+    std::atomic<uint64_t> *row = t_rows.counts;
+    if (row == nullptr || t_rows.generation != g_generation.load(std::memory_order_acquire)) [[unlikely]]
+        return false;
+    std::atomic<uint64_t> *c = row + idx;
+    c->store(c->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);  // this thread's row only
+    return true;
+}
+
 int count_pre(struct kprobe *kp, struct pt_regs *) noexcept
 {
-    uint32_t idx = reinterpret_cast<const Probe *>(reinterpret_cast<const char *>(kp) - offsetof(Probe, kp))->index;
-    // The common case: this thread has its row in this session (and generation).
-    std::atomic<uint64_t> *row = t_rows.counts;
-    if (row != nullptr && t_rows.generation == g_generation.load(std::memory_order_acquire)) [[likely]] {
-        std::atomic<uint64_t> *c = row + idx;
-        c->store(c->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);  // this thread's row only
-        return 0;
-    }
-    return count_slow(idx);
+    const uint32_t idx = index_of(kp);
+    return count_in_row(idx) ? 0 : count_slow(idx);
 }
 
 // count_pre's light variant (core::set_light_variant), what the light entry calls: the common
 // case only, which writes four caller-saved registers, so that the light entry saves only those
 // (count_pre's rare case calls out, and may write any). Anything else returns 1: the hit takes
 // the full entry, which runs count_pre.
-int count_light(struct kprobe *kp, struct pt_regs *) noexcept
-{
-    uint32_t idx = reinterpret_cast<const Probe *>(reinterpret_cast<const char *>(kp) - offsetof(Probe, kp))->index;
-    std::atomic<uint64_t> *row = t_rows.counts;
-    if (row != nullptr && t_rows.generation == g_generation.load(std::memory_order_acquire)) [[likely]] {
-        std::atomic<uint64_t> *c = row + idx;
-        c->store(c->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-        return 0;
-    }
-    return 1;
-}
+int count_light(struct kprobe *kp, struct pt_regs *) noexcept { return count_in_row(index_of(kp)) ? 0 : 1; }
 
 // The entry's stamp: the TSC read unordered when the clock is the TSC (cheaper than an ordered
 // clock read by about 10 ns here), else the clock.

@@ -404,15 +404,21 @@ int check_stamp(kretprobe_instance *ri, pt_regs *)
     return 0;
 }
 
-TEST(LightPath, TheRegisteredTscStampIsStoredByTheLightEntryItself)
+kretprobe stamp_kret()
 {
-    LP_SKIP_IF_SANITIZED();
-    liveprobe::core::set_kret_entry_stamp(tsc_stamp);
     kretprobe rp{};
     rp.kp.addr = reinterpret_cast<kprobe_opcode_t *>(lp_l_target);
     rp.entry_handler = tsc_stamp;
     rp.handler = check_stamp;
     rp.data_size = sizeof(uint64_t);
+    return rp;
+}
+
+TEST(LightPath, TheRegisteredTscStampIsStoredByTheLightEntryItself)
+{
+    LP_SKIP_IF_SANITIZED();
+    liveprobe::core::set_kret_entry_stamp(tsc_stamp);
+    kretprobe rp = stamp_kret();
     ASSERT_EQ(register_kretprobe(&rp), 0) << liveprobe_strerror(-EINVAL);
     liveprobe::core::set_kret_entry_stamp(nullptr);
     ASSERT_TRUE(counters(rp.kp).light) << counters(rp.kp).why_not;
@@ -428,11 +434,7 @@ TEST(LightPath, TheRegisteredTscStampIsStoredByTheLightEntryItself)
     unregister_kretprobe(&rp);
 
     // Registered without the stamp set: the entry handler runs.
-    kretprobe plain{};
-    plain.kp.addr = reinterpret_cast<kprobe_opcode_t *>(lp_l_target);
-    plain.entry_handler = tsc_stamp;
-    plain.handler = check_stamp;
-    plain.data_size = sizeof(uint64_t);
+    kretprobe plain = stamp_kret();
     ASSERT_EQ(register_kretprobe(&plain), 0) << liveprobe_strerror(-EINVAL);
     g_stamp_calls = 0;
     for (long i = 0; i < 10; ++i) ASSERT_EQ(lp_l_target(i), i + 1);

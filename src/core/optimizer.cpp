@@ -156,22 +156,29 @@ uint32_t light_needs(const struct kprobe *kp)
 #else
     if (!kp->pre_handler || kp->post_handler || kp->fault_handler || (kp->flags & KPROBE_FLAG_FPREGS)) return 0;
     if (kp->pre_handler == kret_pre) {
-        // A kretprobe: its light handler (lp_kret_light_pre, lp_kret_light_c) is liveprobe's own
-        // ABI code built without vector instructions, which writes caller-saved registers only,
-        // and calls the entry handler, if any, without regs: that one must be proven
-        // vector-free and never to read them.
+        // A kretprobe: its light handler (lp_kret_light_pre, jump_light.S) is liveprobe's own
+        // code, without vector instructions. Itself it writes rax, rcx, rdx, rsi and rdi (and
+        // keeps r8 to r11 around the C functions it calls: lp_kret_light_c, which does the rest
+        // of its work, and lp_kret_light_finish). It calls the entry handler, if any, without
+        // regs: that one must be proven vector-free and never to read them, and the entry
+        // saves what it writes: the caller-saved registers it was proven to write when it is
+        // called directly (entry_direct: it writes no callee-saved register but rbp and rbx,
+        // which lp_kret_light_pre saves), every caller-saved one when it runs through a thunk
+        // (which restores the callee-saved ones, after a fault too), none when it is the TSC
+        // stamp, stored in place (entry_stamp).
         const auto *ks = reinterpret_cast<const KretState *>(kp->__lp_reserved[0]);
         const auto *rp = reinterpret_cast<const struct kretprobe *>(kp);
         if (!ks || ks->entry_vec) return 0;
-        uint32_t writes = arch::kCallerSavedGprs | arch::light_dispatcher_writes();
+        uint32_t writes = arch::gpr_bit(ZYDIS_REGISTER_RAX) | arch::gpr_bit(ZYDIS_REGISTER_RCX) |
+                          arch::gpr_bit(ZYDIS_REGISTER_RDX) | arch::gpr_bit(ZYDIS_REGISTER_RSI) |
+                          arch::gpr_bit(ZYDIS_REGISTER_RDI) | arch::light_dispatcher_writes();
         if (rp->entry_handler) {
             const auto eh = reinterpret_cast<uint64_t>(rp->entry_handler);
             HandlerProof &e = proof_of(eh);
             if (!e.vector_free) return 0;
             if (e.ignores_regs < 0) e.ignores_regs = arch::ignores_second_arg(eh, 2, nullptr);
             if (!e.ignores_regs) return 0;
-            // (A fault in it returns into lp_kret_light_c: lp_kret_call_saving restores the
-            // callee-saved registers, so which ones it writes does not matter.)
+            if (!ks->entry_stamp) writes |= ks->entry_direct ? e.writes & arch::kCallerSavedGprs : arch::kCallerSavedGprs;
         }
         return writes;
     }

@@ -145,6 +145,43 @@
  * lp_kret_light_entry, the dispatcher of light entries built for a kretprobe (function-entry
  * shape, no fence), is lp_light_entry running on into lp_kret_light_pre, right after it, when
  * the point's light kprobe is still a kretprobe: one jump fewer. */
+/* A call of the C function fn from lp_kret_light_pre's frame (the stack pointer as at its entry:
+ * 8 off 16-alignment), r8 to r11 kept around it: a light entry built for a kretprobe saves only
+ * what lp_kret_light_pre and the entry handler it calls write (core/optimizer.cpp light_needs). */
+.macro CALL_KEEPING_R8_R11 fn
+    pushq %r8
+    .cfi_adjust_cfa_offset 8
+    LIGHT_RIP_RULE 8
+    pushq %r9
+    .cfi_adjust_cfa_offset 8
+    LIGHT_RIP_RULE 16
+    pushq %r10
+    .cfi_adjust_cfa_offset 8
+    LIGHT_RIP_RULE 24
+    pushq %r11
+    .cfi_adjust_cfa_offset 8
+    LIGHT_RIP_RULE 32
+    leaq -8(%rsp), %rsp
+    .cfi_adjust_cfa_offset 8
+    LIGHT_RIP_RULE 40
+    call \fn
+    leaq 8(%rsp), %rsp
+    .cfi_adjust_cfa_offset -8
+    LIGHT_RIP_RULE 32
+    popq %r11
+    .cfi_adjust_cfa_offset -8
+    LIGHT_RIP_RULE 24
+    popq %r10
+    .cfi_adjust_cfa_offset -8
+    LIGHT_RIP_RULE 16
+    popq %r9
+    .cfi_adjust_cfa_offset -8
+    LIGHT_RIP_RULE 8
+    popq %r8
+    .cfi_adjust_cfa_offset -8
+    LIGHT_RIP_RULE 0
+.endm
+
 #define G_STACK_REGIONS _ZN9liveprobe2os15g_stack_regionsE
 #define G_KRET_UNREGISTRATIONS _ZN9liveprobe4core22g_kret_unregistrationsE
     .globl lp_kret_light_entry
@@ -167,53 +204,55 @@ lp_kret_light_pre:
     movq LP_KP_KRET_STATE(%rdi), %rcx    /* ks */
     testq %rcx, %rcx
     jz 9f
-    movq LP_REC_RET_TOP(%rax), %r8
-    testq %r8, %r8
+    movq LP_REC_RET_TOP(%rax), %rdx
+    testq %rdx, %rdx
     jz 1f
-    cmpq %rsi, LP_INST_SLOT(%r8)         /* the newest call in flight is an outer one */
+    cmpq %rsi, LP_INST_SLOT(%rdx)        /* the newest call in flight is an outer one */
     jbe 9f
     cmpl $0, G_STACK_REGIONS(%rip)
     jne 9f
-1:  movq (%rsi), %r9                     /* the return address */
-    leaq lp_kretprobe_trampoline(%rip), %r10
-    cmpq %r10, %r9
+1:  leaq lp_kretprobe_trampoline(%rip), %rdx
+    cmpq %rdx, (%rsi)                    /* the return address: a tail call's is ours already */
     je 9f
-    movq G_KRET_UNREGISTRATIONS(%rip), %r10
-    cmpq %r10, LP_REC_KRET_SEEN(%rax)
+    movq G_KRET_UNREGISTRATIONS(%rip), %rdx
+    cmpq %rdx, LP_REC_KRET_SEEN(%rax)
     jne 9f
-    movl LP_KRS_CACHE_SLOT(%rcx), %r10d
-    shlq $5, %r10
-    leaq LP_REC_KRET_CACHE(%rax,%r10), %r10
-    cmpq %rcx, (%r10)
+    movl LP_KRS_CACHE_SLOT(%rcx), %edx
+    shlq $5, %rdx
+    leaq LP_REC_KRET_CACHE(%rax,%rdx), %rdx
+    cmpq %rcx, (%rdx)
     jne 9f
-    movq 8(%r10), %r11                   /* in: the entry's hot instance */
-    testq %r11, %r11
-    jz 9f
-    movq $0, 8(%r10)
-    movq %rcx, LP_INST_KS(%r11)
-    movq %rsi, LP_INST_SLOT(%r11)
-    movl $1, LP_INST_NEXT_FREE(%r11)     /* kInstRsb: the detour goes on through lp_kret_rsb_call */
-    movq %rdi, LP_INST_RI(%r11)          /* ri->rp */
-    movq %r9, LP_INST_RI + LP_RI_RET_ADDR(%r11)
-    movl (%rax), %r10d                   /* rec->owner */
-    movl %r10d, LP_INST_RI + LP_RI_TID(%r11)
-    cmpb $0, LP_KRS_ENTRY_STAMP(%rcx)
+    cmpq $0, 8(%rdx)                     /* the entry's hot instance */
+    je 9f
+    /* Taken. An instance the cache holds was this thread's for this probe: its ks and ri->rp
+     * are this probe's already (core/kret_hit.cpp keep); its ri->tid is this thread's unless
+     * the record changed owner since (a fork). kp is ks->rp's from here. */
+    movq 8(%rdx), %rdi                   /* in */
+    movq $0, 8(%rdx)
+    movq %rsi, LP_INST_SLOT(%rdi)
+    movl $1, LP_INST_NEXT_FREE(%rdi)     /* kInstRsb: the detour goes on through lp_kret_rsb_call */
+    movq (%rsi), %rdx
+    movq %rdx, LP_INST_RI + LP_RI_RET_ADDR(%rdi)
+    movl (%rax), %edx                    /* rec->owner */
+    cmpl %edx, LP_INST_RI + LP_RI_TID(%rdi)
+    jne 21f
+22: cmpb $0, LP_KRS_ENTRY_STAMP(%rcx)
     jne 20f
-    movq LP_RP_ENTRY_HANDLER(%rdi), %r10
-    testq %r10, %r10
-    jnz 3f
-2:  /* The call recorded: on the thread's return stack, the slot replaced. */
-    movq LP_REC_RET_TOP(%rax), %r10
-    movq %r10, LP_INST_BELOW(%r11)
-    movq %r11, LP_REC_RET_TOP(%rax)
-    leaq lp_kretprobe_trampoline(%rip), %r10
-    movq %r10, (%rsi)
+    movq LP_KRS_RP(%rcx), %rdx
+    cmpq $0, LP_RP_ENTRY_HANDLER(%rdx)
+    jne 3f
+2:  /* The call recorded (rax = the record, rdi = in, rsi = the slot): on the thread's return
+     * stack, the slot replaced. */
+    movq LP_REC_RET_TOP(%rax), %rdx
+    movq %rdx, LP_INST_BELOW(%rdi)
+    movq %rdi, LP_REC_RET_TOP(%rax)
+    leaq lp_kretprobe_trampoline(%rip), %rdx
+    movq %rdx, (%rsi)
     movl $3, %eax                        /* arch::kLightKret */
     ret
-3:  /* The entry handler. */
-    movq %rax, %rdx
-    leaq LP_INST_RI(%r11), %rdi
-    xorl %esi, %esi
+21: movl %edx, LP_INST_RI + LP_RI_TID(%rdi)
+    jmp 22b
+3:  /* The entry handler (rax = the record, rcx = ks, rdx = rp, rdi = in). */
     cmpb $0, LP_KRS_ENTRY_DIRECT(%rcx)
     je 10f
     /* It writes no callee-saved register but rbp and rbx: called from here, those two saved
@@ -228,25 +267,28 @@ lp_kret_light_pre:
     .cfi_adjust_cfa_offset 8
     .cfi_offset %rbp, -(24 + LP_LIGHT_FRAME)
     LIGHT_RIP_RULE 16
-    pushq %r11
+    pushq %rdi
     .cfi_adjust_cfa_offset 8
     LIGHT_RIP_RULE 24
-    leaq 7f(%rip), %r8
-    pushq %r8
+    leaq 7f(%rip), %rsi
+    pushq %rsi
     .cfi_adjust_cfa_offset 8
     LIGHT_RIP_RULE 32
-    movq %rsp, LP_REC_KRET_LIGHT_SP(%rdx)
+    movq %rsp, LP_REC_KRET_LIGHT_SP(%rax)
     leaq -8(%rsp), %rsp                  /* the call aligned */
     .cfi_adjust_cfa_offset 8
     LIGHT_RIP_RULE 40
-    call *%r10
+    movq LP_RP_ENTRY_HANDLER(%rdx), %rax
+    leaq LP_INST_RI(%rdi), %rdi
+    xorl %esi, %esi
+    call *%rax
     leaq 16(%rsp), %rsp
     .cfi_adjust_cfa_offset -16
     LIGHT_RIP_RULE 24
 11: movq TL_REC@GOTTPOFF(%rip), %rdx
     movq %fs:(%rdx), %rdx
     movq $0, LP_REC_KRET_LIGHT_SP(%rdx)
-    popq %r11
+    popq %rdi
     .cfi_adjust_cfa_offset -8
     LIGHT_RIP_RULE 16
     popq %rbp
@@ -260,28 +302,28 @@ lp_kret_light_pre:
     testl %eax, %eax
     jnz 12f
     movq %rdx, %rax
-    movq LP_INST_SLOT(%r11), %rsi
+    movq LP_INST_SLOT(%rdi), %rsi
     jmp 2b
-12: /* Declined, or it faulted: the instance back, the call goes on unprobed. */
-    leaq -8(%rsp), %rsp                  /* the call aligned */
-    .cfi_adjust_cfa_offset 8
-    LIGHT_RIP_RULE 8
+12: /* Declined, or it faulted: the instance back (lp_kret_light_finish(rec, in), r8 to r11
+     * kept: the detour saved only what this handler writes), the call goes on unprobed. */
+    movq %rdi, %rsi
     movq %rdx, %rdi
-    movq %r11, %rsi
-    call lp_kret_light_finish
-    leaq 8(%rsp), %rsp
-    .cfi_adjust_cfa_offset -8
-    LIGHT_RIP_RULE 0
+    CALL_KEEPING_R8_R11 lp_kret_light_finish
     xorl %eax, %eax
     ret
 10: /* Through lp_kret_call_bare or lp_kret_call_saving (it writes other callee-saved
-     * registers: the thunk saves them); rbx keeps in across it (the thunks keep rbx). */
+     * registers: the thunk saves them; the detour saved every caller-saved one); rbx keeps in
+     * across it (the thunks keep rbx). */
     pushq %rbx
     .cfi_adjust_cfa_offset 8
     .cfi_offset %rbx, -(16 + LP_LIGHT_FRAME)
     LIGHT_RIP_RULE 8
-    movq %r11, %rbx
-    movq %r10, LP_REC_KRET_LIGHT_H(%rdx)
+    movq %rdi, %rbx
+    movq LP_RP_ENTRY_HANDLER(%rdx), %rsi
+    movq %rsi, LP_REC_KRET_LIGHT_H(%rax)
+    movq %rax, %rdx
+    leaq LP_INST_RI(%rdi), %rdi
+    xorl %esi, %esi
     cmpb $0, LP_KRS_ENTRY_BARE(%rcx)
     je 4f
     call lp_kret_call_bare
@@ -292,9 +334,9 @@ lp_kret_light_pre:
     movq $0, LP_REC_KRET_LIGHT_SP(%rdx)
     testl %eax, %eax
     jnz 6f
-    movq %rbx, %r11
+    movq %rbx, %rdi
     movq %rdx, %rax
-    movq LP_INST_SLOT(%r11), %rsi
+    movq LP_INST_SLOT(%rdi), %rsi
     popq %rbx
     .cfi_adjust_cfa_offset -8
     .cfi_restore %rbx
@@ -327,16 +369,17 @@ lp_kret_light_pre:
     LIGHT_RIP_RULE 0
 20: /* The entry handler is the registered TSC stamp (core::set_kret_entry_stamp): what it would
      * store, stored here. */
-    movq %rax, %r8
+    movq %rax, %rcx
     rdtsc
     shlq $32, %rdx
     orq %rdx, %rax
-    movq %rax, LP_INST_RI + LP_RI_DATA(%r11)
-    movq %r8, %rax
+    movq %rax, LP_INST_RI + LP_RI_DATA(%rdi)
+    movq %rcx, %rax
     jmp 2b
-9:  /* Not the common case: lp_kret_light_c(kp, slot, rec), nothing changed yet. */
+9:  /* Not the common case: lp_kret_light_c(kp, slot, rec), nothing changed yet, r8 to r11 kept. */
     movq %rax, %rdx
-    jmp lp_kret_light_c
+    CALL_KEEPING_R8_R11 lp_kret_light_c
+    ret
     .size lp_kret_light_pre, .-lp_kret_light_pre
 18: jmp *LP_KS_LIGHT_FN(%rdx)                /* lp_kret_light_entry: another light kprobe now */
     LIGHT_DISPATCH_EXITS 15, 16, 17

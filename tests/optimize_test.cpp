@@ -248,6 +248,58 @@ TEST(Optimize, ReturnProbePreservesEveryRegisterButTheFlags)
     }
 }
 
+// The light kretprobe paths save only what they and the handlers write: the entry five
+// registers and the entry handler's, the return rax rdx rsi rdi rbx rbp and, when the return
+// handler may write or read them, rcx and r8 to r11 (or when a C function runs: a call
+// entered while another holds the cached instance, which goes back to C at the return). With
+// no handlers, handlers that write only what a counter does, and handlers that write rcx and
+// r8 to r11, on one call and on two nested ones: every register but the flags comes back, and
+// every handler ran.
+TEST(Optimize, ReturnProbesSaveWhatTheirHandlersWriteAndEveryRegisterComesBack)
+{
+    if (!__builtin_cpu_supports("avx512f")) {
+        GTEST_SKIP() << "this CPU has no AVX-512: lp_o_call_regs needs it";
+    }
+    const auto r8_r11 = reinterpret_cast<kretprobe_handler_t>(&lp_t_r8_r11);
+    struct Case {
+        const char *name;
+        kretprobe_handler_t entry, ret;
+    } cases[] = {
+        {"no handlers", nullptr, nullptr},
+        {"counting handlers", count_kret, count_kret},
+        {"handlers writing rcx and r8 to r11", r8_r11, r8_r11},
+        {"a counting entry handler, a return handler writing r8 to r11", count_kret, r8_r11},
+        {"an entry handler writing r8 to r11, a counting return handler", r8_r11, count_kret},
+    };
+    for (bool nested : {false, true}) {
+        for (const Case &c : cases) {
+            SCOPED_TRACE(std::string(c.name) + (nested ? ", nested calls" : ", one call"));
+            kretprobe rp{};
+            rp.kp.addr = reinterpret_cast<kprobe_opcode_t *>(nested ? &lp_o_nest : &lp_o_leaf);
+            rp.entry_handler = c.entry;
+            rp.handler = c.ret;
+            ASSERT_EQ(register_kretprobe(&rp), 0) << liveprobe_strerror(-1);
+            if (optimizing()) {
+                ASSERT_TRUE(rp.kp.flags & KPROBE_FLAG_OPTIMIZED) << why(rp.kp);
+            }
+            g_handler_runs = 0;
+            lp_t_r8_r11_runs = 0;
+            for (int round = 0; round < 3; ++round) {
+                fill_patterns();
+                nested ? lp_o_call_nested() : lp_o_call_regs();
+                expect_all_preserved(false);
+            }
+            const int calls = nested ? 6 : 3;
+            const int counted = (c.entry == count_kret) + (c.ret == count_kret);
+            const int r8_runs = (c.entry == r8_r11) + (c.ret == r8_r11);
+            EXPECT_EQ(g_handler_runs.load(), counted * calls);
+            EXPECT_EQ(lp_t_r8_r11_runs, r8_runs * calls);
+            EXPECT_EQ(rp.nmissed, 0);
+            unregister_kretprobe(&rp);
+        }
+    }
+}
+
 // A handler that wrecks every register, callee-saved ones included, and then faults: the
 // program still gets all of its registers back, the fault handler sees the probe's registers,
 // and the next hit runs the handler again (nothing of the abandoned hit is left behind).

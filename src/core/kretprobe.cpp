@@ -79,6 +79,17 @@ int light_return_kind(kretprobe_handler_t h, const HandlerProof &p)
 #endif
 }
 
+// Whether h, which the light return calls itself (light_return_kind 1), also leaves rcx and r8
+// to r11 alone, in its registers and in its regs: the trampoline then saves none of them.
+bool few_return(kretprobe_handler_t h, const HandlerProof &p)
+{
+    const uint32_t few = arch::gpr_bit(ZYDIS_REGISTER_RAX) | arch::gpr_bit(ZYDIS_REGISTER_RDX) |
+                         arch::gpr_bit(ZYDIS_REGISTER_RSI) | arch::gpr_bit(ZYDIS_REGISTER_RDI) |
+                         arch::gpr_bit(ZYDIS_REGISTER_RBP) | arch::gpr_bit(ZYDIS_REGISTER_RBX);
+    const char *why = nullptr;
+    return writes_only(p, few) && arch::regs_fields_only(reinterpret_cast<uint64_t>(h), 2, kFewRegsFields, &why);
+}
+
 // The address rp->kp names, which must be a function's entry.
 Status check_entry(const struct kretprobe *rp)
 {
@@ -137,6 +148,7 @@ Status make_state(struct kretprobe *rp, KretState **out)
     ks->return_light = kind != 0;
     ks->return_saves = kind == 2;
     ks->return_rbx = kind == 1 && !writes_only(ret, arch::kCallerSavedGprs | rbp);
+    ks->return_few = kind == 1 && (!rp->handler || few_return(rp->handler, ret));
     ks->entry_stamp = rp->entry_handler && rp->data_size >= sizeof(uint64_t) &&
                       rp->entry_handler == g_entry_stamp.load(std::memory_order_relaxed);
     *out = ks;

@@ -37,6 +37,8 @@ struct KretState;
 // The fields of struct pt_regs the light return's regs has (bit i: offset 8 i, as
 // arch::regs_fields_only takes them): r11 r10 r9 r8 ax cx dx si di (6-14) and ip (16).
 constexpr uint32_t kLightRegsFields = 0x1ffu << 6 | 1u << 16;
+// The fields a return handler that leaves rcx and r8 to r11 alone may read: ax, dx, si, di, ip.
+constexpr uint32_t kFewRegsFields = 1u << 10 | 1u << 12 | 1u << 13 | 1u << 14 | 1u << 16;
 
 // One call in flight: a header, then the public struct kretprobe_instance and its data.
 struct alignas(16) Inst {
@@ -96,6 +98,10 @@ struct alignas(64) KretState {
     // Its entry handler is the registered TSC stamp (set_kret_entry_stamp) and data_size holds
     // 8 bytes: the light entry stores the stamp itself instead of calling it.
     bool entry_stamp = false;
+    // The light return need not save rcx and r8 to r11 (kretprobe_trampoline.S): its handler is
+    // none, or one that the trampoline calls itself (return_light without return_saves),
+    // which writes none of them and reads no field of its regs but ip, ax, dx, si and di.
+    bool return_few = false;
     // The per-thread counter that counts faults of rp's handlers: its kprobe's (fault_id of its
     // KprobeState, so liveprobe_kprobe_faults(&rp->kp) sums them); 0 until registered.
     uint32_t fault_id = 0;

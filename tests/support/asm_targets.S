@@ -316,6 +316,57 @@ FUNC(lp_o_leaf)
     ret
 END(lp_o_leaf)
 
+/* lp_o_call_nested: the same around a call of lp_o_nest, which calls itself once more when
+ * lp_o_nest_again is set (clearing it), both calls with the stack 16-aligned; it touches no
+ * register but the flags. A kretprobe on it has two calls in flight, the inner one entered
+ * while the outer one holds the thread's cached instance. */
+FUNC(lp_o_call_nested)
+    PUSH_CALLEE_SAVED
+    subq $8, %rsp
+    movl $1, lp_o_nest_again(%rip)
+    LOAD_ALL
+    call lp_o_nest
+    DUMP_ALL
+    vzeroupper
+    cld
+    addq $8, %rsp
+    POP_CALLEE_SAVED
+    ret
+END(lp_o_call_nested)
+
+FUNC(lp_o_nest)
+    nopl 0x0(%rax,%rax,1)
+    cmpl $0, lp_o_nest_again(%rip)
+    je 1f
+    movl $0, lp_o_nest_again(%rip)
+    leaq -8(%rsp), %rsp
+    call lp_o_nest
+    leaq 8(%rsp), %rsp
+1:  ret
+END(lp_o_nest)
+
+/* int lp_t_r8_r11(void *, struct pt_regs *): a handler that writes rcx and r8 to r11 (no
+ * callee-saved register), reads nothing, counts its runs in lp_t_r8_r11_runs and returns 0. */
+FUNC(lp_t_r8_r11)
+    incl lp_t_r8_r11_runs(%rip)
+    movq $-1, %rcx
+    movq %rcx, %r8
+    movq %rcx, %r9
+    movq %rcx, %r10
+    movq %rcx, %r11
+    xorl %eax, %eax
+    ret
+END(lp_t_r8_r11)
+
+    .data
+    .align 4
+lp_o_nest_again:
+    .long 0
+    .globl lp_t_r8_r11_runs
+lp_t_r8_r11_runs:
+    .long 0
+    .text
+
 /* lp_o_loop(const volatile char *stop): counts iterations until *stop; rcx goes +2 -2 each
  * time. The probe (lp_o_loop_probe) covers two 4-byte adds: a thread is often stopped between
  * them, inside the region. Returns the count; rcx must be back to its start (0) when done. */

@@ -61,6 +61,13 @@ extern unsigned long lp_o_pat_flags, lp_o_dump_flags;
 // The same around a call of lp_o_leaf(), a 5-byte nop and ret, for return probes.
 void lp_o_call_regs(void);
 void lp_o_leaf(void);
+// The same around a call of lp_o_nest(), which calls itself once more (two calls in flight).
+void lp_o_call_nested(void);
+void lp_o_nest(void);
+// int lp_t_r8_r11(void *, struct pt_regs *): writes rcx and r8 to r11 (nothing callee-saved),
+// counts its runs in lp_t_r8_r11_runs, returns 0.
+int lp_t_r8_r11(void *, struct pt_regs *);
+extern int lp_t_r8_r11_runs;
 
 // long lp_o_loop(const volatile char *stop): see asm_targets.S.
 long lp_o_loop(const volatile char *stop);

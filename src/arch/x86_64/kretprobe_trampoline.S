@@ -52,6 +52,15 @@
     movb \off(%rsp), %ah       /* SF ZF AF PF CF */
     sahf
 .endm
+/* Stores rcx and r8 to r11 into their words of the light return's frame (rsp = S - 88), for
+ * a handler that may write them or read them in its regs, or for a C function. */
+.macro SAVE_FIVE
+    movq %rcx, 48(%rsp)
+    movq %r8, 32(%rsp)
+    movq %r9, 24(%rsp)
+    movq %r10, 16(%rsp)
+    movq %r11, 8(%rsp)
+.endm
 /* lp_kret_light_tail: a light entry whose kretprobe replaced the return slot (arch::kLightKret),
  * rsp = its frame (flags at 0, rax at 8; the other registers restored already), the relocated
  * region's address at 112(%rsp), which is sp - 24 once the frame is left. The saved flags hold
@@ -83,7 +92,9 @@ lp_kretprobe_trampoline:
     /* The light return: for the newest call in flight when its probe's return handler is
      * none or proven vector-free and to read no field of its regs but ip and the caller-saved
      * registers' (KretState::return_light), the thread at the outermost level. Only the
-     * caller-saved registers, rbp and rbx are saved here (the return value among them). The
+     * caller-saved registers, rbp and rbx are saved here (the return value among them), and
+     * of those rcx and r8 to r11 only when something may write or read them: not for a
+     * handler that leaves them alone (KretState::return_few), nor for none. The
      * common case runs below in assembly and calls the handler itself (the fast path); the
      * rest goes to lp_kret_light_return (core/kret_hit.cpp), a C function, which decides again
      * and calls the handler through lp_kret_call_bare or lp_kret_call_saving. When that
@@ -93,9 +104,10 @@ lp_kretprobe_trampoline:
      *
      * The frame, from the return slot S down: S the real return address (0 until the light
      * return writes it, before the handler runs), S - 8 rbp, S - 16 .. S - 80 rdi rsi rdx rcx
-     * rax r8 r9 r10 r11, S - 88 rbx; the handler's regs is S - 128: its ip and its caller-saved
-     * registers' fields are the frame's words (the handler was proven to use no other:
-     * arch::regs_fields_only), and what it stores there takes effect.
+     * rax r8 r9 r10 r11, S - 88 rbx (rcx and r8 to r11 stored only as said above); the
+     * handler's regs is S - 128: its ip and its caller-saved registers' fields are the frame's
+     * words (the handler was proven to use no other: arch::regs_fields_only, with the fields
+     * of rcx and r8 to r11 left out for return_few), and what it stores there takes effect.
      * Call frame information: the frame is the probed function's at its return: the canonical
      * frame address is the stack pointer after the return (S + 8), the return address is at S
      * (0 ends a walk), rbp at S - 8, rbx at S - 88. */
@@ -113,20 +125,20 @@ lp_kretprobe_trampoline:
     pushq %rdi
     pushq %rsi
     pushq %rdx
-    pushq %rcx
+    leaq -8(%rsp), %rsp   /* rcx's word: SAVE_FIVE */
     pushq %rax
-    pushq %r8
-    pushq %r9
-    pushq %r10
-    pushq %r11
+    leaq -32(%rsp), %rsp  /* r8 to r11's */
     pushq %rbx
     .cfi_adjust_cfa_offset 80
     .cfi_offset %rbx, -96
     /* The fast path: lp_kret_light_return's common case in assembly, the handler called from
-     * here: no C call around it. rbx: the thread's record (read again after the handler, which
-     * may write rbp and rbx, both restored from this frame; or it runs through
-     * lp_kret_call_saving). Anything else, before anything changed: lp_kret_light_return (8),
-     * which decides again. */
+     * here: no C call around it. It writes rax, rdx, rsi, rdi, rbx and rbp only, whose words
+     * were stored above; rcx and r8 to r11 are stored (SAVE_FIVE) once it is known that
+     * something will write them: the handler (unless return_few), or a C function. Bit 2 of
+     * rbp, then of rdx, says they were: they are loaded back at the end. rbx: the thread's
+     * record (read again after the handler, which may write rbp and rbx, both restored from
+     * this frame; or it runs through lp_kret_call_saving). Anything else, before anything
+     * changed: lp_kret_light_return (8), which decides again. */
     movq TL_REC@GOTTPOFF(%rip), %rbx
     movq %fs:(%rbx), %rbx
     testq %rbx, %rbx
@@ -149,10 +161,15 @@ lp_kretprobe_trampoline:
     je 8f
     cmpl $0, G_STACK_REGIONS(%rip)
     jne 8f
-1:  movq LP_INST_KS(%rdi), %rcx
-    cmpb $0, LP_KRS_RETURN_LIGHT(%rcx)
+1:  movq LP_INST_KS(%rdi), %rdx
+    cmpb $0, LP_KRS_RETURN_LIGHT(%rdx)
     je 8f
-    /* Taken: off the return stack, its real return address into the slot. */
+    xorl %ebp, %ebp
+    cmpb $0, LP_KRS_RETURN_FEW(%rdx)
+    jne 10f
+    SAVE_FIVE
+    movl $4, %ebp
+10: /* Taken: off the return stack, its real return address into the slot. */
     movq %rax, LP_REC_RET_TOP(%rbx)
     movq $0, LP_INST_BELOW(%rdi)
     movq LP_INST_RI + LP_RI_RET_ADDR(%rdi), %rax
@@ -160,16 +177,16 @@ lp_kretprobe_trampoline:
     /* A level of kret_busy for ks (depth first, then the slot), then live: the busy protocol
      * (core/dispatch.hpp publish_busy; this thread's kret_busy was at depth 0). */
     movl $1, LP_REC_KRET_BUSY_DEPTH(%rbx)
-    movq %rcx, LP_REC_KRET_BUSY_SLOT0(%rbx)
-    cmpb $0, LP_KRS_LIVE(%rcx)
+    movq %rdx, LP_REC_KRET_BUSY_SLOT0(%rbx)
+    cmpb $0, LP_KRS_LIVE(%rdx)
     je 3f
-    movq LP_KRS_RP(%rcx), %rax
+    movq LP_KRS_RP(%rdx), %rax
     movq LP_RP_HANDLER(%rax), %rax
     testq %rax, %rax
     jz 3f
     movl $1, LP_REC_IN_HANDLER(%rbx)
     movq %rdi, LP_REC_KRET_LIGHT(%rbx)
-    cmpb $0, LP_KRS_RETURN_SAVES(%rcx)
+    cmpb $0, LP_KRS_RETURN_SAVES(%rdx)
     leaq LP_INST_RI(%rdi), %rdi          /* ri */
     leaq -40(%rsp), %rsi                 /* regs: S - 128, of which only the fields saved here are read */
     jne 2f
@@ -180,24 +197,29 @@ lp_kret_light_after:  /* where a fault in the handler resumes (kret_fault_resume
     movq TL_REC@GOTTPOFF(%rip), %rbx     /* the record again: the handler may have written rbx */
     movq %fs:(%rbx), %rbx
     movq LP_REC_KRET_LIGHT(%rbx), %rdi
-    movq LP_INST_KS(%rdi), %rcx
+    movq LP_INST_KS(%rdi), %rdx
     movl $0, LP_REC_IN_HANDLER(%rbx)
     movq $0, LP_REC_KRET_LIGHT(%rbx)
     movq $0, LP_REC_KRET_LIGHT_SP(%rbx)
-3:  /* The level released (the slot first, then depth). rdi = e, rcx = its KretState. */
+    xorl %ebp, %ebp                      /* and rbp: bit 2 again, as it was set above */
+    cmpb $0, LP_KRS_RETURN_FEW(%rdx)
+    jne 3f
+    movl $4, %ebp
+3:  /* The level released (the slot first, then depth). rdi = e, rdx = its KretState. */
     movq $0, LP_REC_KRET_BUSY_SLOT0(%rbx)
     movl $0, LP_REC_KRET_BUSY_DEPTH(%rbx)
-    xorl %ebp, %ebp                      /* 1 when the return stack buffer holds the caller */
+    xorl %eax, %eax                      /* bit 0 of rbp: the return stack buffer holds the caller */
     cmpl $1, LP_INST_NEXT_FREE(%rdi)     /* kInstRsb */
-    sete %bpl
+    sete %al
+    orl %eax, %ebp
     /* The instance back to the thread's cache entry when it is the probe's, the probe lives
      * and the entry has no hot instance (give_back's common case); the rest in C. */
-    movl LP_KRS_CACHE_SLOT(%rcx), %eax
+    movl LP_KRS_CACHE_SLOT(%rdx), %eax
     shlq $5, %rax
     leaq LP_REC_KRET_CACHE(%rbx,%rax), %rax
-    cmpq %rcx, (%rax)
+    cmpq %rdx, (%rax)
     jne 6f
-    cmpb $0, LP_KRS_LIVE(%rcx)
+    cmpb $0, LP_KRS_LIVE(%rdx)
     je 6f
     cmpq $0, 8(%rax)
     jne 6f
@@ -206,15 +228,20 @@ lp_kret_light_after:  /* where a fault in the handler resumes (kret_fault_resume
     cmpq %rax, LP_REC_KRET_SEEN(%rbx)
     jne 7f
 4:  movl %ebp, %edx
-9:  cmpq $1, %rdx         /* 0: jump home; 1: ret home (predicted); 2: the full path */
+9:  testb $4, %dl         /* rcx and r8 to r11 saved: back */
+    jz 11f
+    movq 48(%rsp), %rcx
+    movq 32(%rsp), %r8
+    movq 24(%rsp), %r9
+    movq 16(%rsp), %r10
+    movq 8(%rsp), %r11
+11: andl $3, %edx
+    cmpq $1, %rdx         /* 0: jump home; 1: ret home (predicted); 2: the full path */
     popq %rbx
     .cfi_restore %rbx
-    popq %r11
-    popq %r10
-    popq %r9
-    popq %r8
+    leaq 32(%rsp), %rsp
     popq %rax
-    popq %rcx
+    leaq 8(%rsp), %rsp
     popq %rdx
     popq %rsi
     popq %rdi
@@ -241,24 +268,35 @@ lp_kret_light_after:  /* where a fault in the handler resumes (kret_fault_resume
     .cfi_offset %rip, -8
     .cfi_offset %rbp, -16
     .cfi_offset %rbx, -96
-2:  /* A handler that writes callee-saved registers: through lp_kret_call_saving. */
+2:  /* A handler that writes callee-saved registers: through lp_kret_call_saving (not
+     * return_few: SAVE_FIVE was done). */
     movq %rax, LP_REC_KRET_LIGHT_H(%rbx)
     movq %rbx, %rdx
     call lp_kret_call_saving
     jmp lp_kret_light_after
-6:  /* give_back's other cases, and the flush. */
-    movq %rdi, %rsi
+6:  /* give_back's other cases, and the flush: C, which may write rcx and r8 to r11. */
+    testl $4, %ebp
+    jnz 12f
+    SAVE_FIVE
+    orl $4, %ebp
+12: movq %rdi, %rsi
     movq %rbx, %rdi
     call lp_kret_light_finish
     jmp 4b
 7:  /* The instance went back; caches of probes being unregistered to flush. */
-    xorl %esi, %esi
+    testl $4, %ebp
+    jnz 13f
+    SAVE_FIVE
+    orl $4, %ebp
+13: xorl %esi, %esi
     movq %rbx, %rdi
     call lp_kret_light_finish
     jmp 4b
 8:  /* Not the fast path's: lp_kret_light_return, nothing changed yet (rbx is restored last). */
+    SAVE_FIVE
     leaq 88(%rsp), %rdi
     call lp_kret_light_return
+    orl $4, %edx
     jmp 9b
     .cfi_endproc
     .size lp_kretprobe_trampoline, .-lp_kretprobe_trampoline

@@ -296,6 +296,54 @@ TEST(LightPath, AKretprobeEntryHandlerThatFaultsOrDeclinesGivesItsInstanceBack)
     unregister_kretprobe(&d);
 }
 
+// A kprobe and a kretprobe share a point, and then the first one leaves: the one that stays
+// runs exactly once per call, whichever detour now serves the point. The kprobe's handler calls
+// a function (its light entry saves every caller-saved register); a kretprobe's light entry
+// (lp_kret_light_entry) checks that the point's light kprobe is still a kretprobe before doing
+// a kretprobe's work, and otherwise runs that kprobe's handler.
+__attribute__((noinline)) void count_through_a_call() { g_hits.fetch_add(1, std::memory_order_relaxed); }
+int calling_hit(kprobe *, pt_regs *)
+{
+    count_through_a_call();
+    return 0;
+}
+
+TEST(LightPath, AKprobeAndAKretprobeShareAPointAndTheOneThatStaysRunsOncePerCall)
+{
+    LP_SKIP_IF_SANITIZED();
+    for (bool kprobe_first : {true, false}) {
+        SCOPED_TRACE(kprobe_first ? "the kprobe's detour" : "the kretprobe's detour");
+        kprobe a = at(reinterpret_cast<void *>(lp_l_target), calling_hit);
+        kretprobe k = kret_at(reinterpret_cast<void *>(lp_l_target), light_entry);
+        if (kprobe_first) {
+            ASSERT_EQ(register_kprobe(&a), 0) << liveprobe_strerror(-EINVAL);
+            ASSERT_TRUE(counters(a).light) << counters(a).why_not;
+            ASSERT_EQ(register_kretprobe(&k), 0) << liveprobe_strerror(-EINVAL);
+            unregister_kprobe(&a);
+        } else {
+            ASSERT_EQ(register_kretprobe(&k), 0) << liveprobe_strerror(-EINVAL);
+            ASSERT_TRUE(counters(k.kp).light) << counters(k.kp).why_not;
+            ASSERT_EQ(register_kprobe(&a), 0) << liveprobe_strerror(-EINVAL);
+            unregister_kretprobe(&k);
+        }
+        g_hits = 0;
+        g_entries = 0;
+        g_returns = 0;
+        for (long i = 0; i < 10; ++i) ASSERT_EQ(lp_l_target(i), i + 1);
+        if (kprobe_first) {
+            EXPECT_EQ(g_entries.load(), 10);
+            EXPECT_EQ(g_returns.load(), 10);
+            EXPECT_EQ(counters(k.kp).hits, 10u);
+            EXPECT_EQ(k.nmissed, 0);
+            unregister_kretprobe(&k);
+        } else {
+            EXPECT_EQ(g_hits.load(), 10);
+            EXPECT_EQ(counters(a).hits, 10u);
+            unregister_kprobe(&a);
+        }
+    }
+}
+
 // The light entry saves what the dispatcher says it writes: decoded, the assembly agrees (a
 // call through a pointer, the handler's, counts for nothing: handlers are proven apart).
 TEST(LightPath, TheDispatcherWritesWhatItDeclares)

@@ -139,8 +139,10 @@
  * (KretState::entry_stamp); one that writes no callee-saved register but rbp and rbx is
  * called from here (entry_direct); any other runs through lp_kret_call_bare or
  * lp_kret_call_saving. A fault in it answers 1, and 1 (or any non-zero) gives the instance
- * back (lp_kret_light_finish) and returns 0: the call goes on unprobed. Writes the
- * caller-saved registers only (the light entry saved them).
+ * back (lp_kret_light_finish) and returns 0: the call goes on unprobed. It records the call
+ * but leaves the slot to lp_kret_rsb_call, whose call writes the trampoline's address there
+ * when the detour goes on (lp_kret_light_c writes it itself: the same word). Writes rax, rcx,
+ * rdx, rsi and rdi, and what the entry handler it calls writes (the light entry saved them).
  *
  * lp_kret_light_entry, the dispatcher of light entries built for a kretprobe (function-entry
  * shape, no fence), is lp_light_entry running on into lp_kret_light_pre, right after it, when
@@ -241,13 +243,11 @@ lp_kret_light_pre:
     movq LP_KRS_RP(%rcx), %rdx
     cmpq $0, LP_RP_ENTRY_HANDLER(%rdx)
     jne 3f
-2:  /* The call recorded (rax = the record, rdi = in, rsi = the slot): on the thread's return
-     * stack, the slot replaced. */
+2:  /* The call recorded (rax = the record, rdi = in): on the thread's return stack. The slot
+     * is replaced on the way on: lp_kret_rsb_call's call writes the trampoline's address there. */
     movq LP_REC_RET_TOP(%rax), %rdx
     movq %rdx, LP_INST_BELOW(%rdi)
     movq %rdi, LP_REC_RET_TOP(%rax)
-    leaq lp_kretprobe_trampoline(%rip), %rdx
-    movq %rdx, (%rsi)
     movl $3, %eax                        /* arch::kLightKret */
     ret
 21: movl %edx, LP_INST_RI + LP_RI_TID(%rdi)
@@ -302,7 +302,6 @@ lp_kret_light_pre:
     testl %eax, %eax
     jnz 12f
     movq %rdx, %rax
-    movq LP_INST_SLOT(%rdi), %rsi
     jmp 2b
 12: /* Declined, or it faulted: the instance back (lp_kret_light_finish(rec, in), r8 to r11
      * kept: the detour saved only what this handler writes), the call goes on unprobed. */
@@ -336,7 +335,6 @@ lp_kret_light_pre:
     jnz 6f
     movq %rbx, %rdi
     movq %rdx, %rax
-    movq LP_INST_SLOT(%rdi), %rsi
     popq %rbx
     .cfi_adjust_cfa_offset -8
     .cfi_restore %rbx

@@ -76,17 +76,19 @@ lp_kret_light_tail:
     /* on into lp_kret_rsb_call, right below: no jump */
     .size lp_kret_light_tail, .-lp_kret_light_tail
 
-/* lp_kret_rsb_call: where a detour whose kretprobe has just replaced the return slot goes on
- * (detour.hpp, case 3), every register as the function's entry had it and the relocated
- * region's address in the flags slot of the pt_regs just below the stack pointer (at sp - 24,
- * inside the 128 bytes no signal frame touches). The call pushes the trampoline's address onto
- * the return stack buffer, where the function's own `ret` will find it: the return into the
- * trampoline is predicted, and so is the trampoline's `ret` home after it (the caller's entry
- * is on top again). The pushed word itself is dropped at once (lp_kret_rsb_go). Its last byte
- * is liveprobe_replaced_return, the byte before the trampoline: no call frame information of
- * the library covers it (see below). */
+/* lp_kret_rsb_call: where a detour whose kretprobe has just taken the call goes on (detour.hpp,
+ * case 3), every register as the function's entry had it, the return slot at the stack pointer
+ * (holding the real return address, or the trampoline's already) and the relocated region's
+ * address in the flags slot of the pt_regs just below it (at sp - 24, inside the 128 bytes no
+ * signal frame touches). It steps over the slot and calls the relocated region through that
+ * word: the call writes the trampoline's address (the one right after it) into the slot, and
+ * pushes it onto the return stack buffer, where the function's own `ret` will find it: the
+ * return into the trampoline is predicted, and so is the trampoline's `ret` home after it (the
+ * caller's entry is on top again). The call's last byte is liveprobe_replaced_return, the byte
+ * before the trampoline: no call frame information of the library covers it (see below). */
 lp_kret_rsb_call:
-    call lp_kret_rsb_go
+    leaq 8(%rsp), %rsp
+    call *-32(%rsp)
 liveprobe_replaced_return = . - 1   /* unwinders look up the return address - 1: see below */
 lp_kretprobe_trampoline:
     /* The light return: for the newest call in flight when its probe's return handler is
@@ -136,9 +138,11 @@ lp_kretprobe_trampoline:
      * were stored above; rcx and r8 to r11 are stored (SAVE_FIVE) once it is known that
      * something will write them: the handler (unless return_few), or a C function. Bit 2 of
      * rbp, then of rdx, says they were: they are loaded back at the end. rbx: the thread's
-     * record (read again after the handler, which may write rbp and rbx, both restored from
-     * this frame; or it runs through lp_kret_call_saving). Anything else, before anything
-     * changed: lp_kret_light_return (8), which decides again. */
+     * record. A handler called from here keeps rbx and rbp when it returns, as the ABI has
+     * it; one that faults may leave them changed, and lp_kret_light_after sets them again
+     * (the program's come back from this frame either way); one that writes other callee-saved
+     * registers runs through lp_kret_call_saving. Anything else, before anything changed:
+     * lp_kret_light_return (8), which decides again. */
     movq TL_REC@GOTTPOFF(%rip), %rbx
     movq %fs:(%rbx), %rbx
     testq %rbx, %rbx
@@ -191,20 +195,12 @@ lp_kretprobe_trampoline:
     leaq -40(%rsp), %rsi                 /* regs: S - 128, of which only the fields saved here are read */
     jne 2f
     call *%rax
-    .globl lp_kret_light_after
-    .hidden lp_kret_light_after
-lp_kret_light_after:  /* where a fault in the handler resumes (kret_fault_resume): rsp = S - 88 */
-    movq TL_REC@GOTTPOFF(%rip), %rbx     /* the record again: the handler may have written rbx */
-    movq %fs:(%rbx), %rbx
+14: /* rbx and rbp as they were: the handler returned (the ABI keeps them; a fault resumes at
+     * lp_kret_light_after, below, which sets them again). */
     movq LP_REC_KRET_LIGHT(%rbx), %rdi
     movq LP_INST_KS(%rdi), %rdx
     movl $0, LP_REC_IN_HANDLER(%rbx)
     movq $0, LP_REC_KRET_LIGHT(%rbx)
-    movq $0, LP_REC_KRET_LIGHT_SP(%rbx)
-    xorl %ebp, %ebp                      /* and rbp: bit 2 again, as it was set above */
-    cmpb $0, LP_KRS_RETURN_FEW(%rdx)
-    jne 3f
-    movl $4, %ebp
 3:  /* The level released (the slot first, then depth). rdi = e, rdx = its KretState. */
     movq $0, LP_REC_KRET_BUSY_SLOT0(%rbx)
     movl $0, LP_REC_KRET_BUSY_DEPTH(%rbx)
@@ -269,11 +265,24 @@ lp_kret_light_after:  /* where a fault in the handler resumes (kret_fault_resume
     .cfi_offset %rbp, -16
     .cfi_offset %rbx, -96
 2:  /* A handler that writes callee-saved registers: through lp_kret_call_saving (not
-     * return_few: SAVE_FIVE was done). */
+     * return_few: SAVE_FIVE was done), which keeps rbx and rbp, after a fault in it too. */
     movq %rax, LP_REC_KRET_LIGHT_H(%rbx)
     movq %rbx, %rdx
     call lp_kret_call_saving
-    jmp lp_kret_light_after
+    movq $0, LP_REC_KRET_LIGHT_SP(%rbx)
+    jmp 14b
+    .globl lp_kret_light_after
+    .hidden lp_kret_light_after
+lp_kret_light_after:  /* where a fault in the handler resumes (kret_fault_resume): rsp = S - 88 */
+    movq TL_REC@GOTTPOFF(%rip), %rbx     /* the record again: the handler may have written rbx */
+    movq %fs:(%rbx), %rbx
+    movq LP_REC_KRET_LIGHT(%rbx), %rdx
+    movq LP_INST_KS(%rdx), %rdx
+    xorl %ebp, %ebp                      /* and rbp: bit 2 again, as it was set above */
+    cmpb $0, LP_KRS_RETURN_FEW(%rdx)
+    jne 14b
+    movl $4, %ebp
+    jmp 14b
 6:  /* give_back's other cases, and the flush: C, which may write rcx and r8 to r11. */
     testl $4, %ebp
     jnz 12f
@@ -517,22 +526,6 @@ lp_kretprobe_dispatch:
 
     KRET_CALL_HANDLER lp_kret_call_saving, 1
     KRET_CALL_HANDLER lp_kret_call_bare, 0
-
-/* lp_kret_rsb_go: lp_kret_rsb_call's target. Drops the pushed trampoline address (the return
- * slot holds it already) and goes on to the relocated region, whose address the detour left
- * at sp - 24. At entry the frame is the probed function's, with one word more pushed. */
-    .globl lp_kret_rsb_go
-    .hidden lp_kret_rsb_go
-    .type lp_kret_rsb_go, @function
-lp_kret_rsb_go:
-    .cfi_startproc simple
-    .cfi_def_cfa %rsp, 16
-    .cfi_offset %rip, -8
-    leaq 8(%rsp), %rsp
-    .cfi_def_cfa_offset 8
-    jmp *-24(%rsp)
-    .cfi_endproc
-    .size lp_kret_rsb_go, .-lp_kret_rsb_go
 
 /* The two ways detours reach lp_kret_rsb_call, shared here rather than written into every
  * detour block (a block is 1024 bytes: a detour with its full path, its post path and a

@@ -10,6 +10,7 @@
 #include "os/linux/raw_syscall.hpp"
 #include "trace/fetch.hpp"
 #include "trace/rings.hpp"
+#include "trace/thread_rows.hpp"
 
 namespace liveprobe::trace {
 
@@ -22,17 +23,7 @@ bool g_tsc = false;
 
 namespace clk = liveprobe::os::clock;
 
-// This thread's ring and rows, in one thread-local block (one address to compute per event).
-struct ThreadRows {
-    std::atomic<uint64_t> *counts = nullptr;  // the ring's row of counters
-    uint64_t generation = 0;                  // g_generation when they were set
-    std::atomic<uint32_t> *hists = nullptr;   // its row of histograms (--hist)
-    int32_t ring = -1;
-    // The ring's tail as this thread last read it: the reader only moves it forward, so the ring
-    // has at least as much room as this says, and the shared line is read only when it seems full.
-    uint64_t tail = 0;
-};
-static thread_local ThreadRows t_rows;
+constinit thread_local ThreadRows t_rows;
 
 [[gnu::constructor]] static void trace_atfork()
 {
@@ -78,10 +69,6 @@ static int32_t my_ring() noexcept
     return t_rows.ring;
 }
 
-static uint32_t index_of(const struct kretprobe *rp) noexcept
-{
-    return reinterpret_cast<const Probe *>(reinterpret_cast<const char *>(rp) - offsetof(Probe, rp))->index;
-}
 
 // count_pre's other cases, out of its line: no row yet or any more (a new session, a fork:
 // both move g_generation), or silent (a child not followed: set with the generation's move).
@@ -256,27 +243,21 @@ int event_return(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept
     return 0;
 }
 
-int hist_return(struct kretprobe_instance *ri, struct pt_regs *) noexcept
+// hist_return's rare cases (hist_return.cpp), through lp_call_keeping: no TSC, or no rows yet
+// (or any more: a new session, a fork). The whole return, as hist_return does it.
+int hist_return_slow(void *arg) noexcept
 {
-    if (g_silent.load(std::memory_order_relaxed)) return 0;
-    // The duration only: both ends unordered TSC reads, turned into nanoseconds here.
+    auto *ri = static_cast<struct kretprobe_instance *>(arg);
     uint64_t stamp = reinterpret_cast<const EntryData *>(ri->data)->entry_ns;
     uint64_t end = g_tsc ? clk::tsc_unordered() : liveprobe_ktime_ns();
     uint64_t delta = end <= stamp ? 0 : g_tsc ? clk::cycles_to_ns(end - stamp) : end - stamp;
-    uint32_t idx = index_of(ri->rp);
-    // This thread's rows (my_ring() sets them): without a call in the common case, as count_pre.
-    if (t_rows.hists == nullptr || t_rows.generation != g_generation.load(std::memory_order_acquire)) [[unlikely]] {
+    if (t_rows.hists == nullptr || t_rows.generation != g_generation.load(std::memory_order_acquire)) {
         if (my_ring() < 0) {
             header_of(g_base)->unringed.fetch_add(1, std::memory_order_relaxed);
             return 0;
         }
     }
-    uint32_t bucket = delta == 0 ? 0 : 64 - static_cast<uint32_t>(__builtin_clzll(delta));
-    if (bucket >= kHistBuckets) bucket = kHistBuckets - 1;
-    std::atomic<uint32_t> *b = t_rows.hists + size_t{idx} * kHistBuckets + bucket;  // this thread's row only
-    b->store(b->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    std::atomic<uint64_t> *c = t_rows.counts + idx;
-    c->store(c->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    hist_add(index_of(ri->rp), delta);
     return 0;
 }
 

@@ -36,13 +36,16 @@ struct EntryData {  // a kretprobe instance's data: at the entry, the time, then
     uint64_t regs[7];
 };
 
-// Set by session.cpp while no probe is registered; read by the handlers.
+// Set by session.cpp while no probe is registered; read by the handlers (hidden: the handlers
+// in other files than the one defining them reach them without the GOT).
+#pragma GCC visibility push(hidden)
 extern void *g_base;
 extern uint32_t g_capacity;
 extern std::atomic<uint64_t> g_generation;  // moved by a new session and by fork
 extern bool g_follow;                        // a forked child goes on tracing
 extern std::atomic<bool> g_silent;           // a child that does not
 extern bool g_tsc;                           // the clock is the TSC: entries stamp its cycles
+#pragma GCC visibility pop
 
 int count_pre(struct kprobe *kp, struct pt_regs *regs) noexcept;      // --count
 int count_light(struct kprobe *kp, struct pt_regs *regs) noexcept;    // its light variant

@@ -24,6 +24,7 @@
 
 #include <liveprobe/ktime.h>
 
+#include "arch/x86_64/call_keeping.hpp"
 #include "arch/x86_64/region.hpp"
 #include "core/immortal.hpp"
 #include "os/linux/clock.hpp"
@@ -277,9 +278,18 @@ bool same_function(const std::string &a, const std::string &b) {
 // (slow_ns) are built with -mgeneral-regs-only
 // (checked by tests/scripts/novec_check.sh) and calls only the vDSO's clock_gettime, kernel
 // code built without FPU use, through a pointer.
+// lp_call_keeping (call_keeping.hpp) too: its callers call only vector-free functions through
+// it, and it writes only rax, rdx, rsi and rdi.
 bool declared_vector_free(uint64_t start) {
     return start == reinterpret_cast<uint64_t>(&liveprobe_ktime_ns) ||
-           start == reinterpret_cast<uint64_t>(&os::clock::slow_ns);  // the same file's (tsc_ns)
+           start == reinterpret_cast<uint64_t>(&os::clock::slow_ns) ||  // the same file's (tsc_ns)
+           start == reinterpret_cast<uint64_t>(&lp_call_keeping);
+}
+
+// What a declared function writes: whatever the ABI lets a function clobber, but for
+// lp_call_keeping.
+uint32_t declared_writes(uint64_t start) {
+    return start == reinterpret_cast<uint64_t>(&lp_call_keeping) ? kCallKeepingWrites : kCallerSavedGprs;
 }
 
 // Functions already proven or being proven. Depth is only a budget: the walk stops at the first
@@ -292,8 +302,8 @@ using Seen = std::set<uint64_t>;
 const char *prove(const symbols::Function &f, int depth, Seen *seen, uint32_t *writes) {
     seen->insert(f.start);
     if (declared_vector_free(f.start)) {
-        // Not decoded: whatever the ABI lets a function clobber (it cannot fault).
-        *writes |= kCallerSavedGprs;
+        // Not decoded: what it is declared to write (it cannot fault).
+        *writes |= declared_writes(f.start);
         return nullptr;
     }
     const std::shared_ptr<const Scan> s = scan_of(f);

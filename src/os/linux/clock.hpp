@@ -41,9 +41,12 @@ struct alignas(64) Conversion {
 
 constexpr unsigned kRing = 8;  // a reader retries if its record was reused while it read it
 
+// Hidden: inline readers in other files reach them without the GOT.
+#pragma GCC visibility push(hidden)
 extern std::atomic<uint8_t> g_source;
 extern std::atomic<uint32_t> g_gen;  // the current record is g_conv[g_gen % kRing]
 extern Conversion g_conv[kRing];
+#pragma GCC visibility pop
 
 // The slow path: refines the conversion when t >= refine (unless another thread is doing
 // it), and returns the clock's value for t.

@@ -1,0 +1,48 @@
+// The tracer's per-thread state on its hit path (handlers.cpp, hist_return.cpp): this thread's
+// ring and rows, and what a --hist return adds to them.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "trace/handlers.hpp"
+#include "trace/rings.hpp"
+
+namespace liveprobe::trace {
+
+// This thread's ring and rows, in one thread-local block (one address to compute per event).
+struct ThreadRows {
+    std::atomic<uint64_t> *counts = nullptr;  // the ring's row of counters
+    uint64_t generation = 0;                  // g_generation when they were set
+    std::atomic<uint32_t> *hists = nullptr;   // its row of histograms (--hist)
+    int32_t ring = -1;
+    // The ring's tail as this thread last read it: the reader only moves it forward, so the ring
+    // has at least as much room as this says, and the shared line is read only when it seems full.
+    uint64_t tail = 0;
+};
+// constinit: no initializer runs, so other files reach it without a TLS wrapper call; hidden:
+// without the GOT (as handlers.hpp's globals).
+extern constinit thread_local ThreadRows t_rows __attribute__((visibility("hidden")));
+
+// The probe a kretprobe of the tracer belongs to.
+inline uint32_t index_of(const struct kretprobe *rp) noexcept
+{
+    return reinterpret_cast<const Probe *>(reinterpret_cast<const char *>(rp) - offsetof(Probe, rp))->index;
+}
+
+// One call of probe idx that took delta ns, into this thread's rows (set: t_rows.hists).
+inline void hist_add(uint32_t idx, uint64_t delta) noexcept
+{
+    uint32_t bucket = delta == 0 ? 0 : 64 - static_cast<uint32_t>(__builtin_clzll(delta));
+    if (bucket >= kHistBuckets) bucket = kHistBuckets - 1;
+    std::atomic<uint32_t> *b = t_rows.hists + size_t{idx} * kHistBuckets + bucket;  // this thread's row only
+    b->store(b->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    std::atomic<uint64_t> *c = t_rows.counts + idx;
+    c->store(c->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+}
+
+// --hist's return handler's rare cases, the whole return (handlers.cpp); for lp_call_keeping.
+int hist_return_slow(void *ri) noexcept;
+
+}  // namespace liveprobe::trace

@@ -243,10 +243,12 @@ int event_return(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept
     return 0;
 }
 
-// hist_return's rare cases (hist_return.cpp), through lp_call_keeping: no TSC, or no rows yet
-// (or any more: a new session, a fork). The whole return, as hist_return does it.
+// hist_return's rare cases (hist_return.cpp), through lp_call_keeping: no rows yet, or not any
+// more (a new session, a fork: a child not followed is silent, and no handler sets its rows
+// again then). The whole return, as hist_return does it; hist_return_clock's, without the TSC.
 int hist_return_slow(void *arg) noexcept
 {
+    if (g_silent.load(std::memory_order_relaxed)) return 0;
     auto *ri = static_cast<struct kretprobe_instance *>(arg);
     uint64_t stamp = reinterpret_cast<const EntryData *>(ri->data)->entry_ns;
     uint64_t end = g_tsc ? clk::tsc_unordered() : liveprobe_ktime_ns();
@@ -260,5 +262,7 @@ int hist_return_slow(void *arg) noexcept
     hist_add(index_of(ri->rp), delta);
     return 0;
 }
+
+int hist_return_clock(struct kretprobe_instance *ri, struct pt_regs *) noexcept { return hist_return_slow(ri); }
 
 }  // namespace liveprobe::trace

@@ -54,7 +54,8 @@ int entry_cycles(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept; 
 int entry_regs(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;  // r:: the time, arguments, sp
 int event_return(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;  // FUNC
 int fetch_return(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;  // r:
-int hist_return(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;   // --hist
+int hist_return(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;   // --hist (g_tsc)
+int hist_return_clock(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;  // --hist, no TSC
 
 // Plain copies for the hit path (libc's memcpy and memset use vector registers).
 inline void copy_plain(void *dst, const void *src, size_t n) noexcept

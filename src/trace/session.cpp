@@ -249,7 +249,9 @@ void place(Session &ss, std::vector<Target> fns, Started *out)
             p->rp.kp.addr = reinterpret_cast<kprobe_opcode_t *>(placed[i].addr);
             bool regs = ss.mode == Mode::events && spec.kind == SpecKind::ret;
             p->rp.entry_handler = regs ? entry_regs : entry_cycles;
-            p->rp.handler = ss.mode == Mode::hist ? hist_return : spec.kind == SpecKind::ret ? fetch_return : event_return;
+            p->rp.handler = ss.mode == Mode::hist ? (g_tsc ? hist_return : hist_return_clock)
+                            : spec.kind == SpecKind::ret  ? fetch_return
+                                                          : event_return;
             p->rp.data_size = regs ? sizeof(EntryData) : sizeof(uint64_t);
             p->rp.maxactive = spec.maxactive ? spec.maxactive : ss.maxactive;
             rps.push_back(&p->rp);

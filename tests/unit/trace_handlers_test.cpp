@@ -42,6 +42,7 @@ TEST(TraceHandlers, EveryHandlerIsProvenVectorFree)
     expect_proven(entry_regs, "entry_regs");
     expect_proven(event_return, "event_return");
     expect_proven(hist_return, "hist_return");
+    expect_proven(hist_return_clock, "hist_return_clock");
     // Called by hist_return through lp_call_keeping, which the prover takes as declared
     // vector-free without following the pointer it calls.
     expect_proven(hist_return_slow, "hist_return_slow");

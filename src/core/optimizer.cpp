@@ -161,9 +161,9 @@ uint32_t light_needs(const struct kprobe *kp)
         // keeps r8 to r11 around the C functions it calls: lp_kret_light_c, which does the rest
         // of its work, and lp_kret_light_finish). It calls the entry handler, if any, without
         // regs: that one must be proven vector-free and never to read them, and the entry
-        // saves what it writes: the caller-saved registers it was proven to write when it is
-        // called directly (entry_direct: it writes no callee-saved register but rbp and rbx,
-        // which lp_kret_light_pre saves), every caller-saved one when it runs through a thunk
+        // saves what it writes: the registers it was proven to write when it is called
+        // directly (entry_direct: it writes no callee-saved register but rbp and rbx, and a
+        // fault in it may leave those changed), every caller-saved one when it runs through a thunk
         // (which restores the callee-saved ones, after a fault too), none when it is the TSC
         // stamp, stored in place (entry_stamp).
         const auto *ks = reinterpret_cast<const KretState *>(kp->__lp_reserved[0]);
@@ -178,7 +178,9 @@ uint32_t light_needs(const struct kprobe *kp)
             if (!e.vector_free) return 0;
             if (e.ignores_regs < 0) e.ignores_regs = arch::ignores_second_arg(eh, 2, nullptr);
             if (!e.ignores_regs) return 0;
-            if (!ks->entry_stamp) writes |= ks->entry_direct ? e.writes & arch::kCallerSavedGprs : arch::kCallerSavedGprs;
+            const uint32_t rbx_rbp = arch::gpr_bit(ZYDIS_REGISTER_RBX) | arch::gpr_bit(ZYDIS_REGISTER_RBP);
+            if (!ks->entry_stamp)
+                writes |= ks->entry_direct ? e.writes & (arch::kCallerSavedGprs | rbx_rbp) : arch::kCallerSavedGprs;
         }
         return writes;
     }

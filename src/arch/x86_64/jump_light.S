@@ -255,49 +255,34 @@ lp_kret_light_pre:
 3:  /* The entry handler (rax = the record, rcx = ks, rdx = rp, rdi = in). */
     cmpb $0, LP_KRS_ENTRY_DIRECT(%rcx)
     je 10f
-    /* It writes no callee-saved register but rbp and rbx: called from here, those two saved
-     * (a fault may leave them changed), in kept in memory, and what a fault needs as the
-     * thunks leave it (kret_light_sp: the word holding where it resumes, 7 below, the stack
-     * pointer to resume with just above, at in). */
-    pushq %rbx
-    .cfi_adjust_cfa_offset 8
-    .cfi_offset %rbx, -(16 + LP_LIGHT_FRAME)
-    LIGHT_RIP_RULE 8
-    pushq %rbp
-    .cfi_adjust_cfa_offset 8
-    .cfi_offset %rbp, -(24 + LP_LIGHT_FRAME)
-    LIGHT_RIP_RULE 16
+    /* It writes no callee-saved register but rbp and rbx: called from here. The light entry
+     * saved those two if it writes them (core/optimizer.cpp light_needs): a fault may leave
+     * them changed, and the entry restores them. in is kept in memory, with what a fault
+     * needs as the thunks leave it (kret_light_sp: the word holding where it resumes, 7
+     * below, the stack pointer to resume with just above, at in). */
     pushq %rdi
     .cfi_adjust_cfa_offset 8
-    LIGHT_RIP_RULE 24
+    LIGHT_RIP_RULE 8
     leaq 7f(%rip), %rsi
     pushq %rsi
     .cfi_adjust_cfa_offset 8
-    LIGHT_RIP_RULE 32
+    LIGHT_RIP_RULE 16
     movq %rsp, LP_REC_KRET_LIGHT_SP(%rax)
     leaq -8(%rsp), %rsp                  /* the call aligned */
     .cfi_adjust_cfa_offset 8
-    LIGHT_RIP_RULE 40
+    LIGHT_RIP_RULE 24
     movq LP_RP_ENTRY_HANDLER(%rdx), %rax
     leaq LP_INST_RI(%rdi), %rdi
     xorl %esi, %esi
     call *%rax
     leaq 16(%rsp), %rsp
     .cfi_adjust_cfa_offset -16
-    LIGHT_RIP_RULE 24
+    LIGHT_RIP_RULE 8
 11: movq TL_REC@GOTTPOFF(%rip), %rdx
     movq %fs:(%rdx), %rdx
     movq $0, LP_REC_KRET_LIGHT_SP(%rdx)
     popq %rdi
     .cfi_adjust_cfa_offset -8
-    LIGHT_RIP_RULE 16
-    popq %rbp
-    .cfi_adjust_cfa_offset -8
-    .cfi_restore %rbp
-    LIGHT_RIP_RULE 8
-    popq %rbx
-    .cfi_adjust_cfa_offset -8
-    .cfi_restore %rbx
     LIGHT_RIP_RULE 0
     testl %eax, %eax
     jnz 12f
@@ -355,15 +340,11 @@ lp_kret_light_pre:
     ret
 7:  /* A fault in a handler called from here resumes here (arch::light_fault_resume), the stack
      * pointer right above the resume word: as if it had returned 1. */
-    .cfi_adjust_cfa_offset 24
-    .cfi_offset %rbx, -(16 + LP_LIGHT_FRAME)
-    .cfi_offset %rbp, -(24 + LP_LIGHT_FRAME)
-    LIGHT_RIP_RULE 24
+    .cfi_adjust_cfa_offset 8
+    LIGHT_RIP_RULE 8
     movl $1, %eax
     jmp 11b
-    .cfi_adjust_cfa_offset -24
-    .cfi_restore %rbx
-    .cfi_restore %rbp
+    .cfi_adjust_cfa_offset -8
     LIGHT_RIP_RULE 0
 20: /* The entry handler is the registered TSC stamp (core::set_kret_entry_stamp): what it would
      * store, stored here. */

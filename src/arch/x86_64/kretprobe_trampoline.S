@@ -69,6 +69,8 @@
     .globl lp_kret_light_tail
     .hidden lp_kret_light_tail
     .type lp_kret_light_tail, @function
+    .p2align 6   /* the tail, lp_kret_rsb_call and the trampoline's start in one line: 40.7 -> 40.3 TSC
+                  * cycles a call in liveprobe-kret-cycles */
 lp_kret_light_tail:
     ARITH_FLAGS 0
     movq 8(%rsp), %rax

@@ -323,7 +323,11 @@ void refresh_light(ProbePoint *pp)
     KprobeState *light = nullptr;
     if (ks && pp->layout.light_mask) {
         uint32_t need = light_needs(ks->kp);
-        if (need && (need & ~pp->layout.light_mask) == 0) light = ks;
+        // A kretprobe's light handler answers kLightKret, which only a light entry built for a
+        // kretprobe takes (on to lp_kret_rsb_call; any other would take the full entry, which
+        // would enter the call a second time).
+        const bool kret = ks->kp->pre_handler == kret_pre;
+        if (need && (need & ~pp->layout.light_mask) == 0 && (!kret || pp->layout.light_kret)) light = ks;
     }
     pp->light.store(light, std::memory_order_seq_cst);
 }

@@ -441,6 +441,7 @@ int build_detour(const Region &region, uint64_t at, bool mid, const DetourFns &f
         if (fits) {
             L.entry = static_cast<uint32_t>(w.pos);
             L.light_mask = light_mask;
+            L.light_kret = kret && !mid;
             w = lw;
         }
     }

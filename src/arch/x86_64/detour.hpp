@@ -68,6 +68,7 @@ struct DetourLayout {
     // instruction of `plain` is in it (same instructions, same order); all 0 otherwise.
     uint16_t light_plain[kMaxRegionInsns] = {};
     uint32_t kret_path = 0;         // step 2 case 3's restore (0: case 3 runs the plain path)
+    bool light_kret = false;        // the light entry takes kLightKret (built for a kretprobe)
 };
 
 // The dispatcher's entry points a detour calls.

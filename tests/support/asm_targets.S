@@ -298,17 +298,20 @@ END(lp_o_regs)
 /* lp_o_call_regs: the same around a call of lp_o_leaf (a 5-byte nop and ret, which touches
  * nothing) instead of the nops, with the stack 16-aligned at the call: every register but the
  * flags must come back from a kretprobe on lp_o_leaf as it went in. */
-FUNC(lp_o_call_regs)
+.macro AROUND_A_CALL target
     PUSH_CALLEE_SAVED
     subq $8, %rsp
     LOAD_ALL
-    call lp_o_leaf
+    call \target
     DUMP_ALL
     vzeroupper
     cld
     addq $8, %rsp
     POP_CALLEE_SAVED
     ret
+.endm
+FUNC(lp_o_call_regs)
+    AROUND_A_CALL lp_o_leaf
 END(lp_o_call_regs)
 
 FUNC(lp_o_leaf)
@@ -321,17 +324,8 @@ END(lp_o_leaf)
  * register but the flags. A kretprobe on it has two calls in flight, the inner one entered
  * while the outer one holds the thread's cached instance. */
 FUNC(lp_o_call_nested)
-    PUSH_CALLEE_SAVED
-    subq $8, %rsp
     movl $1, lp_o_nest_again(%rip)
-    LOAD_ALL
-    call lp_o_nest
-    DUMP_ALL
-    vzeroupper
-    cld
-    addq $8, %rsp
-    POP_CALLEE_SAVED
-    ret
+    AROUND_A_CALL lp_o_nest
 END(lp_o_call_nested)
 
 FUNC(lp_o_nest)

@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <ucontext.h>
 
 #include <unistd.h>
@@ -166,6 +167,45 @@ TEST(Kretprobe, ReturnValueDataAndRealReturnAddress)
     unregister_kretprobe(&rp);
     EXPECT_EQ(kr_add(1, 2), 3);
     EXPECT_EQ(g.returns.load(), 1) << "no handler after unregister";
+}
+
+// ri->tid is the calling thread's, in a forked child too: the child's thread keeps its parent's
+// thread record, whose cached instances still hold the parent's tid (the light entry writes
+// the tid only when it differs from the record's owner).
+std::atomic<long> g_entry_tid{0}, g_return_tid{0};
+int tid_entry(kretprobe_instance *ri, pt_regs *)
+{
+    g_entry_tid = ri->tid;
+    return 0;
+}
+int tid_return(kretprobe_instance *ri, pt_regs *)
+{
+    g_return_tid = ri->tid;
+    return 0;
+}
+
+TEST(Kretprobe, RiTidIsTheCallingThreadsInAForkedChildToo)
+{
+    kretprobe rp = make(reinterpret_cast<void *>(&kr_add));
+    rp.entry_handler = tid_entry;
+    rp.handler = tid_return;
+    ASSERT_EQ(register_kretprobe(&rp), 0) << liveprobe_strerror(-1);
+    expect_optimized(rp);
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(kr_add(i, 1), i + 1);  // the thread's cache holds an instance
+    EXPECT_EQ(g_entry_tid.load(), gettid());
+    EXPECT_EQ(g_return_tid.load(), gettid());
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        g_entry_tid = 0;
+        g_return_tid = 0;
+        const bool ok = kr_add(2, 3) == 5 && g_entry_tid == gettid() && g_return_tid == gettid();
+        _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child saw another tid (status " << status << ")";
+    unregister_kretprobe(&rp);
 }
 
 // A return value in xmm0 or st(0) reaches the caller intact through the return path, whether

@@ -105,8 +105,9 @@ const char *scan_stack(Candidates &c, const std::vector<os::Mapping> &maps, uint
     if (!m) return "a thread's stack pointer is in memory mapped after the scan began";
     if (m->end - sp > kMaxScan) return "a thread's stack is not a stack liveprobe can scan (over 64 MiB)";
     // The 128 bytes below sp too (no signal frame reaches them): a thread between a detour's
-    // case 3 and the jump back into it (lp_kret_rsb_call, lp_kret_rsb_go) holds the detour's
-    // address only there (kretprobe_trampoline.S).
+    // case 3 (or a kretprobe's light entry) and the call back into it (lp_kret_rsb_call, which
+    // reads the relocated region's address from below sp) holds the detour's address only
+    // there (kretprobe_trampoline.S).
     const uint64_t from = sp - m->start >= 128 ? sp - 128 : m->start;
     scan_words(c, from, m->end);
     return nullptr;

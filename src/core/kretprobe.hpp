@@ -82,7 +82,8 @@ struct alignas(64) KretState {
     // it through lp_kret_call_bare, which saves rbp only.
     bool entry_bare = false;
     // The entry handler writes no callee-saved register but rbp and rbx (a frame pointer, a
-    // value kept across a call): lp_kret_light_pre calls it itself, saving those two.
+    // value kept across a call): lp_kret_light_pre calls it itself, and the light entry saves
+    // those two with what else it writes (core/optimizer.cpp light_needs).
     bool entry_direct = false;
     bool return_vec = true;
     bool unwind_vec = true;

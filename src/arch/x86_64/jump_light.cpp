@@ -60,8 +60,10 @@ bool light_fault_resume(int sig, ucontext_t *uc) noexcept
     if (uint64_t *sp = rec->kret_light_sp) {
         // A kretprobe's entry handler (called by lp_kret_light_pre, or through
         // lp_kret_call_bare or lp_kret_call_saving): 1 goes back to its caller, which gives the
-        // call's instance back and goes on as usual; the callee-saved registers the handler
-        // may write come back there, the others are the caller's to lose across a call.
+        // call's instance back and goes on as usual. The callee-saved registers the handler may
+        // write come back from the thunk, or (rbx and rbp of one lp_kret_light_pre calls) from
+        // the light entry's frame, which saved them; the others are the caller's to lose across
+        // a call.
         rec->kret_light_sp = nullptr;
         g[REG_RSP] = reinterpret_cast<greg_t>(sp + 1);
         g[REG_RIP] = static_cast<greg_t>(sp[0]);

@@ -208,6 +208,28 @@ TEST(Kretprobe, RiTidIsTheCallingThreadsInAForkedChildToo)
     unregister_kretprobe(&rp);
 }
 
+// KPROBE_FLAG_NOVEC and KPROBE_FLAG_FPREGS are input flags: unregistering gives rp back with
+// the ones its caller set and no other, so that registering it again means the same (a
+// kretprobe's own kprobe is flagged NOVEC while registered, and FPREGS moves into its state).
+TEST(Kretprobe, InputFlagsAreKeptAcrossRegistration)
+{
+    const unsigned long novec = KPROBE_FLAG_NOVEC, fpregs = KPROBE_FLAG_FPREGS;
+    for (unsigned long flags : {0ul, novec, fpregs, novec | fpregs}) {
+        SCOPED_TRACE(flags);
+        kretprobe rp = make(reinterpret_cast<void *>(&kr_add));
+        rp.kp.flags = static_cast<unsigned int>(flags);
+        for (int round = 0; round < 2; ++round) {
+            g.reset();
+            ASSERT_EQ(register_kretprobe(&rp), 0) << liveprobe_strerror(-1);
+            EXPECT_EQ(kr_add(1, 2), 3);
+            EXPECT_EQ(g.returns.load(), 1);
+            unregister_kretprobe(&rp);
+            EXPECT_EQ(rp.kp.flags & (novec | fpregs), flags) << "after round " << round;
+            EXPECT_EQ(rp.kp.pre_handler, nullptr);
+        }
+    }
+}
+
 // A return value in xmm0 or st(0) reaches the caller intact through the return path, whether
 // the handler is proven vector-free (no save) or not (it formats a double), and in sanitizer
 // builds, whose instrumented code on that path uses vector registers.

@@ -135,15 +135,19 @@ Status make_state(struct kretprobe *rp, KretState **out)
     ks->cache_slot = cache_slot_of(ks);
     ks->free_top.store(0);  // empty: every instance is fresh (kret_hit.cpp take_global)
     // KPROBE_FLAG_FPREGS: the handlers read the thread's floating-point registers, which must
-    // then be saved (liveprobe_get_fpregs), proof or not.
+    // then be saved (liveprobe_get_fpregs), proof or not. KPROBE_FLAG_NOVEC: the caller
+    // declares that they never touch vector registers, proof or not. Both are input flags,
+    // kept for detach to give back (registration replaces them in kp.flags).
+    ks->declared_flags = rp->kp.flags & (KPROBE_FLAG_NOVEC | KPROBE_FLAG_FPREGS);
     bool fp = rp->kp.flags & KPROBE_FLAG_FPREGS;
+    const bool novec = !fp && (rp->kp.flags & KPROBE_FLAG_NOVEC);
     const HandlerProof entry = prove(rp->entry_handler), ret = prove(rp->handler);
     const uint32_t rbp = arch::gpr_bit(ZYDIS_REGISTER_RBP), rbx = arch::gpr_bit(ZYDIS_REGISTER_RBX);
-    ks->entry_vec = fp || !entry.vector_free;
+    ks->entry_vec = fp || (!novec && !entry.vector_free);
     ks->entry_bare = !ks->entry_vec && writes_only(entry, arch::kCallerSavedGprs | rbp);
     ks->entry_direct = !ks->entry_vec && writes_only(entry, arch::kCallerSavedGprs | rbp | rbx);
-    ks->return_vec = fp || !ret.vector_free;
-    ks->unwind_vec = fp || !prove(rp->unwind_handler).vector_free;
+    ks->return_vec = fp || (!novec && !ret.vector_free);
+    ks->unwind_vec = fp || (!novec && !prove(rp->unwind_handler).vector_free);
     const int kind = fp ? 0 : light_return_kind(rp->handler, ret);
     ks->return_light = kind != 0;
     ks->return_saves = kind == 2;
@@ -155,11 +159,16 @@ Status make_state(struct kretprobe *rp, KretState **out)
     return Status::Ok();
 }
 
+// Gives rp back as the caller registered it: no pre handler of liveprobe's, and the input
+// flags it had (registration sets KPROBE_FLAG_NOVEC for kret_pre and clears
+// KPROBE_FLAG_FPREGS, which ks carries). Before ks is released.
 void detach(struct kretprobe *rp)
 {
+    const auto *ks = reinterpret_cast<const KretState *>(rp->kp.__lp_reserved[0]);
+    const uint32_t declared = ks ? ks->declared_flags : rp->kp.flags & KPROBE_FLAG_FPREGS;
     rp->kp.pre_handler = nullptr;
     rp->kp.__lp_reserved[0] = 0;
-    rp->kp.flags &= ~KPROBE_FLAG_NOVEC;
+    rp->kp.flags = (rp->kp.flags & ~(KPROBE_FLAG_NOVEC | KPROBE_FLAG_FPREGS)) | declared;
 }
 
 }  // namespace

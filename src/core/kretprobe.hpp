@@ -109,6 +109,8 @@ struct alignas(64) KretState {
     // The entry of the threads' instance caches this probe's instances go to (ThreadRecord::
     // kret_cache: direct-mapped by the pool's address, cache_slot_of).
     uint32_t cache_slot = 0;
+    // KPROBE_FLAG_NOVEC and KPROBE_FLAG_FPREGS as the caller set them in rp->kp.flags.
+    uint32_t declared_flags = 0;
 
     Inst *at(uint32_t i) noexcept { return reinterpret_cast<Inst *>(pool + size_t(i) * stride); }
 };

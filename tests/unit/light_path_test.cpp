@@ -344,6 +344,40 @@ TEST(LightPath, AKprobeAndAKretprobeShareAPointAndTheOneThatStaysRunsOncePerCall
     }
 }
 
+// KPROBE_FLAG_NOVEC on a kretprobe is its caller's word that the handlers never touch vector
+// registers: no vector state is saved around ones the prover cannot follow (a call through a
+// pointer), as for a kprobe. Without it they get it saved; with KPROBE_FLAG_FPREGS too.
+long (*volatile g_through_a_pointer)(long) = lp_l_target;
+int unprovable_handler(kretprobe_instance *, pt_regs *)
+{
+    return g_through_a_pointer(1) == 2 ? 0 : 1;
+}
+
+TEST(LightPath, AKretprobeDeclaredNovecSavesNoVectorState)
+{
+    LP_SKIP_IF_SANITIZED();
+    const unsigned int novec = KPROBE_FLAG_NOVEC, fpregs = KPROBE_FLAG_FPREGS;
+    for (unsigned int flags : {0u, novec, novec | fpregs}) {
+        SCOPED_TRACE(flags);
+        kretprobe rp{};
+        rp.kp.addr = reinterpret_cast<kprobe_opcode_t *>(&lp_l_target2);
+        rp.kp.flags = flags;
+        rp.entry_handler = unprovable_handler;
+        rp.handler = unprovable_handler;
+        rp.unwind_handler = unprovable_handler;
+        const long want = lp_l_target2(4);
+        ASSERT_EQ(register_kretprobe(&rp), 0) << liveprobe_strerror(-EINVAL);
+        const auto *ks = reinterpret_cast<const liveprobe::core::KretState *>(rp.kp.__lp_reserved[0]);
+        ASSERT_NE(ks, nullptr);
+        const bool saved = flags != novec;
+        EXPECT_EQ(ks->entry_vec, saved);
+        EXPECT_EQ(ks->return_vec, saved);
+        EXPECT_EQ(ks->unwind_vec, saved);
+        EXPECT_EQ(lp_l_target2(4), want);
+        unregister_kretprobe(&rp);
+    }
+}
+
 // The light entry saves what the dispatcher says it writes: decoded, the assembly agrees (a
 // call through a pointer, the handler's, counts for nothing: handlers are proven apart).
 TEST(LightPath, TheDispatcherWritesWhatItDeclares)

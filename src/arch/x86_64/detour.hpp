@@ -21,9 +21,9 @@
 //        3: a kretprobe replaced the return slot (function-entry detours built for one, `kret`;
 //           the others take it as 0): the relocated region's address into regs->orig_ax, then
 //           lp_kret_full_tail restores as for 0, with that address left in the flags slot, and
-//           jumps to lp_kret_rsb_call (kretprobe_trampoline.S), whose call pushes the
-//           trampoline's address onto the return stack buffer before it goes on there: the
-//           function's return into the trampoline is predicted.
+//           jumps to lp_kret_rsb_call (kretprobe_trampoline.S), whose call, as it goes on
+//           there, writes the trampoline's address into the return slot and onto the return
+//           stack buffer: the function's return into the trampoline is predicted.
 //
 // The light entry (when built with a register mask): for a point whose one kprobe has only a
 // pre handler proven not to read its regs and to touch no vector state. The jmp goes there:

@@ -89,8 +89,9 @@ struct alignas(64) KretState {
     bool unwind_vec = true;
     // The return handler takes the light return (kretprobe_trampoline.S): none, or one proven
     // vector-free and using no field of its regs but ip and the caller-saved registers'. The
-    // light return calls it through lp_kret_call_bare (it writes no callee-saved register but
-    // rbp) or, with return_saves, lp_kret_call_saving.
+    // trampoline calls it itself, or through lp_kret_call_saving with return_saves;
+    // lp_kret_light_return (its C fallback) through lp_kret_call_bare (it writes no callee-saved
+    // register but rbp) or lp_kret_call_saving.
     bool return_light = false;
     bool return_saves = false;
     // ... or it writes rbx: the trampoline calls it itself (it saves rbx), lp_kret_light_return

@@ -47,7 +47,6 @@ struct ProbeCounters {
 // False if p is not registered.
 bool probe_counters(const struct kprobe *p, ProbeCounters *out);
 
-// One registered kprobe (not liveprobe's own), for the agent's status.
 // While one lives, the probes this thread registers are uncounted (KprobeState::uncounted):
 // their hits write no per-thread counter, and their hits read 0. For `liveprobe trace`, which
 // counts calls itself: a counter of its own per probe and thread is one more cache line touched
@@ -73,6 +72,7 @@ private:
 // (UncountedRegistrations), as the tracer's, for which it is made.
 void set_light_variant(kprobe_pre_handler_t pre, kprobe_pre_handler_t light);
 
+// One registered kprobe (not liveprobe's own), for the agent's status.
 struct ProbeSummary {
     uint64_t addr = 0;
     const struct kprobe *kp = nullptr;

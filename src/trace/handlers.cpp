@@ -69,16 +69,20 @@ static int32_t my_ring() noexcept
     return t_rows.ring;
 }
 
+// my_ring(), or -1 counted as an event without a ring (every ring taken).
+static int32_t ring_or_count_unringed() noexcept
+{
+    const int32_t ring = my_ring();
+    if (ring < 0) header_of(g_base)->unringed.fetch_add(1, std::memory_order_relaxed);
+    return ring;
+}
 
 // count_pre's other cases, out of its line: no row yet or any more (a new session, a fork:
 // both move g_generation), or silent (a child not followed: set with the generation's move).
 [[gnu::noinline]] static int count_slow(uint32_t idx) noexcept
 {
     if (g_silent.load(std::memory_order_relaxed)) return 0;
-    if (my_ring() < 0) {
-        header_of(g_base)->unringed.fetch_add(1, std::memory_order_relaxed);
-        return 0;
-    }
+    if (ring_or_count_unringed() < 0) return 0;
     std::atomic<uint64_t> *c = t_rows.counts + idx;
     c->store(c->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     return 0;
@@ -127,7 +131,7 @@ static ReturnTimes return_times(uint64_t stamp) noexcept
     if (!g_tsc) return {stamp, liveprobe_ktime_ns()};
     const uint64_t end = clk::tsc_unordered();
     const uint64_t now = clk::tsc_ns(end);
-    const uint64_t d = end <= stamp ? 0 : clk::cycles_to_ns(end - stamp);
+    const uint64_t d = tsc_delta_ns(stamp, end);
     return {d >= now ? 0 : now - d, now};
 }
 
@@ -159,11 +163,8 @@ int entry_regs(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept
 static bool put_event(uint32_t idx, uint32_t slots, uint32_t tid, uint64_t entry_ns, uint64_t exit_ns, uint64_t retval,
                const unsigned char *payload, size_t bytes) noexcept
 {
-    int32_t ring = my_ring();
-    if (ring < 0) {
-        header_of(g_base)->unringed.fetch_add(1, std::memory_order_relaxed);
-        return false;
-    }
+    const int32_t ring = ring_or_count_unringed();
+    if (ring < 0) return false;
     RingHead *h = ring_head(g_base, static_cast<uint32_t>(ring));
     // No call counter: the reader counts the events it reads, and the calls are those and the
     // ones dropped here.
@@ -194,10 +195,6 @@ static bool put_event(uint32_t idx, uint32_t slots, uint32_t tid, uint64_t entry
 static const Probe *probe_of_kp(const struct kprobe *kp) noexcept
 {
     return reinterpret_cast<const Probe *>(reinterpret_cast<const char *>(kp) - offsetof(Probe, kp));
-}
-static const Probe *probe_of_rp(const struct kretprobe *rp) noexcept
-{
-    return reinterpret_cast<const Probe *>(reinterpret_cast<const char *>(rp) - offsetof(Probe, rp));
 }
 
 // p:, FUNC+OFF: an event at the instruction, with its values.
@@ -252,13 +249,8 @@ int hist_return_slow(void *arg) noexcept
     auto *ri = static_cast<struct kretprobe_instance *>(arg);
     uint64_t stamp = reinterpret_cast<const EntryData *>(ri->data)->entry_ns;
     uint64_t end = g_tsc ? clk::tsc_unordered() : liveprobe_ktime_ns();
-    uint64_t delta = end <= stamp ? 0 : g_tsc ? clk::cycles_to_ns(end - stamp) : end - stamp;
-    if (t_rows.hists == nullptr || t_rows.generation != g_generation.load(std::memory_order_acquire)) {
-        if (my_ring() < 0) {
-            header_of(g_base)->unringed.fetch_add(1, std::memory_order_relaxed);
-            return 0;
-        }
-    }
+    uint64_t delta = g_tsc ? tsc_delta_ns(stamp, end) : end <= stamp ? 0 : end - stamp;
+    if (ring_or_count_unringed() < 0) return 0;  // my_ring() sets the rows (hists) with the ring
     hist_add(index_of(ri->rp), delta);
     return 0;
 }

@@ -22,7 +22,7 @@ int hist_return(struct kretprobe_instance *ri, struct pt_regs *) noexcept
     // The duration only: both ends unordered TSC reads, turned into nanoseconds here.
     const uint64_t stamp = reinterpret_cast<const EntryData *>(ri->data)->entry_ns;
     const uint64_t end = clk::tsc_unordered();
-    hist_add(index_of(ri->rp), end <= stamp ? 0 : clk::cycles_to_ns(end - stamp));
+    hist_add(index_of(ri->rp), tsc_delta_ns(stamp, end));
     return 0;
 }
 

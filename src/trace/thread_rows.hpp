@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "os/linux/clock.hpp"
 #include "trace/handlers.hpp"
 #include "trace/rings.hpp"
 
@@ -25,10 +26,18 @@ struct ThreadRows {
 // without the GOT (as handlers.hpp's globals).
 extern constinit thread_local ThreadRows t_rows __attribute__((visibility("hidden")));
 
-// The probe a kretprobe of the tracer belongs to.
-inline uint32_t index_of(const struct kretprobe *rp) noexcept
+// The probe a kretprobe of the tracer belongs to, and its index.
+inline const Probe *probe_of_rp(const struct kretprobe *rp) noexcept
 {
-    return reinterpret_cast<const Probe *>(reinterpret_cast<const char *>(rp) - offsetof(Probe, rp))->index;
+    return reinterpret_cast<const Probe *>(reinterpret_cast<const char *>(rp) - offsetof(Probe, rp));
+}
+inline uint32_t index_of(const struct kretprobe *rp) noexcept { return probe_of_rp(rp)->index; }
+
+// The nanoseconds between two TSC reads, stamp then end, read unordered: 0 when end is not
+// later (an unordered read may come early).
+inline uint64_t tsc_delta_ns(uint64_t stamp, uint64_t end) noexcept
+{
+    return end <= stamp ? 0 : os::clock::cycles_to_ns(end - stamp);
 }
 
 // One call of probe idx that took delta ns, into this thread's rows (set: t_rows.hists).

@@ -121,3 +121,17 @@ TEST(TraceCodec, ACutShortFileIsReportedNotMisread)
 }
 
 }  // namespace
+
+TEST(TraceCodec, AnEventTakesNoMoreThanTheRoomTheReaderLeavesForIt)
+{
+    // The reader encodes into its buffer with kMaxEventBytes + values of room left: the largest
+    // event of all (another thread, every field at its widest) fits, and is what it was.
+    TraceEncoder enc;
+    std::vector<char> room(TraceEncoder::kMaxEventBytes + 8 + 16, '\x5a');
+    const Record wide{0xffffffffu, 0xffffffffu, 0, uint64_t{1} << 63, uint64_t{1} << 63};
+    const char values[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    char *end = enc.event(wide, values, sizeof values, room.data());
+    ASSERT_LE(end - room.data(), static_cast<ptrdiff_t>(TraceEncoder::kMaxEventBytes + sizeof values));
+    for (size_t i = static_cast<size_t>(end - room.data()); i < room.size(); ++i) ASSERT_EQ(room[i], '\x5a') << i;
+    expect_decodes(std::string(room.data(), end), {{wide, std::string(values, 8), {}}});
+}

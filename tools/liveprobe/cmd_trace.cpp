@@ -57,7 +57,7 @@ struct Opts {
     std::string input;   // -i FILE: show a trace file
     std::unique_ptr<TraceWriter> out;  // -o
     TraceEncoder encoder;              // -o: the events, encoded
-    std::string encoded;               // -o: encoded, not yet handed to `out`
+    std::vector<char> encoded;         // -o: the buffer of `out` the events are encoded into
     PrintOptions print;
     int maxactive = 16384;
     double duration = 0;
@@ -106,6 +106,11 @@ bool load_names(Shm *shm, Opts &o)
         o.probes.names.push_back(demangled(line.substr(b + 1)));
     }
     o.probes.specs = std::move(placed);
+    o.probes.payload.clear();
+    for (uint32_t p = 0; p < o.probes.spec.size(); ++p) {
+        const trace::Spec &spec = o.probes.spec_of(p);
+        o.probes.payload.push_back(spec.kind == trace::SpecKind::call ? 0 : static_cast<uint32_t>(trace::payload_bytes(spec)));
+    }
     // Every probe named is known (one that is named but not yet counted cannot fire yet).
     shm->probes = static_cast<uint32_t>(o.probes.names.size());
     return shm->probes >= published;
@@ -117,9 +122,17 @@ uint64_t drain(const Shm &shm, Opts &o)
 {
     if (o.out) {
         // A trace file holds the events encoded (trace_codec.hpp), each with its values. A
-        // ring's [tail, head) always ends at an event's end.
+        // ring's [tail, head) always ends at an event's end. The events are encoded straight
+        // into one of the writer's buffers (no per-event append), handed over when full.
         uint64_t events = 0;
-        std::string &buf = o.encoded;
+        std::vector<char> &buf = o.encoded;
+        if (buf.empty()) buf = o.out->buffer();
+        size_t used = 0;
+        auto hand_over = [&] {
+            o.out->submit(std::move(buf), used);
+            buf = o.out->buffer();
+            used = 0;
+        };
         std::string values;
         for (uint32_t i = 0; i < kRings; ++i) {
             trace::RingHead *h = trace::ring_head(shm.base, i);
@@ -132,22 +145,21 @@ uint64_t drain(const Shm &shm, Opts &o)
             while (k < head) {
                 const Record &r = recs[k % kRingRecords];
                 if (r.probe >= shm.probes) break;  // not named yet: the next time
-                size_t bytes = 0;
-                uint64_t slots = 1;
-                if (const trace::Spec &spec = o.probes.spec_of(r.probe); spec.kind != trace::SpecKind::call) {
-                    bytes = trace::payload_bytes(spec);
-                    slots = trace::record_slots(bytes);
-                }
+                const size_t bytes = o.probes.payload[r.probe];
+                const uint64_t slots = bytes ? trace::record_slots(bytes) : 1;
                 if (k + slots > head) break;
-                values.clear();
-                for (uint64_t v = k + 1; v < k + slots; ++v)
-                    values.append(reinterpret_cast<const char *>(&recs[v % kRingRecords]), sizeof(Record));
-                o.encoder.event(r, values.data(), bytes, &buf);
+                if (slots > 1) {
+                    values.clear();
+                    for (uint64_t v = k + 1; v < k + slots; ++v)
+                        values.append(reinterpret_cast<const char *>(&recs[v % kRingRecords]), sizeof(Record));
+                }
+                if (const size_t need = used + TraceEncoder::kMaxEventBytes + bytes; need > buf.size())
+                    buf.resize(std::max(need, 2 * buf.size()));  // values larger than a buffer
+                used = static_cast<size_t>(o.encoder.event(r, values.data(), bytes, buf.data() + used) - buf.data());
                 k += slots;
                 ++events;
-                if (buf.size() >= (size_t{1} << 20)) {
-                    o.out->write(buf.data(), buf.size());
-                    buf.clear();
+                if (used >= TraceWriter::kBuffer) {
+                    hand_over();
                     // The room read so far goes back to the writer now, not at the end of a pass
                     // that may take tens of milliseconds when this thread loses its core.
                     h->tail.store(k, std::memory_order_release);
@@ -155,10 +167,7 @@ uint64_t drain(const Shm &shm, Opts &o)
             }
             h->tail.store(k, std::memory_order_release);
         }
-        if (!buf.empty()) {
-            o.out->write(buf.data(), buf.size());
-            buf.clear();
-        }
+        if (used > 0) hand_over();
         return events;
     }
     std::vector<TraceEvent> batch;
@@ -174,12 +183,9 @@ uint64_t drain(const Shm &shm, Opts &o)
                 break;
             }
             ++k;
-            if (e.r.probe < shm.probes && o.probes.spec_of(e.r.probe).kind != trace::SpecKind::call) {
-                size_t bytes = trace::payload_bytes(o.probes.spec_of(e.r.probe));
-                for (; e.values.size() < bytes && k < head; ++k)
-                    e.values.append(reinterpret_cast<const char *>(&recs[k % kRingRecords]),
-                                    std::min(bytes - e.values.size(), sizeof(Record)));
-            }
+            for (const size_t bytes = o.probes.payload[e.r.probe]; e.values.size() < bytes && k < head; ++k)
+                e.values.append(reinterpret_cast<const char *>(&recs[k % kRingRecords]),
+                                std::min(bytes - e.values.size(), sizeof(Record)));
             batch.push_back(std::move(e));
         }
         h->tail.store(head, std::memory_order_release);

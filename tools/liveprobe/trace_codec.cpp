@@ -40,20 +40,29 @@ bool get_varint(FILE *f, uint64_t *v)
 
 }  // namespace
 
-void TraceEncoder::event(const trace::Record &r, const char *values, size_t bytes, std::string *out)
+char *TraceEncoder::event(const trace::Record &r, const char *values, size_t bytes, char *out)
 {
-    char buf[64];  // 5 varints of at most 10 bytes
-    char *p = buf;
+    char *p = out;
     const bool same = r.tid == tid_;
     p = put_varint(p, uint64_t{r.probe} << 2 | (same ? kTagSameThread : kTagOtherThread));
     if (!same) p = put_varint(p, r.tid);
     p = put_varint(p, zigzag(r.exit_ns - exit_));
     p = put_varint(p, r.exit_ns - r.entry_ns);
     p = put_varint(p, zigzag(r.retval));
-    out->append(buf, static_cast<size_t>(p - buf));
-    if (bytes) out->append(values, bytes);
+    if (bytes) {
+        std::memcpy(p, values, bytes);
+        p += bytes;
+    }
     tid_ = r.tid;
     exit_ = r.exit_ns;
+    return p;
+}
+
+void TraceEncoder::event(const trace::Record &r, const char *values, size_t bytes, std::string *out)
+{
+    const size_t at = out->size();
+    out->resize(at + kMaxEventBytes + bytes);
+    out->resize(static_cast<size_t>(event(r, values, bytes, out->data() + at) - out->data()));
 }
 
 void TraceEncoder::header(const std::string &header, std::string *out)

@@ -29,7 +29,12 @@ namespace liveprobe::tool {
 
 class TraceEncoder {
   public:
-    // Appends event r, followed by `bytes` bytes of fetched values, to *out.
+    // The most bytes event() writes before the values.
+    static constexpr size_t kMaxEventBytes = 50;  // 5 varints of at most 10 bytes
+    // Writes event r, followed by `bytes` bytes of fetched values, at out, which has room for
+    // kMaxEventBytes + bytes; returns the end. The reader's loop calls it for every event.
+    char *event(const trace::Record &r, const char *values, size_t bytes, char *out);
+    // The same, appended to *out.
     void event(const trace::Record &r, const char *values, size_t bytes, std::string *out);
     // Appends a header written again.
     static void header(const std::string &header, std::string *out);

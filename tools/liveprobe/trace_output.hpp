@@ -25,6 +25,7 @@ struct TraceProbes {
     std::vector<trace::Spec> specs;
     std::vector<std::string> names;  // demangled
     std::vector<uint32_t> spec;
+    std::vector<uint32_t> payload;  // probe i's values, bytes: 0 for a call (FUNC), which has none
     const trace::Spec &spec_of(uint32_t p) const { return specs[spec[p]]; }
     std::string name_of(uint32_t p) const;  // FUNC, or FUNC+0xOFF for an instruction
 };

@@ -1,7 +1,6 @@
 #include "trace_writer.hpp"
 
 #include <fcntl.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -18,35 +17,41 @@ bool TraceWriter::open(const std::string &path, std::string *why)
         *why = fmt::format("{}: {}", path, std::strerror(errno));
         return false;
     }
-    chunk_.reserve(kChunk);
     thread_ = std::thread([this] { run(); });
     return true;
 }
 
-void TraceWriter::flush_chunk()
+std::vector<char> TraceWriter::buffer()
 {
-    if (chunk_.empty()) return;
-    queue_.push_back(std::move(chunk_));
-    chunk_ = {};
-    chunk_.reserve(kChunk);
+    std::vector<char> b;
+    {
+        std::lock_guard lk(mu_);
+        if (!free_.empty()) {
+            b = std::move(free_.back());
+            free_.pop_back();
+        }
+    }
+    if (b.size() < kBuffer) b.resize(kBuffer);
+    return b;
+}
+
+bool TraceWriter::submit(std::vector<char> b, size_t n)
+{
+    std::unique_lock lk(mu_);
+    if (n == 0 || error_ != 0) return error_ == 0;
+    room_.wait(lk, [&] { return queued_ < kMaxQueued || error_ != 0; });
+    queued_ += n;
+    queue_.emplace_back(std::move(b), n);
     ready_.notify_one();
+    return error_ == 0;
 }
 
 bool TraceWriter::write(const void *data, size_t n)
 {
-    const char *p = static_cast<const char *>(data);
-    std::unique_lock lk(mu_);
-    while (n > 0 && error_ == 0) {
-        size_t take = std::min(n, kChunk - chunk_.size());
-        chunk_.insert(chunk_.end(), p, p + take);
-        p += take;
-        n -= take;
-        if (chunk_.size() == kChunk) {
-            room_.wait(lk, [&] { return queue_.size() < kMaxQueued || error_ != 0; });
-            flush_chunk();
-        }
-    }
-    return error_ == 0;
+    std::vector<char> b = buffer();
+    if (b.size() < n) b.resize(n);
+    std::memcpy(b.data(), data, n);
+    return submit(std::move(b), n);
 }
 
 bool TraceWriter::failed()
@@ -57,28 +62,32 @@ bool TraceWriter::failed()
 
 void TraceWriter::run()
 {
-    // Behind the reader, which must empty the target's rings before they fill: where both
-    // share a core (this machine has two, the traced program takes one), the write()s, whose
-    // copies into the page cache are most of the tool's time, gave the reader too little of it.
-    setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 19);
+    // At the reader's priority. It was once niced to 19, when the write()s of 4 MiB chunks,
+    // their copies into the page cache from memory no cache held, took most of the tool's
+    // time. With buffers of kBuffer bytes, reused, the copies cost a tenth of that, and a niced
+    // writer was the weak link: beside a busy process it got no CPU, the queue filled, the
+    // reader waited for room and the target's rings dropped a quarter of jq's events
+    // (bench/README, "The trace file's reader").
     std::unique_lock lk(mu_);
     for (;;) {
         ready_.wait(lk, [&] { return !queue_.empty() || closing_; });
         if (queue_.empty()) return;  // closing, and everything is written
-        std::vector<char> c = std::move(queue_.front());
+        auto [c, n] = std::move(queue_.front());
         queue_.pop_front();
+        queued_ -= n;
         room_.notify_one();
         if (error_ != 0) continue;  // the file is broken: the rest goes nowhere
         lk.unlock();
         int e = 0;
-        for (size_t off = 0; off < c.size() && e == 0;) {
-            ssize_t w = ::write(fd_, c.data() + off, c.size() - off);
+        for (size_t off = 0; off < n && e == 0;) {
+            ssize_t w = ::write(fd_, c.data() + off, n - off);
             if (w < 0 && errno != EINTR) e = errno;
             else if (w > 0) off += static_cast<size_t>(w);
         }
         lk.lock();
         if (e != 0 && error_ == 0) error_ = e;
-        if (e == 0) written_ += c.size();
+        if (e == 0) written_ += n;
+        if (free_.size() < kKeepFree) free_.push_back(std::move(c));
     }
 }
 
@@ -87,7 +96,6 @@ bool TraceWriter::close(size_t *bytes, std::string *why)
     if (fd_ < 0) return true;
     {
         std::lock_guard lk(mu_);
-        flush_chunk();
         closing_ = true;
         ready_.notify_one();
     }

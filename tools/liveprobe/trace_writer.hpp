@@ -11,6 +11,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace liveprobe::tool {
@@ -19,8 +20,16 @@ class TraceWriter {
   public:
     // Opens (creates, truncates) the file: false with *why.
     bool open(const std::string &path, std::string *why);
-    // Queues n bytes. false once a write failed (the error is kept for close()).
+    // Queues n bytes (a copy). false once a write failed (the error is kept for close()).
     bool write(const void *data, size_t n);
+    // A buffer of kBuffer bytes or more to fill, for submit(): one already written out when
+    // there is one (its pages are in memory: a new one would fault every page in again, and
+    // its bytes are not cleared again).
+    std::vector<char> buffer();
+    // Queues the first n bytes of b after what is queued, without a copy. false once a write
+    // failed.
+    bool submit(std::vector<char> b, size_t n);
+    static constexpr size_t kBuffer = size_t{256} << 10;  // small enough to be in the cache still
     // A write failed.
     bool failed();
     // Writes what is queued, closes the file: false with *why on any error. Returns the bytes
@@ -30,15 +39,15 @@ class TraceWriter {
 
   private:
     void run();
-    void flush_chunk();  // the current chunk to the queue (mu_ held)
 
-    static constexpr size_t kChunk = size_t{4} << 20;
-    static constexpr size_t kMaxQueued = 256;  // chunks: 1 GiB
+    static constexpr size_t kMaxQueued = size_t{1} << 30;  // bytes
+    static constexpr size_t kKeepFree = 16;                // buffers
     int fd_ = -1;
     std::mutex mu_;
     std::condition_variable ready_, room_;
-    std::deque<std::vector<char>> queue_;
-    std::vector<char> chunk_;
+    std::deque<std::pair<std::vector<char>, size_t>> queue_;  // a buffer, its bytes to write
+    std::vector<std::vector<char>> free_;  // written out, for buffer()
+    size_t queued_ = 0;                    // bytes in queue_
     bool closing_ = false;
     int error_ = 0;
     size_t written_ = 0;

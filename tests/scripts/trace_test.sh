@@ -74,7 +74,7 @@ else fail "--chrome:"; cat "$tmp/chrome.out"; head -5 "$tmp/trace.json"; fi
 
 # A trace file (-o): the events as the target wrote them, shown later (-i) in every form.
 "${launch[@]}" "$lp" trace -o "$tmp/t.lptrace" lp_tr_square lp_tr_fib 'p:lp_fa_open path=+0($arg1):string' -- "$target" >"$tmp/o.out" 2>&1
-check "-o FILE: the events written, none shown" "$tmp/o.out" '^liveprobe: wrote [0-9.]+ MiB to .*t.lptrace$' 'liveprobe: 3 functions traced, 185 calls'
+check "-o FILE: the events written, none shown" "$tmp/o.out" '^liveprobe: wrote [0-9.]+ MiB to .*t.lptrace \(the tool used [0-9.]+ s of CPU\)$' 'liveprobe: 3 functions traced, 185 calls'
 grep -q ' returned ' "$tmp/o.out" && fail "-o: events were printed too"
 "$lp" trace -i "$tmp/t.lptrace" >"$tmp/i.out" 2>&1
 check "-i FILE: the lines, as live" "$tmp/i.out" "lp_tr_square returned 25 and took [0-9]+ ns to execute$" \

@@ -12,6 +12,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -549,7 +550,16 @@ Runner add_trace(CLI::App &app)
             size_t size = 0;
             std::string why;
             if (!o->out->close(&size, &why)) complain(fmt::format("trace: {}: {}", o->output, why));
-            else std::fprintf(stderr, "liveprobe: wrote %.1f MiB to %s\n", static_cast<double>(size) / (1 << 20), o->output.c_str());
+            else {
+                // This process's CPU time (its threads: starting, reading, writing; the target,
+                // a child, is not counted): what tracing took from the machine beside the target.
+                struct rusage ru {};
+                getrusage(RUSAGE_SELF, &ru);
+                const double cpu = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+                                   static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+                std::fprintf(stderr, "liveprobe: wrote %.1f MiB to %s (the tool used %.2f s of CPU)\n",
+                             static_cast<double>(size) / (1 << 20), o->output.c_str(), cpu);
+            }
             o->out.reset();
         }
         std::fflush(stdout);  // the summary (stderr) after what it sums up

@@ -17,7 +17,7 @@
 
 namespace liveprobe::trace {
 
-constexpr uint64_t kRingsMagic = 0x35676e6972706c;  // "lpring5"
+constexpr uint64_t kRingsMagic = 0x36676e6972706c;  // "lpring6"
 constexpr uint32_t kRings = 64;
 constexpr uint32_t kRingRecords = 524288;  // 16 MiB a thread (the memfd is sparse: only what is written)
 
@@ -73,16 +73,18 @@ struct alignas(64) Header {
 
 constexpr uint32_t kHistBuckets = 40;  // log2 of nanoseconds: bucket b holds [2^(b-1), 2^b)
 
-// After the rings (each per-probe area has `capacity` entries), per probe: its nmissed (copied from the target's kretprobe when the session
-// stops or the process exits), then per ring (thread) and probe: a count, and for --hist the
-// buckets. The file is sparse: rows no thread touched take no memory.
+// After the rings (each per-probe area has `capacity` entries), per probe: its nmissed (copied
+// from the target's kretprobe when the session stops or the process exits), then per ring
+// (thread) and probe: a count (--count), and for --hist the buckets, 64-bit (a hot function
+// fills 2^32 in minutes), whose sum is the count (--hist's return touches one line, not two).
+// The file is sparse: rows no thread touched take no memory.
 constexpr size_t kRingsBytes = sizeof(Header) + kRings * sizeof(RingHead) + size_t{kRings} * kRingRecords * sizeof(Record);
 inline size_t missed_offset() { return kRingsBytes; }
 inline size_t counts_offset(uint32_t capacity) { return kRingsBytes + size_t{capacity} * 8; }
 inline size_t hist_offset(uint32_t capacity) { return counts_offset(capacity) + size_t{kRings} * capacity * 8; }
 inline size_t names_offset(uint32_t capacity, bool hist)
 {
-    return hist_offset(capacity) + (hist ? size_t{kRings} * capacity * kHistBuckets * 4 : 0);
+    return hist_offset(capacity) + (hist ? size_t{kRings} * capacity * kHistBuckets * 8 : 0);
 }
 // A memfd the tool makes for a program it starts: sparse, large enough for any session.
 constexpr size_t kToolMemfdBytes = size_t{1} << 32;
@@ -107,9 +109,9 @@ inline std::atomic<uint64_t> *count_of(void *base, uint32_t capacity, uint32_t r
     return reinterpret_cast<std::atomic<uint64_t> *>(static_cast<char *>(base) + counts_offset(capacity)) +
            size_t{ring} * capacity + probe;
 }
-inline std::atomic<uint32_t> *hist_of(void *base, uint32_t capacity, uint32_t ring, uint32_t probe)
+inline std::atomic<uint64_t> *hist_of(void *base, uint32_t capacity, uint32_t ring, uint32_t probe)
 {
-    return reinterpret_cast<std::atomic<uint32_t> *>(static_cast<char *>(base) + hist_offset(capacity)) +
+    return reinterpret_cast<std::atomic<uint64_t> *>(static_cast<char *>(base) + hist_offset(capacity)) +
            (size_t{ring} * capacity + probe) * kHistBuckets;
 }
 

@@ -16,7 +16,7 @@ namespace liveprobe::trace {
 struct ThreadRows {
     std::atomic<uint64_t> *counts = nullptr;  // the ring's row of counters
     uint64_t generation = 0;                  // g_generation when they were set
-    std::atomic<uint32_t> *hists = nullptr;   // its row of histograms (--hist)
+    std::atomic<uint64_t> *hists = nullptr;   // its row of histograms (--hist)
     int32_t ring = -1;
     // The ring's tail as this thread last read it: the reader only moves it forward, so the ring
     // has at least as much room as this says, and the shared line is read only when it seems full.
@@ -45,10 +45,8 @@ inline void hist_add(uint32_t idx, uint64_t delta) noexcept
 {
     uint32_t bucket = delta == 0 ? 0 : 64 - static_cast<uint32_t>(__builtin_clzll(delta));
     if (bucket >= kHistBuckets) bucket = kHistBuckets - 1;
-    std::atomic<uint32_t> *b = t_rows.hists + size_t{idx} * kHistBuckets + bucket;  // this thread's row only
-    b->store(b->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    std::atomic<uint64_t> *c = t_rows.counts + idx;
-    c->store(c->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    std::atomic<uint64_t> *b = t_rows.hists + size_t{idx} * kHistBuckets + bucket;  // this thread's row only
+    b->store(b->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);  // the count: the buckets' sum
 }
 
 // --hist's return handler's rare cases, the whole return (handlers.cpp); for lp_call_keeping.

@@ -202,8 +202,15 @@ TraceTotals totals_of(const Shm &shm)
     bool hist = trace::header_of(shm.base)->hist != 0;
     for (uint32_t p = 0; p < shm.probes; ++p)
         for (uint32_t r = 0; r < kRings; ++r) {
-            t.count[p] += trace::count_of(shm.base, shm.capacity, r, p)->load();
-            for (uint32_t b = 0; hist && b < trace::kHistBuckets; ++b) t.hist[p][b] += trace::hist_of(shm.base, shm.capacity, r, p)[b].load();
+            if (!hist) {
+                t.count[p] += trace::count_of(shm.base, shm.capacity, r, p)->load();
+                continue;
+            }
+            for (uint32_t b = 0; b < trace::kHistBuckets; ++b) {  // --hist counts no calls but in buckets
+                const uint64_t n = trace::hist_of(shm.base, shm.capacity, r, p)[b].load();
+                t.hist[p][b] += n;
+                t.count[p] += n;
+            }
         }
     return t;
 }

@@ -153,3 +153,56 @@ TEST(TraceHandlers, AFullRingDropsAndCountsThenTakesEventsOnceTheReaderMadeRoom)
     g_generation.fetch_add(1);
     g_silent.store(false);
 }
+
+// --hist's rows: a call lands in one bucket of its probe's row, and a bucket counts past 2^32
+// (a function called 20 million times a second gets there in minutes; the tool takes the
+// buckets' sum as the call count).
+TEST(TraceHandlers, AHistBucketCountsPastTwoToThe32)
+{
+    using namespace liveprobe::trace;
+    const size_t bytes = names_offset(8, true) + 4096;
+    void *base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    ASSERT_NE(base, MAP_FAILED);
+    new (base) Header{};
+    header_of(base)->hist = 1;
+    for (uint32_t i = 0; i < kRings; ++i) new (ring_head(base, i)) RingHead{};
+    g_base = base;
+    g_capacity = 8;
+    g_tsc = liveprobe::os::clock::is_tsc();
+    g_generation.fetch_add(1);  // this thread claims a ring again, in this mapping
+    const auto ret = g_tsc ? hist_return : hist_return_clock;
+
+    Probe p;
+    p.index = 5;
+    alignas(16) unsigned char inst[sizeof(kretprobe_instance) + sizeof(EntryData)] = {};
+    auto *ri = reinterpret_cast<kretprobe_instance *>(inst);
+    ri->rp = &p.rp;
+    pt_regs regs{};
+    entry_cycles(ri, &regs);
+    ret(ri, &regs);  // the first call claims a ring (the slow path)
+    int32_t ring = -1;
+    for (uint32_t i = 0; i < kRings; ++i)
+        if (ring_head(base, i)->tid.load() != 0) ring = static_cast<int32_t>(i);
+    ASSERT_GE(ring, 0);
+    auto sum = [&](uint32_t probe) {
+        uint64_t n = 0;
+        for (uint32_t b = 0; b < kHistBuckets; ++b) n += hist_of(base, 8, static_cast<uint32_t>(ring), probe)[b].load();
+        return n;
+    };
+    EXPECT_EQ(sum(5), 1u);
+    EXPECT_EQ(sum(4) + sum(6), 0u) << "another probe's row was written";
+    std::atomic<uint64_t> *row = hist_of(base, 8, static_cast<uint32_t>(ring), 5);
+    for (uint32_t b = 0; b < kHistBuckets; ++b) row[b].store(0xffffffffu);
+    entry_cycles(ri, &regs);
+    ret(ri, &regs);  // the common case (the thread has its rows)
+    EXPECT_EQ(sum(5), uint64_t{kHistBuckets} * 0xffffffffu + 1);
+    uint32_t past = 0;
+    for (uint32_t b = 0; b < kHistBuckets; ++b) past += row[b].load() == uint64_t{1} << 32;
+    EXPECT_EQ(past, 1u);
+
+    g_silent.store(true);  // nothing more into this mapping
+    g_base = nullptr;
+    munmap(base, bytes);
+    g_generation.fetch_add(1);
+    g_silent.store(false);
+}

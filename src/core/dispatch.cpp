@@ -1,6 +1,8 @@
 #include "core/dispatch.hpp"
 
+#include "core/kretprobe.hpp"
 #include "core/probe_table.hpp"
+#include "os/linux/stack_regions.hpp"
 #include "os/linux/text_poke.hpp"
 
 namespace liveprobe::core {
@@ -75,7 +77,7 @@ PreResult run_pre(ThreadRecord *rec, ProbePoint *pp, struct pt_regs *regs) noexc
 {
     Members *m = pp->members.load(std::memory_order_acquire);
     PreResult res = PreResult::kContinue;
-    rec->in_handler++;
+    enter_handler(rec, __builtin_frame_address(0));
     for (uint32_t i = 0; i < m->n; ++i) {
         KprobeState *ks = m->items[i];
         if (!ks->enabled.load(std::memory_order_relaxed)) continue;
@@ -88,14 +90,14 @@ PreResult run_pre(ThreadRecord *rec, ProbePoint *pp, struct pt_regs *regs) noexc
             break;
         }
     }
-    rec->in_handler--;
+    leave_handler(rec);
     return res;
 }
 
 void run_post(ThreadRecord *rec, ProbePoint *pp, struct pt_regs *regs) noexcept
 {
     Members *m = pp->members.load(std::memory_order_acquire);
-    rec->in_handler++;
+    enter_handler(rec, __builtin_frame_address(0));
     for (uint32_t i = 0; i < m->n; ++i) {
         KprobeState *ks = m->items[i];
         struct kprobe *kp = ks->kp;
@@ -105,7 +107,7 @@ void run_post(ThreadRecord *rec, ProbePoint *pp, struct pt_regs *regs) noexcept
             return 0;
         });
     }
-    rec->in_handler--;
+    leave_handler(rec);
 }
 
 void hit_in_handler(ThreadRecord *rec, ProbePoint *pp, struct pt_regs *regs) noexcept
@@ -116,6 +118,34 @@ void hit_in_handler(ThreadRecord *rec, ProbePoint *pp, struct pt_regs *regs) noe
         if (ks->internal && ks->enabled.load(std::memory_order_relaxed)) ks->kp->pre_handler(ks->kp, regs);
     }
     if (!rec->quiet) count_missed(pp);
+}
+
+bool reset_abandoned_handler(ThreadRecord *rec, uint64_t sp) noexcept
+{
+    if (rec->in_handler <= 0 || rec->quiet || rec->kret_entry || rec->kret_rsb) return false;
+    // The outermost of the frames named: every one must be gone.
+    uint64_t outer = rec->handler_sp;
+    for (uint64_t m : {reinterpret_cast<uint64_t>(rec->jump_light), reinterpret_cast<uint64_t>(rec->jump_regs),
+                       reinterpret_cast<uint64_t>(rec->kret_light_sp), reinterpret_cast<uint64_t>(rec->kret_guard.regs),
+                       kret_abandoned_frame(rec)})
+        if (m > outer) outer = m;
+    if (outer == 0 || sp <= outer || os::stack_region(sp) != os::stack_region(outer)) return false;
+    kret_abandon_return(rec);  // the instance whose return handler was left, back
+    rec->busy.release(0);
+    rec->kret_busy.release(0);
+    rec->guard = nullptr;
+    rec->jump_regs = nullptr;
+    rec->jump_ks = nullptr;
+    rec->jump_prev = 0;
+    rec->jump_light = nullptr;
+    rec->kret_light_sp = nullptr;
+    rec->kret_light_h = nullptr;
+    rec->kret_guard = {};
+    rec->kret_light = nullptr;
+    rec->handler_sp = 0;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    rec->in_handler = 0;
+    return true;
 }
 
 bool guarded_copy(GuardedAccess *ga, void *dst, const void *src, size_t n) noexcept

@@ -145,6 +145,26 @@ void run_post(ThreadRecord *rec, ProbePoint *pp, struct pt_regs *regs) noexcept;
 // miss it, counted unless quiet.
 void hit_in_handler(ThreadRecord *rec, ProbePoint *pp, struct pt_regs *regs) noexcept;
 
+// A handler that was left without returning: a signal interrupted it and the program's signal
+// handler left by siglongjmp (a timeout, a recovery) to a frame of the program's. Its frames
+// and its dispatch's are gone, but the record still says a handler runs: every later hit of
+// this thread would be missed. `sp`: the stack pointer of a hit now (the probed code's). When
+// every frame the record names for the running handler is below sp on the same stack, the
+// record is set back as if no handler ran (the abandoned return probe instances given back)
+// and true returned: the hit goes on as any other. False when it cannot tell (no frame named,
+// another stack, liveprobe's own code running: quiet): the hit is one inside a handler.
+bool reset_abandoned_handler(ThreadRecord *rec, uint64_t sp) noexcept;
+
+// in_handler from 0 to 1 and back, for the C paths: handler_sp set to `frame` and cleared.
+inline void enter_handler(ThreadRecord *rec, const void *frame) noexcept
+{
+    if (rec->in_handler++ == 0) rec->handler_sp = reinterpret_cast<uint64_t>(frame);
+}
+inline void leave_handler(ThreadRecord *rec) noexcept
+{
+    if (--rec->in_handler == 0) rec->handler_sp = 0;
+}
+
 // Byte-by-byte copy whose faults are caught: false (and *fault filled) if it faulted.
 struct GuardedAccess {
     ThreadRecord *rec;

@@ -233,13 +233,13 @@ FpregsExposed expose_fpregs(ThreadRecord *rec, void *area) noexcept
         kretprobe_handler_t h = which == Which::kReturn ? rp->handler : rp->unwind_handler;
         bool vec = which == Which::kReturn ? ks->return_vec : ks->unwind_vec;
         if (h) {
-            rec->in_handler++;
+            enter_handler(rec, __builtin_frame_address(0));
             struct kretprobe_instance *ri = in->ri();
             arch::maybe_with_vectors_saved(vec, [&](void *area) {
                 auto x = expose_fpregs(rec, area);
                 if (!run_guarded(rec, [&] { h(ri, regs); }) && ks->fault_id) count(rec, ks->fault_id);
             });
-            rec->in_handler--;
+            leave_handler(rec);
         }
     }
     rec->kret_busy.release(prev);
@@ -662,6 +662,19 @@ extern "C" KretReturn lp_kret_light_return(uint64_t slot) noexcept
     give_back(rec, e);
     flush_dead(rec);
     return {ret, rsb};
+}
+
+uint64_t liveprobe::core::kret_abandoned_frame(const ThreadRecord *rec) noexcept
+{
+    // The trampoline was entered by the function's ret (rsp = slot + 8) and pushed its frame
+    // from there: a hit at the slot or above (the next call at the same depth) is past it.
+    return rec->kret_light ? static_cast<const Inst *>(rec->kret_light)->slot - 1 : 0;
+}
+
+void liveprobe::core::kret_abandon_return(ThreadRecord *rec) noexcept
+{
+    if (rec->kret_light) give_back(rec, static_cast<Inst *>(rec->kret_light));
+    else if (rec->kret_guard.regs && rec->kret_guard.inst) give_back(rec, static_cast<Inst *>(rec->kret_guard.inst));
 }
 
 // The light return's assembly fast path (kretprobe_trampoline.S) when its inline give-back does

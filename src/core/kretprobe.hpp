@@ -143,6 +143,13 @@ void kret_reap_below(ThreadRecord *rec, uint64_t slot) noexcept;
 // instance goes back (the call is not recorded). Nothing when no entry handler was running.
 void kret_abandon_entry(ThreadRecord *rec) noexcept;
 
+// For reset_abandoned_handler (dispatch.hpp): the frame of a light return whose handler runs
+// (just below its return slot: the trampoline's frame is below that), 0 when none; and the instance of a
+// return handler that was left without returning, given back (the light return's, or the full
+// return's under kret_guard; the calls of the same slot after it, a tail call's, are not).
+uint64_t kret_abandoned_frame(const ThreadRecord *rec) noexcept;
+void kret_abandon_return(ThreadRecord *rec) noexcept;
+
 // A synchronous fault of a return handler run without a setjmp guard on this thread
 // (kret_guard): points the context at lp_kret_fault, which finishes the return, and returns
 // true; false when no such handler runs. Async-signal-safe.

@@ -157,6 +157,11 @@ struct alignas(64) ThreadRecord {
     static constexpr uint32_t kKretCacheMax = 8;
     KretCache kret_cache[kKretCaches];
     uint64_t kret_seen_unregistrations = 0;
+    // A stack address at or above the frames of the outermost handler now running, set by the C
+    // paths that start one (run_pre, run_post, the return probes' handlers); 0 otherwise. The
+    // assembly paths' own markers say the same: jump_light, the light return's kret_light.
+    // What reset_abandoned_handler (dispatch.hpp) compares a later hit's stack pointer with.
+    uint64_t handler_sp = 0;
     // The stack pointer at the entry of the outermost stack walker running on this thread
     // (_Unwind_Backtrace, unw_backtrace: its return slot), 0 when none (core/kret_unwind.cpp).
     uint64_t walk_sp = 0;

@@ -150,6 +150,9 @@ void breakpoint_trap_handler(int sig, siginfo_t *info, ucontext_t *uc)
         break;
     }
 
+    // A handler left by a longjmp out of a signal handler: the record set back first.
+    if (rec->in_handler) [[unlikely]]
+        reset_abandoned_handler(rec, static_cast<uint64_t>(uc->uc_mcontext.gregs[REG_RSP]));
     BusyMark prev = rec->busy.mark();
     ProbePoint *pp;
     for (;;) {

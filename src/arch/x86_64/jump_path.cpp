@@ -181,6 +181,9 @@ int jump_pre(uint64_t site, struct pt_regs *regs) noexcept
 {
     ThreadRecord *rec = core::this_thread();
     if (!rec) return kJumpPlain;
+    // A handler left by a longjmp out of a signal handler: the record set back first.
+    if (rec->in_handler) [[unlikely]]
+        core::reset_abandoned_handler(rec, regs->sp);
     core::BusyMark prev;
     ProbePoint *pp = core::acquire_site_saving(rec, reinterpret_cast<const void *>(site), &prev);
     if (!pp) return kJumpPlain;  // the probe is going away: run the original instructions

@@ -71,6 +71,15 @@ struct Session {
     std::set<std::pair<uint32_t, uint64_t>> seen;   // (spec or UINT32_MAX for calls, address)
 };
 std::mutex g_mu;
+thread_local bool t_holds_session = false;  // this thread holds g_mu (SessionLock)
+// g_mu, saying so for this thread: dlopen_returned must not wait for a lock its thread holds.
+struct SessionLock {
+    std::lock_guard<std::mutex> lk{g_mu};
+    SessionLock() { t_holds_session = true; }
+    ~SessionLock() { t_holds_session = false; }
+    SessionLock(const SessionLock &) = delete;
+    SessionLock &operator=(const SessionLock &) = delete;
+};
 bool g_running = false;
 Session *g_session = nullptr;
 core::Immortal<Started> g_started_storage;
@@ -334,11 +343,60 @@ void watch()
         seen = now;
         wl.unlock();
         {
-            std::lock_guard lk(g_mu);
+            SessionLock lk;
             if (g_running && g_session) place_pending(*g_session);
         }
         wl.lock();
     }
+}
+
+// dlopen's and dlmopen's return, while specs wait for a library: the pending specs' probes are
+// placed right there, in the thread that loaded it, before the program can call into it (the
+// watcher, every 10 ms, came too late for a program that calls its plugin at once). Not in a
+// thread that holds g_mu (liveprobe's own dlopen while it places probes: the watcher then
+// does it). Runs as a return handler: this thread's own hits meanwhile are missed. In a forked
+// child only if g_mu is free: a thread of the parent may have held it at the fork.
+struct kretprobe g_dlopen_rps[2];
+bool g_dlopen_armed = false;  // g_mu
+
+int dlopen_returned(struct kretprobe_instance *, struct pt_regs *regs) noexcept
+{
+    if (regs_return_value(regs) == 0 || t_holds_session) return 0;  // it failed, or it is ours
+    std::unique_lock<std::mutex> lk(g_mu, std::defer_lock);
+    if (getpid() == g_watcher_pid) lk.lock();
+    else if (!lk.try_lock()) return 0;
+    t_holds_session = true;
+    if (g_running && g_session && !g_session->pending.empty()) place_pending(*g_session);
+    t_holds_session = false;
+    return 0;
+}
+
+// With g_mu held. Without dlopen in the process (a static program), the watcher alone.
+void arm_dlopen()
+{
+    if (g_dlopen_armed) return;
+    const char *names[2] = {"dlopen", "dlmopen"};
+    for (int i = 0; i < 2; ++i) {
+        g_dlopen_rps[i] = {};
+        g_dlopen_rps[i].kp.symbol_name = names[i];
+        g_dlopen_rps[i].handler = dlopen_returned;
+        if (register_kretprobe(&g_dlopen_rps[i]) != 0) g_dlopen_rps[i].kp.symbol_name = nullptr;
+    }
+    g_dlopen_armed = true;
+}
+
+// Without g_mu: unregistering waits for a dlopen_returned that may be waiting for it.
+void disarm_dlopen()
+{
+    bool armed;
+    {
+        SessionLock lk;
+        armed = g_dlopen_armed;
+        g_dlopen_armed = false;
+    }
+    if (!armed) return;
+    for (auto &rp : g_dlopen_rps)
+        if (rp.kp.symbol_name) unregister_kretprobe(&rp);
 }
 
 void stop_watcher()
@@ -366,7 +424,7 @@ int start(Mode mode, const std::vector<std::string> &spec_texts, int maxactive, 
           int given_fd, bool follow_forks)
 {
     stop_watcher();  // of a session stopped before (it ends with its session)
-    std::lock_guard lk(g_mu);
+    SessionLock lk;
     uint64_t t0 = liveprobe_ktime_ns();
     g_follow = follow_forks;
     g_silent.store(false);
@@ -475,6 +533,7 @@ int start(Mode mode, const std::vector<std::string> &spec_texts, int maxactive, 
     g_started = *out;
     h->ready.store(1, std::memory_order_release);
     if (waits) {
+        arm_dlopen();
         std::lock_guard wl(g_watch_mu);
         g_watch_stop = false;
         g_watcher_pid = getpid();
@@ -485,7 +544,7 @@ int start(Mode mode, const std::vector<std::string> &spec_texts, int maxactive, 
 
 int running(Started *out, Mode *mode)
 {
-    std::lock_guard lk(g_mu);
+    SessionLock lk;
     if (!g_running) return -ENOENT;
     *out = g_started;
     *mode = g_session->mode;
@@ -543,7 +602,8 @@ int start_from_environment()
 int stop(std::string *why)
 {
     stop_watcher();
-    std::lock_guard lk(g_mu);
+    disarm_dlopen();
+    SessionLock lk;
     if (!g_running) {
         *why = "no trace session runs in this process";
         return -ENOENT;

@@ -216,7 +216,7 @@ for form in lines file; do
     [ "$form" = file ] && out=(-o "$tmp/late.lptrace")
     "${launch[@]}" "$lp" trace "${out[@]}" 'liblp_cxx_plugin.so:lp_cxx_*' lp_cx_after -- "$cxx_target" "$plugin" "$tmp/go2" >"$tmp/late.out" 2>&1 &
     tr=$!
-    # After the dlopen, the probes come within 10 ms (the tool says so when it had the names before).
+    # The probes come at dlopen's return (the tool says so when it had the names before).
     for _ in $(seq 100); do grep -q '^plugin loaded$' "$tmp/late.out" && break; sleep 0.1; done
     sleep 0.5; touch "$tmp/go2"; wait "$tr"; rc=$?
     [ "$form" = file ] && "$lp" trace -i "$tmp/late.lptrace" >>"$tmp/late.out" 2>&1
@@ -226,6 +226,14 @@ for form in lines file; do
         pass "a library loaded later ($form): its probes placed at its dlopen, its 4 calls traced"
     else fail "a library loaded later ($form): exit $rc"; cat "$tmp/late.out"; fi
 done
+
+# The same library called at once after its dlopen (no go file): the probes are placed at
+# dlopen's return, in the thread that called it, so no call is missed.
+"${launch[@]}" "$lp" trace 'liblp_cxx_plugin.so:lp_cxx_*' lp_cx_after -- "$cxx_target" "$plugin" >"$tmp/now.out" 2>&1; rc=$?
+if [ "$rc" -eq 0 ] && [ "$(grep -c 'liblp_cxx_plugin.so:lp_cxx_catch returned 5 and took' "$tmp/now.out")" -eq 4 ] &&
+   grep -q '^liveprobe: placed 2 more probes (a library was loaded)$' "$tmp/now.out" && grep -q '^trace_target_cxx done: 19932$' "$tmp/now.out"; then
+    pass "a library called right after its dlopen: its probes placed at dlopen's return, its 4 calls traced"
+else fail "a library called right after its dlopen: exit $rc"; cat "$tmp/now.out"; fi
 
 # 10. Errors.
 out=$("${launch[@]}" "$lp" trace --count nothing_is_called_this 'lp_none_*' -- "$target" 2>&1); rc=$?

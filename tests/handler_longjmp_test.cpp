@@ -107,6 +107,23 @@ int check(bool ok, const char *what)
     return ok ? 0 : 1;
 }
 
+// lp_t_ret42's handler left by the SIGUSR1 it raises, `leaves` times, then normal calls.
+int left_by_raise(int leaves)
+{
+    int bad = 0;
+    g_leave = true;
+    for (int i = 0; i < leaves; ++i)
+        if (sigsetjmp(g_out, 1) == 0) {
+            lp_t_ret42();
+            bad += check(false, "the handler's signal should have left the call");
+        }
+    g_leave = false;
+    g_runs = 0;
+    for (int i = 0; i < 5; ++i) bad += check(lp_t_ret42() == 42, "the function's result");
+    bad += check(g_runs.load() == 5, "the handler runs again on this thread after the longjmps");
+    return bad;
+}
+
 int kprobe_case(bool optimize)
 {
     liveprobe_set_optimization(optimize);
@@ -116,16 +133,7 @@ int kprobe_case(bool optimize)
     kp.pre_handler = raising_pre;
     if (register_kprobe(&kp) != 0) return check(false, "register_kprobe");
     int bad = check(((kp.flags & KPROBE_FLAG_OPTIMIZED) != 0) == optimize, "the path asked for");
-    g_leave = true;
-    for (int i = 0; i < 3; ++i)
-        if (sigsetjmp(g_out, 1) == 0) {
-            lp_t_ret42();
-            bad += check(false, "the handler's signal should have left the call");
-        }
-    g_leave = false;
-    g_runs = 0;
-    for (int i = 0; i < 5; ++i) bad += check(lp_t_ret42() == 42, "the function's result");
-    bad += check(g_runs.load() == 5, "the handler runs again on this thread after the longjmps");
+    bad += left_by_raise(3);
     from_another_thread([&] { unregister_kprobe(&kp); });  // must return
     bad += check(lp_t_ret42() == 42, "the function after unregistering");
     return bad;
@@ -232,17 +240,7 @@ int kretprobe_case(bool optimize)
     rp.handler = raising_ret;
     rp.maxactive = 4;
     if (register_kretprobe(&rp) != 0) return check(false, "register_kretprobe");
-    int bad = 0;
-    g_leave = true;
-    for (int i = 0; i < 3; ++i)
-        if (sigsetjmp(g_out, 1) == 0) {
-            lp_t_ret42();
-            bad += check(false, "the handler's signal should have left the call");
-        }
-    g_leave = false;
-    g_runs = 0;
-    for (int i = 0; i < 5; ++i) bad += check(lp_t_ret42() == 42, "the function's result");
-    bad += check(g_runs.load() == 5, "the return handler runs again on this thread after the longjmps");
+    int bad = left_by_raise(3);
     from_another_thread([&] { unregister_kretprobe(&rp); });  // must return
     bad += check(lp_t_ret42() == 42, "the function after unregistering");
     return bad;

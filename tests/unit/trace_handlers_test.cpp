@@ -31,6 +31,40 @@ void expect_proven(Fn *fn, const char *name)
     EXPECT_TRUE(liveprobe::arch::vector_free(reinterpret_cast<uint64_t>(fn), 2, &why)) << name << ": " << (why ? why : "");
 }
 
+// A session's shared memory for 8 probes, mapped privately and made the handlers' (g_base):
+// this thread claims a ring in it at its first event. Unmapped, and no handler writes into it
+// any more, when the object goes.
+struct SessionMapping {
+    size_t bytes;
+    void *base;
+    explicit SessionMapping(bool hist)
+        : bytes(liveprobe::trace::names_offset(8, hist) + 4096),
+          base(mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0))
+    {
+        using namespace liveprobe::trace;
+        if (base == MAP_FAILED) return;
+        new (base) Header{};
+        header_of(base)->hist = hist ? 1 : 0;
+        for (uint32_t i = 0; i < kRings; ++i) new (ring_head(base, i)) RingHead{};
+        g_base = base;
+        g_capacity = 8;
+        g_tsc = liveprobe::os::clock::is_tsc();
+        g_generation.fetch_add(1);  // this thread claims a ring again, in this mapping
+    }
+    ~SessionMapping()
+    {
+        using namespace liveprobe::trace;
+        if (base == MAP_FAILED) return;
+        g_silent.store(true);  // nothing more into this mapping
+        g_base = nullptr;
+        munmap(base, bytes);
+        g_generation.fetch_add(1);
+        g_silent.store(false);
+    }
+    SessionMapping(const SessionMapping &) = delete;
+    SessionMapping &operator=(const SessionMapping &) = delete;
+};
+
 }  // namespace
 
 TEST(TraceHandlers, EveryHandlerIsProvenVectorFree)
@@ -103,15 +137,9 @@ TEST(TraceHandlers, ReturnHandlersTakeTheLightReturn)
 TEST(TraceHandlers, AFullRingDropsAndCountsThenTakesEventsOnceTheReaderMadeRoom)
 {
     using namespace liveprobe::trace;
-    const size_t bytes = names_offset(8, false) + 4096;
-    void *base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    ASSERT_NE(base, MAP_FAILED);
-    new (base) Header{};
-    for (uint32_t i = 0; i < kRings; ++i) new (ring_head(base, i)) RingHead{};
-    g_base = base;
-    g_capacity = 8;
-    g_tsc = liveprobe::os::clock::is_tsc();
-    g_generation.fetch_add(1);  // this thread claims a ring again, in this mapping
+    SessionMapping m(false);
+    ASSERT_NE(m.base, MAP_FAILED);
+    void *base = m.base;
 
     Probe p;
     p.index = 3;
@@ -147,11 +175,6 @@ TEST(TraceHandlers, AFullRingDropsAndCountsThenTakesEventsOnceTheReaderMadeRoom)
     EXPECT_EQ(h->head.load(), kRingRecords + 100);
     EXPECT_EQ(h->dropped.load(), 60u);
 
-    g_silent.store(true);  // nothing more into this mapping
-    g_base = nullptr;
-    munmap(base, bytes);
-    g_generation.fetch_add(1);
-    g_silent.store(false);
 }
 
 // --hist's rows: a call lands in one bucket of its probe's row, and a bucket counts past 2^32
@@ -160,16 +183,9 @@ TEST(TraceHandlers, AFullRingDropsAndCountsThenTakesEventsOnceTheReaderMadeRoom)
 TEST(TraceHandlers, AHistBucketCountsPastTwoToThe32)
 {
     using namespace liveprobe::trace;
-    const size_t bytes = names_offset(8, true) + 4096;
-    void *base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    ASSERT_NE(base, MAP_FAILED);
-    new (base) Header{};
-    header_of(base)->hist = 1;
-    for (uint32_t i = 0; i < kRings; ++i) new (ring_head(base, i)) RingHead{};
-    g_base = base;
-    g_capacity = 8;
-    g_tsc = liveprobe::os::clock::is_tsc();
-    g_generation.fetch_add(1);  // this thread claims a ring again, in this mapping
+    SessionMapping m(true);
+    ASSERT_NE(m.base, MAP_FAILED);
+    void *base = m.base;
     const auto ret = g_tsc ? hist_return : hist_return_clock;
 
     Probe p;
@@ -200,9 +216,4 @@ TEST(TraceHandlers, AHistBucketCountsPastTwoToThe32)
     for (uint32_t b = 0; b < kHistBuckets; ++b) past += row[b].load() == uint64_t{1} << 32;
     EXPECT_EQ(past, 1u);
 
-    g_silent.store(true);  // nothing more into this mapping
-    g_base = nullptr;
-    munmap(base, bytes);
-    g_generation.fetch_add(1);
-    g_silent.store(false);
 }

@@ -231,6 +231,43 @@ int nested_return_case(bool optimize)
     return bad;
 }
 
+// A thread leaves the handler by a longjmp and then hits no probe (it waits) while this one
+// unregisters: the unregistration waits for that thread's busy publication, which nothing
+// would take back but a nudge (a signal the waiting thread sends it after a while).
+int silent_thread_case(bool optimize, bool kret)
+{
+    liveprobe_set_optimization(optimize);
+    signal(SIGUSR1, leave_by_longjmp);
+    kprobe kp{};
+    kp.addr = reinterpret_cast<kprobe_opcode_t *>(lp_t_ret42_mov);
+    kp.pre_handler = raising_pre;
+    kretprobe rp{};
+    rp.kp.addr = reinterpret_cast<kprobe_opcode_t *>(lp_t_ret42);
+    rp.handler = raising_ret;
+    if ((kret ? register_kretprobe(&rp) : register_kprobe(&kp)) != 0) return check(false, "register");
+    std::atomic<int> stage{0};
+    int bad = 0;
+    std::thread t([&] {
+        g_leave = true;
+        if (sigsetjmp(g_out, 1) == 0) {
+            lp_t_ret42();
+            bad += check(false, "the handler's signal should have left the call");
+        }
+        g_leave = false;
+        stage = 1;
+        while (stage.load() != 2) usleep(1000);  // no probe hit meanwhile
+        g_runs = 0;
+        bad += check(lp_t_ret42() == 42, "the function's result after the unregistration");
+        bad += check(g_runs.load() == 0, "no handler after the unregistration");
+    });
+    while (stage.load() != 1) usleep(1000);
+    if (kret) unregister_kretprobe(&rp);  // must return
+    else unregister_kprobe(&kp);
+    stage = 2;
+    t.join();
+    return bad;
+}
+
 int kretprobe_case(bool optimize)
 {
     liveprobe_set_optimization(optimize);
@@ -254,6 +291,11 @@ TEST(HandlerLongjmp, ATimerLeavesASpinningKprobeHandler) { in_child([] { return 
 TEST(HandlerLongjmp, ATimerLeavesASpinningKprobeHandlerOnTheBreakpointPath) { in_child([] { return kprobe_timer_case(false); }); }
 TEST(HandlerLongjmp, ATimerLeavesASpinningReturnHandler) { in_child([] { return kretprobe_timer_case(true); }); }
 TEST(HandlerLongjmp, ATimerLeavesASpinningReturnHandlerOnTheBreakpointPath) { in_child([] { return kretprobe_timer_case(false); }); }
+TEST(HandlerLongjmp, UnregisteringDoesNotWaitForAThreadThatLeftAHandlerAndHitsNothing)
+{
+    for (bool optimize : {true, false})
+        for (bool kret : {false, true}) in_child([=] { return silent_thread_case(optimize, kret); });
+}
 TEST(HandlerLongjmp, TheOuterReturnAfterAnInnerReturnHandlerWasLeft) { in_child([] { return nested_return_case(true); }); }
 TEST(HandlerLongjmp, TheOuterReturnAfterAnInnerReturnHandlerWasLeftOnTheBreakpointPath) { in_child([] { return nested_return_case(false); }); }
 

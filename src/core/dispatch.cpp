@@ -2,7 +2,11 @@
 
 #include "core/kretprobe.hpp"
 #include "core/probe_table.hpp"
+#include "os/linux/raw_syscall.hpp"
 #include "os/linux/stack_regions.hpp"
+
+#include <sys/syscall.h>
+#include <unistd.h>
 #include "os/linux/text_poke.hpp"
 
 namespace liveprobe::core {
@@ -73,6 +77,8 @@ ProbePoint *acquire_site(ThreadRecord *rec, const std::atomic<ProbePoint *> *sit
 void release(ThreadRecord *rec, BusyMark prev) noexcept { release_inline(rec, prev); }
 #endif
 
+bool reset_abandoned_handler_once(ThreadRecord *rec, uint64_t sp) noexcept;
+
 PreResult run_pre(ThreadRecord *rec, ProbePoint *pp, struct pt_regs *regs) noexcept
 {
     Members *m = pp->members.load(std::memory_order_acquire);
@@ -121,6 +127,42 @@ void hit_in_handler(ThreadRecord *rec, ProbePoint *pp, struct pt_regs *regs) noe
 }
 
 bool reset_abandoned_handler(ThreadRecord *rec, uint64_t sp) noexcept
+{
+    // Once at a time: a nudge (a signal) may land in the middle of a reset by a hit, or the
+    // other way round; whichever comes second looks again after marking itself.
+    if (rec->resetting) return false;
+    rec->resetting = true;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    const bool done = reset_abandoned_handler_once(rec, sp);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    rec->resetting = false;
+    return done;
+}
+
+namespace {
+const char kNudgeTag = 0;
+}  // namespace
+
+void nudge_thread(const ThreadRecord *r) noexcept
+{
+    const int tid = r->owner.load(std::memory_order_relaxed);
+    if (tid <= 0) return;
+    siginfo_t si{};
+    si.si_signo = SIGTRAP;
+    si.si_code = SI_QUEUE;
+    si.si_pid = os::raw_getpid();
+    si.si_uid = getuid();
+    si.si_value.sival_ptr = const_cast<char *>(&kNudgeTag);
+    os::raw_syscall(SYS_rt_tgsigqueueinfo, si.si_pid, tid, SIGTRAP, reinterpret_cast<long>(&si));
+}
+
+bool is_nudge(const siginfo_t *info) noexcept
+{
+    return info->si_code == SI_QUEUE && info->si_pid == os::raw_getpid() &&
+           info->si_value.sival_ptr == static_cast<const void *>(&kNudgeTag);
+}
+
+bool reset_abandoned_handler_once(ThreadRecord *rec, uint64_t sp) noexcept
 {
     if (rec->in_handler <= 0 || rec->quiet || rec->kret_entry || rec->kret_rsb) return false;
     // The outermost of the frames named: every one must be gone.

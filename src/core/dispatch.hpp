@@ -155,6 +155,13 @@ void hit_in_handler(ThreadRecord *rec, ProbePoint *pp, struct pt_regs *regs) noe
 // another stack, liveprobe's own code running: quiet): the hit is one inside a handler.
 bool reset_abandoned_handler(ThreadRecord *rec, uint64_t sp) noexcept;
 
+// For a thread that has waited long for thread r's busy publication to go (thread_state.cpp):
+// asks r, by a SIGTRAP of liveprobe's own (is_nudge), to call reset_abandoned_handler with
+// its interrupted stack pointer: a thread that left a handler by a longjmp and then hits no
+// probe would otherwise keep its publication for ever. Async-signal-safe.
+void nudge_thread(const ThreadRecord *r) noexcept;
+bool is_nudge(const siginfo_t *info) noexcept;
+
 // in_handler from 0 to 1 and back, for the C paths: handler_sp set to `frame` and cleared.
 inline void enter_handler(ThreadRecord *rec, const void *frame) noexcept
 {

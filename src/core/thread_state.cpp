@@ -1,4 +1,5 @@
 #include "core/thread_state.hpp"
+#include "core/dispatch.hpp"
 
 #include <pthread.h>
 #include <sys/mman.h>
@@ -117,6 +118,8 @@ void wait_until_none_is(BusySlots<T> ThreadRecord::*field, T p)
                 __builtin_ia32_pause();
             else
                 os::raw_sched_yield();
+            // Long: maybe a handler r left by a longjmp, and no hit of r's since to notice it.
+            if (spins % 16384 == 16383) nudge_thread(r);
         }
     }
 }

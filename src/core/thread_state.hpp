@@ -162,6 +162,7 @@ struct alignas(64) ThreadRecord {
     // assembly paths' own markers say the same: jump_light, the light return's kret_light.
     // What reset_abandoned_handler (dispatch.hpp) compares a later hit's stack pointer with.
     uint64_t handler_sp = 0;
+    bool resetting = false;  // reset_abandoned_handler runs on this thread (a nudge may land in it)
     // The stack pointer at the entry of the outermost stack walker running on this thread
     // (_Unwind_Backtrace, unw_backtrace: its return slot), 0 when none (core/kret_unwind.cpp).
     uint64_t walk_sp = 0;

@@ -124,6 +124,13 @@ void post_trap(ThreadRecord *rec, uint64_t at, ucontext_t *uc, siginfo_t *info)
 
 void breakpoint_trap_handler(int sig, siginfo_t *info, ucontext_t *uc)
 {
+    // A thread waiting for this one's busy publication asks whether the handler it names was
+    // left by a longjmp (dispatch.hpp nudge_thread).
+    if (is_nudge(info)) [[unlikely]] {
+        if (ThreadRecord *rec = this_thread_if_any(); rec && rec->in_handler)
+            reset_abandoned_handler(rec, static_cast<uint64_t>(uc->uc_mcontext.gregs[REG_RSP]));
+        return;
+    }
     // int3 raises SIGTRAP with si_code SI_KERNEL; anything else (kill, a debugger's
     // single-step) is the program's.
     if (info->si_code != SI_KERNEL) {

@@ -1,12 +1,12 @@
 #include "core/dispatch.hpp"
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include "core/kretprobe.hpp"
 #include "core/probe_table.hpp"
 #include "os/linux/raw_syscall.hpp"
 #include "os/linux/stack_regions.hpp"
-
-#include <sys/syscall.h>
-#include <unistd.h>
 #include "os/linux/text_poke.hpp"
 
 namespace liveprobe::core {
@@ -77,8 +77,6 @@ ProbePoint *acquire_site(ThreadRecord *rec, const std::atomic<ProbePoint *> *sit
 void release(ThreadRecord *rec, BusyMark prev) noexcept { release_inline(rec, prev); }
 #endif
 
-bool reset_abandoned_handler_once(ThreadRecord *rec, uint64_t sp) noexcept;
-
 PreResult run_pre(ThreadRecord *rec, ProbePoint *pp, struct pt_regs *regs) noexcept
 {
     Members *m = pp->members.load(std::memory_order_acquire);
@@ -126,41 +124,9 @@ void hit_in_handler(ThreadRecord *rec, ProbePoint *pp, struct pt_regs *regs) noe
     if (!rec->quiet) count_missed(pp);
 }
 
-bool reset_abandoned_handler(ThreadRecord *rec, uint64_t sp) noexcept
-{
-    // Once at a time: a nudge (a signal) may land in the middle of a reset by a hit, or the
-    // other way round; whichever comes second looks again after marking itself.
-    if (rec->resetting) return false;
-    rec->resetting = true;
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-    const bool done = reset_abandoned_handler_once(rec, sp);
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-    rec->resetting = false;
-    return done;
-}
-
 namespace {
-const char kNudgeTag = 0;
-}  // namespace
 
-void nudge_thread(const ThreadRecord *r) noexcept
-{
-    const int tid = r->owner.load(std::memory_order_relaxed);
-    if (tid <= 0) return;
-    siginfo_t si{};
-    si.si_signo = SIGTRAP;
-    si.si_code = SI_QUEUE;
-    si.si_pid = os::raw_getpid();
-    si.si_uid = getuid();
-    si.si_value.sival_ptr = const_cast<char *>(&kNudgeTag);
-    os::raw_syscall(SYS_rt_tgsigqueueinfo, si.si_pid, tid, SIGTRAP, reinterpret_cast<long>(&si));
-}
-
-bool is_nudge(const siginfo_t *info) noexcept
-{
-    return info->si_code == SI_QUEUE && info->si_pid == os::raw_getpid() &&
-           info->si_value.sival_ptr == static_cast<const void *>(&kNudgeTag);
-}
+const char kNudgeTag = 0;  // is_nudge: the value of liveprobe's own SIGTRAP
 
 bool reset_abandoned_handler_once(ThreadRecord *rec, uint64_t sp) noexcept
 {
@@ -188,6 +154,40 @@ bool reset_abandoned_handler_once(ThreadRecord *rec, uint64_t sp) noexcept
     std::atomic_signal_fence(std::memory_order_seq_cst);
     rec->in_handler = 0;
     return true;
+}
+
+}  // namespace
+
+bool reset_abandoned_handler(ThreadRecord *rec, uint64_t sp) noexcept
+{
+    // Once at a time: a nudge (a signal) may land in the middle of a reset by a hit, or the
+    // other way round; whichever comes second looks again after marking itself.
+    if (rec->resetting) return false;
+    rec->resetting = true;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    const bool done = reset_abandoned_handler_once(rec, sp);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    rec->resetting = false;
+    return done;
+}
+
+void nudge_thread(const ThreadRecord *r) noexcept
+{
+    const int tid = r->owner.load(std::memory_order_relaxed);
+    if (tid <= 0) return;
+    siginfo_t si{};
+    si.si_signo = SIGTRAP;
+    si.si_code = SI_QUEUE;
+    si.si_pid = os::raw_getpid();
+    si.si_uid = getuid();
+    si.si_value.sival_ptr = const_cast<char *>(&kNudgeTag);
+    os::raw_syscall(SYS_rt_tgsigqueueinfo, si.si_pid, tid, SIGTRAP, reinterpret_cast<long>(&si));
+}
+
+bool is_nudge(const siginfo_t *info) noexcept
+{
+    return info->si_code == SI_QUEUE && info->si_pid == os::raw_getpid() &&
+           info->si_value.sival_ptr == static_cast<const void *>(&kNudgeTag);
 }
 
 bool guarded_copy(GuardedAccess *ga, void *dst, const void *src, size_t n) noexcept

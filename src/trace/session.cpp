@@ -73,10 +73,16 @@ struct Session {
 std::mutex g_mu;
 thread_local bool t_holds_session = false;  // this thread holds g_mu (SessionLock)
 // g_mu, saying so for this thread: dlopen_returned must not wait for a lock its thread holds.
+// With std::try_to_lock, held only if free (owns()).
 struct SessionLock {
-    std::lock_guard<std::mutex> lk{g_mu};
-    SessionLock() { t_holds_session = true; }
-    ~SessionLock() { t_holds_session = false; }
+    std::unique_lock<std::mutex> lk;
+    SessionLock() : lk(g_mu) { t_holds_session = true; }
+    explicit SessionLock(std::try_to_lock_t) : lk(g_mu, std::try_to_lock) { t_holds_session = lk.owns_lock(); }
+    ~SessionLock()
+    {
+        if (lk.owns_lock()) t_holds_session = false;
+    }
+    bool owns() const { return lk.owns_lock(); }
     SessionLock(const SessionLock &) = delete;
     SessionLock &operator=(const SessionLock &) = delete;
 };
@@ -247,7 +253,7 @@ void place(Session &ss, std::vector<Target> fns, Started *out)
         const Spec &spec = ss.specs[placed[i].spec];
         p->index = first + i;
         p->spec = &spec;
-        p->bytes = spec.kind == SpecKind::call ? 0 : static_cast<uint32_t>(payload_bytes(spec));
+        p->bytes = static_cast<uint32_t>(event_bytes(spec));
         p->slots = record_slots(p->bytes);
         if (ss.mode == Mode::count || spec.kind == SpecKind::probe) {
             p->kp.addr = reinterpret_cast<kprobe_opcode_t *>(placed[i].addr);
@@ -362,12 +368,8 @@ bool g_dlopen_armed = false;  // g_mu
 int dlopen_returned(struct kretprobe_instance *, struct pt_regs *regs) noexcept
 {
     if (regs_return_value(regs) == 0 || t_holds_session) return 0;  // it failed, or it is ours
-    std::unique_lock<std::mutex> lk(g_mu, std::defer_lock);
-    if (getpid() == g_watcher_pid) lk.lock();
-    else if (!lk.try_lock()) return 0;
-    t_holds_session = true;
-    if (g_running && g_session && !g_session->pending.empty()) place_pending(*g_session);
-    t_holds_session = false;
+    SessionLock lk = getpid() == g_watcher_pid ? SessionLock() : SessionLock(std::try_to_lock);
+    if (lk.owns() && g_running && g_session && !g_session->pending.empty()) place_pending(*g_session);
     return 0;
 }
 

@@ -85,6 +85,9 @@ constexpr size_t kStringBytes = 64;
 constexpr size_t kMaxFetchArgs = 16;
 constexpr size_t kMaxPayload = 8 + kMaxFetchArgs * kStringBytes;
 size_t payload_bytes(const Spec &spec);
+// The bytes of values an event of this spec carries after its record: payload_bytes, or none
+// for a call (FUNC), which fetches nothing.
+inline size_t event_bytes(const Spec &spec) { return spec.kind == SpecKind::call ? 0 : payload_bytes(spec); }
 size_t arg_offset(const Spec &spec, size_t i);  // in the payload
 
 // One fetched value as text: decimal (u, s), 0x-hex (x) or a quoted string; "(fault)" when it

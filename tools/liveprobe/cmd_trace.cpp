@@ -108,10 +108,8 @@ bool load_names(Shm *shm, Opts &o)
     }
     o.probes.specs = std::move(placed);
     o.probes.payload.clear();
-    for (uint32_t p = 0; p < o.probes.spec.size(); ++p) {
-        const trace::Spec &spec = o.probes.spec_of(p);
-        o.probes.payload.push_back(spec.kind == trace::SpecKind::call ? 0 : static_cast<uint32_t>(trace::payload_bytes(spec)));
-    }
+    for (uint32_t p = 0; p < o.probes.spec.size(); ++p)
+        o.probes.payload.push_back(static_cast<uint32_t>(trace::event_bytes(o.probes.spec_of(p))));
     // Every probe named is known (one that is named but not yet counted cannot fire yet).
     shm->probes = static_cast<uint32_t>(o.probes.names.size());
     return shm->probes >= published;

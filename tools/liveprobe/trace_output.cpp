@@ -330,8 +330,7 @@ bool read_trace_file(const std::string &path, TraceProbes *probes, int *pid,
             ok = false;
             break;
         }
-        const trace::Spec &spec = probes->spec_of(e.r.probe);
-        if (spec.kind != trace::SpecKind::call && !TraceDecoder::values(f, trace::payload_bytes(spec), &e.values)) {
+        if (const size_t bytes = trace::event_bytes(probes->spec_of(e.r.probe)); bytes && !TraceDecoder::values(f, bytes, &e.values)) {
             ok = false;
             break;
         }

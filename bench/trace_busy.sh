@@ -58,7 +58,7 @@ for ((r = 1; r <= runs; r++)); do
     cpu=$(sed -n 's/.*(the tool used \([0-9.]*\) s of CPU).*/\1/p' "$out/stderr")
     ev=$(sed -n 's/.*(\([0-9]*\) events written).*/\1/p' "$out/stderr")
     dr=$(sed -n 's/.*, \([0-9]*\) dropped (ring full).*/\1/p' "$out/stderr")
-    printf '%-4s %8.2f %14s %12s %12s\n' "$r" "$(echo "$t1 - $t0" | bc)" "${cpu:--}" "${ev:--}" "${dr:--}"
+    printf '%-4s %8.2f %14s %12s %12s\n' "$r" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" "${cpu:--}" "${ev:--}" "${dr:--}"
     rm -f "$out/t.lptrace"
 done
 rm -rf "$out"

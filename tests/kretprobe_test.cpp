@@ -371,6 +371,55 @@ TEST(Kretprobe, MaxactiveTwoOnRecursionFiveDeep)
     unregister_kretprobe(&rp);
 }
 
+// Recursion on a probe whose thread already keeps instances for it (a call earlier): the
+// outermost call takes the thread's hot instance, the nested ones the thread's list of them and,
+// past its eight, the pool; the returns put them back the same way. Each return must see its own
+// call's data (the calls' entries stamp a sequence number; the returns come back innermost
+// first), none missed, with the same three calls again. The handlers read no register: the light
+// entry and return take them when the probe is optimized.
+long g_open[64];
+long g_nopen = 0, g_seq = 0;
+int seq_entry(kretprobe_instance *ri, pt_regs *)
+{
+    long s = g_seq++;
+    *reinterpret_cast<long *>(ri->data) = s;
+    if (g_nopen < 64) g_open[g_nopen] = s;
+    g_nopen++;
+    g.entries++;
+    return 0;
+}
+int seq_return(kretprobe_instance *ri, pt_regs *)
+{
+    g_nopen--;
+    if (g_nopen < 0 || g_nopen >= 64 || g_open[g_nopen] != *reinterpret_cast<long *>(ri->data)) g.bad++;
+    g.returns++;
+    return 0;
+}
+
+TEST(Kretprobe, RepeatedRecursionGetsEachCallItsOwnInstance)
+{
+    g.reset();
+    g_nopen = 0;
+    g_seq = 0;
+    kretprobe rp = make(reinterpret_cast<void *>(&kr_rec), 64, sizeof(long));
+    rp.entry_handler = seq_entry;
+    rp.handler = seq_return;
+    ASSERT_EQ(register_kretprobe(&rp), 0);
+    expect_optimized(rp);
+    EXPECT_EQ(kr_rec(0), 0);  // one call: the thread keeps its instance
+    for (long depth : {1, 2, 12, 3, 12}) {
+        EXPECT_EQ(kr_rec(depth), depth);
+        EXPECT_EQ(g_nopen, 0) << "depth " << depth;
+    }
+    const long calls = 1 + 2 + 3 + 13 + 4 + 13;
+    EXPECT_EQ(g.entries.load(), calls);
+    EXPECT_EQ(g.returns.load(), calls);
+    EXPECT_EQ(g.bad.load(), 0) << "a return saw another call's data";
+    EXPECT_EQ(g.unwinds.load(), 0);
+    EXPECT_EQ(rp.nmissed, 0);
+    unregister_kretprobe(&rp);
+}
+
 // An entry handler that faults on every other call: the fault is counted, that call is not
 // recorded (no return handler), and its instance goes back: with maxactive 2, none of the
 // 100 calls misses. On the jump path the entry handler runs under the fast path's own guard.

@@ -24,7 +24,10 @@ static_assert(offsetof(ThreadRecord, kret_light_h) == LP_REC_KRET_LIGHT_H);
 static_assert(offsetof(ThreadRecord, kret_light) == LP_REC_KRET_LIGHT);
 static_assert(offsetof(ThreadRecord, kret_cache) == LP_REC_KRET_CACHE);
 static_assert(sizeof(ThreadRecord::KretCache) == 32 && offsetof(ThreadRecord::KretCache, ks) == 0 &&
-              offsetof(ThreadRecord::KretCache, hot) == 8);
+              offsetof(ThreadRecord::KretCache, hot) == 8 &&
+              offsetof(ThreadRecord::KretCache, head) == LP_CACHE_HEAD &&
+              offsetof(ThreadRecord::KretCache, n) == LP_CACHE_N && sizeof(ThreadRecord::KretCache::n) == 4 &&
+              ThreadRecord::kKretCacheMax == LP_CACHE_MAX);
 static_assert(offsetof(ThreadRecord, kret_seen_unregistrations) == LP_REC_KRET_SEEN);
 static_assert(offsetof(Inst, below) == LP_INST_BELOW && offsetof(Inst, slot) == LP_INST_SLOT &&
               offsetof(Inst, ks) == LP_INST_KS && offsetof(Inst, next_free) == LP_INST_NEXT_FREE &&

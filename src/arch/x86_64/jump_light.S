@@ -134,7 +134,8 @@
  * and does its common case itself, in the same order (core/kret_hit.cpp enter()): no call in
  * flight at or below the slot, nor on another stack; no tail call (the slot does not hold the
  * trampoline's address already); no unregistration to catch up with; an instance in the
- * thread's cache entry for the probe (its hot one). Anything else goes to lp_kret_light_c,
+ * thread's cache entry for the probe (its hot one, else the head of its list: a recursive
+ * call's). Anything else goes to lp_kret_light_c,
  * before anything changed. The entry handler, if any: the registered TSC stamp is stored here
  * (KretState::entry_stamp); one that writes no callee-saved register but rbp and rbx is
  * called from here (entry_direct); any other runs through lp_kret_call_bare or
@@ -225,13 +226,13 @@ lp_kret_light_pre:
     cmpq %rcx, (%rdx)
     jne 9f
     cmpq $0, 8(%rdx)                     /* the entry's hot instance */
-    je 9f
+    je 23f
+    movq 8(%rdx), %rdi                   /* in */
+    movq $0, 8(%rdx)
     /* Taken. An instance the cache holds was this thread's for this probe: its ks and ri->rp
      * are this probe's already (core/kret_hit.cpp keep); its ri->tid is this thread's unless
      * the record changed owner since (a fork). kp is ks->rp's from here. */
-    movq 8(%rdx), %rdi                   /* in */
-    movq $0, 8(%rdx)
-    movq %rsi, LP_INST_SLOT(%rdi)
+24: movq %rsi, LP_INST_SLOT(%rdi)
     movl $1, LP_INST_NEXT_FREE(%rdi)     /* kInstRsb: the detour goes on through lp_kret_rsb_call */
     movq (%rsi), %rdx
     movq %rdx, LP_INST_RI + LP_RI_RET_ADDR(%rdi)
@@ -252,6 +253,17 @@ lp_kret_light_pre:
     ret
 21: movl %edx, LP_INST_RI + LP_RI_TID(%rdi)
     jmp 22b
+23: /* No hot instance (an outer call of this probe has it: recursion): the head of the entry's
+     * list, if any (core/kret_hit.cpp take), rcx (ks) borrowed for the link and read back from
+     * the entry, whose ks it is; rdi (kp) kept until then, for lp_kret_light_c. */
+    cmpq $0, LP_CACHE_HEAD(%rdx)
+    je 9f
+    movq LP_CACHE_HEAD(%rdx), %rdi       /* in */
+    movq LP_INST_BELOW(%rdi), %rcx
+    movq %rcx, LP_CACHE_HEAD(%rdx)
+    decl LP_CACHE_N(%rdx)
+    movq (%rdx), %rcx
+    jmp 24b
 3:  /* The entry handler (rax = the record, rcx = ks, rdx = rp, rdi = in). */
     cmpb $0, LP_KRS_ENTRY_DIRECT(%rcx)
     je 10f

@@ -210,8 +210,9 @@ lp_kretprobe_trampoline:
     cmpl $1, LP_INST_NEXT_FREE(%rdi)     /* kInstRsb */
     sete %al
     orl %eax, %ebp
-    /* The instance back to the thread's cache entry when it is the probe's, the probe lives
-     * and the entry has no hot instance (give_back's common case); the rest in C. */
+    /* The instance back to the thread's cache entry when it is the probe's and the probe
+     * lives: as its hot instance when it has none (give_back's common case), else onto its
+     * list while that has room (a recursive call's: core/kret_hit.cpp keep); the rest in C. */
     movl LP_KRS_CACHE_SLOT(%rdx), %eax
     shlq $5, %rax
     leaq LP_REC_KRET_CACHE(%rbx,%rax), %rax
@@ -220,9 +221,9 @@ lp_kretprobe_trampoline:
     cmpb $0, LP_KRS_LIVE(%rdx)
     je 6f
     cmpq $0, 8(%rax)
-    jne 6f
+    jne 15f
     movq %rdi, 8(%rax)
-    movq G_KRET_UNREGISTRATIONS(%rip), %rax
+16: movq G_KRET_UNREGISTRATIONS(%rip), %rax
     cmpq %rax, LP_REC_KRET_SEEN(%rbx)
     jne 7f
 4:  movl %ebp, %edx
@@ -285,6 +286,14 @@ lp_kret_light_after:  /* where a fault in the handler resumes (kret_fault_resume
     jne 14b
     movl $4, %ebp
     jmp 14b
+15: /* The list, while it has room (rdx is free from here). */
+    cmpl $LP_CACHE_MAX, LP_CACHE_N(%rax)
+    jae 6f
+    movq LP_CACHE_HEAD(%rax), %rdx
+    movq %rdx, LP_INST_BELOW(%rdi)
+    movq %rdi, LP_CACHE_HEAD(%rax)
+    incl LP_CACHE_N(%rax)
+    jmp 16b
 6:  /* give_back's other cases, and the flush: C, which may write rcx and r8 to r11. */
     testl $4, %ebp
     jnz 12f

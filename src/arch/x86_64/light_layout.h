@@ -16,7 +16,10 @@
 #define LP_REC_KRET_LIGHT_SP 0xb0   /* kret_light_sp */
 #define LP_REC_KRET_LIGHT_H 0xb8    /* kret_light_h */
 #define LP_REC_KRET_LIGHT 0xf0
-#define LP_REC_KRET_CACHE 0x300     /* kret_cache[0]; an entry is 32 bytes: ks, hot, ... */
+#define LP_REC_KRET_CACHE 0x300     /* kret_cache[0]; an entry is 32 bytes: ks, hot, head, n */
+#define LP_CACHE_HEAD 0x10          /* KretCache::head, the list of instances after hot */
+#define LP_CACHE_N 0x18             /* KretCache::n (32 bits), how many on the list */
+#define LP_CACHE_MAX 8              /* ThreadRecord::kKretCacheMax */
 #define LP_REC_KRET_SEEN 0xb00      /* kret_seen_unregistrations */
 /* core::Inst, then its struct kretprobe_instance (rp, ret_addr, ...) */
 #define LP_INST_BELOW 0x00

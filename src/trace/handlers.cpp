@@ -9,6 +9,7 @@
 
 #include "os/linux/raw_syscall.hpp"
 #include "trace/fetch.hpp"
+#include "trace/hist_layout.h"
 #include "trace/rings.hpp"
 #include "trace/thread_rows.hpp"
 
@@ -24,6 +25,15 @@ bool g_tsc = false;
 namespace clk = liveprobe::os::clock;
 
 constinit thread_local ThreadRows t_rows;
+
+// What hist_return (hist_return.S) reads.
+static_assert(offsetof(ThreadRows, generation) == LP_ROWS_GENERATION && offsetof(ThreadRows, hists) == LP_ROWS_HISTS);
+static_assert(static_cast<long>(offsetof(Probe, index)) - static_cast<long>(offsetof(Probe, rp)) == LP_PROBE_INDEX_FROM_RP);
+static_assert(kHistBuckets * 8 == LP_HIST_ROW_BYTES && kHistBuckets - 1 == LP_HIST_LAST);
+static_assert(sizeof(clk::Conversion) == 1 << LP_CONV_SIZE_LOG2 && offsetof(clk::Conversion, mult) == LP_CONV_MULT &&
+              clk::kRing == LP_CONV_RING_MASK + 1);
+static_assert(offsetof(struct kretprobe_instance, data) == LP_EI_DATA && offsetof(EntryData, entry_ns) == 0);
+static_assert(sizeof(clk::g_gen) == 4 && sizeof(g_generation) == 8);
 
 [[gnu::constructor]] static void trace_atfork()
 {
@@ -240,7 +250,7 @@ int event_return(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept
     return 0;
 }
 
-// hist_return's rare cases (hist_return.cpp), through lp_call_keeping: no rows yet, or not any
+// hist_return's rare cases (hist_return.S), through lp_call_keeping: no rows yet, or not any
 // more (a new session, a fork: a child not followed is silent, and no handler sets its rows
 // again then). The whole return, as hist_return does it; hist_return_clock's, without the TSC.
 int hist_return_slow(void *arg) noexcept

@@ -1,4 +1,4 @@
-// The tracer's per-thread state on its hit path (handlers.cpp, hist_return.cpp): this thread's
+// The tracer's per-thread state on its hit path (handlers.cpp; hist_return.S reads it too): this thread's
 // ring and rows, and what a --hist return adds to them.
 #pragma once
 

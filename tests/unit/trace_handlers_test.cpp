@@ -217,3 +217,58 @@ TEST(TraceHandlers, AHistBucketCountsPastTwoToThe32)
     EXPECT_EQ(past, 1u);
 
 }
+
+// --hist's return handler on the TSC (hist_return.S): the call's nanoseconds by the clock's
+// conversion, in bucket 64 - clz (bucket b holds [2^(b-1), 2^b) ns): a stamp not earlier than
+// the return is 0 ns (bucket 0); 1.5 us is bucket 11; 3 s is bucket 32; 1000 s, whose cycles
+// times the rate pass 64 bits, is in the last bucket (2^39 ns on).
+TEST(TraceHandlers, AHistReturnBucketsTheCallsNanoseconds)
+{
+    using namespace liveprobe::trace;
+    namespace clk = liveprobe::os::clock;
+    if (!clk::is_tsc()) GTEST_SKIP() << "the clock is not the TSC here: hist_return is not used";
+    SessionMapping m(true);
+    ASSERT_NE(m.base, MAP_FAILED);
+    Probe p;
+    p.index = 3;
+    alignas(16) unsigned char inst[sizeof(kretprobe_instance) + sizeof(EntryData)] = {};
+    auto *ri = reinterpret_cast<kretprobe_instance *>(inst);
+    ri->rp = &p.rp;
+    auto *d = reinterpret_cast<EntryData *>(ri->data);
+    pt_regs regs{};
+    d->entry_ns = clk::tsc_unordered();
+    hist_return(ri, &regs);  // claims a ring (the slow path)
+    int32_t ring = -1;
+    for (uint32_t i = 0; i < kRings; ++i)
+        if (ring_head(m.base, i)->tid.load() != 0) ring = static_cast<int32_t>(i);
+    ASSERT_GE(ring, 0);
+    std::atomic<uint64_t> *row = hist_of(m.base, 8, static_cast<uint32_t>(ring), 3);
+    for (uint32_t b = 0; b < kHistBuckets; ++b) row[b].store(0);
+    // The cycles of ns nanoseconds at the clock's current rate (mult: ns a cycle, 32.32).
+    const uint64_t mult = clk::g_conv[clk::g_gen.load() % clk::kRing].mult.load();
+    ASSERT_GT(mult, 0u);
+    auto cycles_of = [&](long double ns) { return static_cast<uint64_t>(ns * 4294967296.0L / mult); };
+    auto bucket_of_call = [&](uint64_t stamp) {
+        d->entry_ns = stamp;
+        hist_return(ri, &regs);
+        int found = -1, n = 0;
+        for (uint32_t b = 0; b < kHistBuckets; ++b)
+            if (row[b].load()) found = static_cast<int>(b), n += static_cast<int>(row[b].load());
+        for (uint32_t b = 0; b < kHistBuckets; ++b) row[b].store(0);
+        return n == 1 ? found : -100 - n;
+    };
+    EXPECT_EQ(bucket_of_call(clk::tsc_unordered() + cycles_of(1e6)), 0) << "a stamp later than the return";
+    // The handler reads the TSC a little after the stamp is made: well under 500 ns unless
+    // the thread is preempted in between (one retry).
+    int b11 = bucket_of_call(clk::tsc_unordered() - cycles_of(1500));
+    if (b11 != 11) b11 = bucket_of_call(clk::tsc_unordered() - cycles_of(1500));
+    EXPECT_EQ(b11, 11) << "1.5 us";
+    EXPECT_EQ(bucket_of_call(clk::tsc_unordered() - cycles_of(3e9)), 32) << "3 s";
+    EXPECT_EQ(bucket_of_call(clk::tsc_unordered() - cycles_of(1e12)), static_cast<int>(kHistBuckets - 1))
+        << "1000 s: the last bucket";
+    // Another probe's row is not written.
+    for (uint32_t b = 0; b < kHistBuckets; ++b)
+        EXPECT_EQ(hist_of(m.base, 8, static_cast<uint32_t>(ring), 2)[b].load() +
+                      hist_of(m.base, 8, static_cast<uint32_t>(ring), 4)[b].load(),
+                  0u);
+}

@@ -1,0 +1,74 @@
+/* --hist's return handler when the clock is the TSC (trace/handlers.hpp hist_return), in
+ * assembly: it writes no general register but rax, rdx, rsi and rdi and calls nothing but
+ * lp_call_keeping, which keeps the rest, so the light return saves six registers around it, not
+ * eleven (core/kretprobe.hpp, KretState::return_few); and it is short. Its common case only:
+ * this thread has its rows in this session (t_rows: set for g_generation). The rest is
+ * hist_return_slow's (handlers.cpp), through lp_call_keeping. It does not test g_silent: a child
+ * that is silent moved g_generation, and its rows are never set again.
+ *
+ *   int hist_return(struct kretprobe_instance *ri, struct pt_regs *regs)
+ *
+ * What it adds, as hist_add(index, tsc_delta_ns(stamp, end)) in C++ would: the TSC read now
+ * (unordered) less the entry's stamp (ri->data), 0 when not later; in nanoseconds by the
+ * clock's current conversion (os::clock::cycles_to_ns: cycles * mult >> 32); one more call in
+ * bucket 64 - clz(ns) (0 for 0) of its probe's row, the last bucket for anything longer. The
+ * product is taken whole (128 bits), as scale() does. The row is this thread's alone: a plain
+ * increment, which the reader sees whole or not at all. */
+#include "trace/hist_layout.h"
+
+#define T_ROWS _ZN9liveprobe5trace6t_rowsE
+#define G_GENERATION _ZN9liveprobe5trace12g_generationE
+#define G_GEN _ZN9liveprobe2os5clock5g_genE
+#define G_CONV _ZN9liveprobe2os5clock6g_convE
+#define HIST_RETURN _ZN9liveprobe5trace11hist_returnEP18kretprobe_instanceP7pt_regs
+#define HIST_RETURN_SLOW _ZN9liveprobe5trace16hist_return_slowEPv
+
+    .text
+    .globl HIST_RETURN
+    .hidden HIST_RETURN
+    .type HIST_RETURN, @function
+    .p2align 5
+HIST_RETURN:
+    .cfi_startproc
+    movq T_ROWS@GOTTPOFF(%rip), %rsi
+    movq %fs:LP_ROWS_HISTS(%rsi), %rax
+    testq %rax, %rax
+    jz 8f
+    movq %fs:LP_ROWS_GENERATION(%rsi), %rsi
+    cmpq G_GENERATION(%rip), %rsi
+    jne 8f
+    /* rsi: the probe's row */
+    movq (%rdi), %rsi                        /* ri->rp */
+    movl LP_PROBE_INDEX_FROM_RP(%rsi), %esi
+    imulq $LP_HIST_ROW_BYTES, %rsi, %rsi
+    addq %rax, %rsi
+    movq LP_EI_DATA(%rdi), %rdi              /* the stamp */
+    rdtsc
+    shlq $32, %rdx
+    orq %rdx, %rax
+    subq %rdi, %rax                          /* the cycles since the stamp */
+    jbe 2f                                   /* not later: 0 ns */
+    movl G_GEN(%rip), %edx
+    andl $LP_CONV_RING_MASK, %edx
+    shll $LP_CONV_SIZE_LOG2, %edx
+    leaq G_CONV + LP_CONV_MULT(%rip), %rdi
+    mulq (%rdi,%rdx)                         /* rdx:rax = cycles * mult */
+    shrdq $32, %rdx, %rax                    /* the nanoseconds */
+    bsrq %rax, %rax
+    jz 2f                                    /* 0 ns */
+    incl %eax                                /* 64 - clz */
+    movl $LP_HIST_LAST, %edx
+    cmpl %edx, %eax
+    cmova %edx, %eax
+    incq (%rsi,%rax,8)
+    xorl %eax, %eax
+    ret
+2:  incq (%rsi)
+    xorl %eax, %eax
+    ret
+8:  leaq HIST_RETURN_SLOW(%rip), %rsi
+    jmp lp_call_keeping
+    .cfi_endproc
+    .size HIST_RETURN, .-HIST_RETURN
+
+    .section .note.GNU-stack,"",@progbits

@@ -56,11 +56,12 @@ static_assert(sizeof(Inst) % 16 == 0, "ri (and its data) right after an Inst sta
 static_assert(offsetof(struct kretprobe_instance, data) % 16 == 0);
 
 // Per registered kretprobe, in the first page of the memory its instances live in, right
-// before them (at 0xc00 in it: kretprobe.cpp make_state; one mmap at `base`, freed
-// when the probe is unregistered and the last instance has come back: `refs`). The mapping is
-// address space only (PROT_NONE, no memory committed) but for this state and the instances
-// below `committed`, made readable and writable as they are first needed: a large maxactive
-// costs nothing until calls nest that deep.
+// before them (at 0x800 to 0xbc0 in it: kretprobe.cpp make_state; one mmap at `base`, freed
+// when the probe is unregistered and the last instance has come back: `refs`). Untouched, the
+// mapping costs no memory: read-write with MAP_NORESERVE from the start, or, under the kernel's
+// strict overcommit policy, address space only (PROT_NONE) but for this state and the
+// instances below `committed`, made readable and writable as they are first needed: a large
+// maxactive costs nothing until calls nest that deep.
 struct alignas(64) KretState {
     struct kretprobe *rp = nullptr;
     uint8_t *base = nullptr;  // the mapping

@@ -37,6 +37,7 @@ static_assert(offsetof(struct kretprobe_instance, tid) == LP_RI_TID && sizeof(pi
 static_assert(offsetof(struct kretprobe_instance, data) == LP_RI_DATA);
 static_assert(offsetof(KretState, entry_stamp) == LP_KRS_ENTRY_STAMP);
 static_assert(offsetof(KretState, return_few) == LP_KRS_RETURN_FEW);
+static_assert(offsetof(KretState, return_inline) == LP_KRS_RETURN_INLINE);
 static_assert(offsetof(struct kprobe, __lp_reserved) == LP_KP_KRET_STATE);
 static_assert(offsetof(struct kretprobe, entry_handler) == LP_RP_ENTRY_HANDLER);
 static_assert(offsetof(KretState, entry_bare) == LP_KRS_ENTRY_BARE && offsetof(KretState, entry_direct) == LP_KRS_ENTRY_DIRECT);

@@ -58,6 +58,7 @@ HandlerProof prove(kretprobe_handler_t h)
 bool writes_only(const HandlerProof &p, uint32_t may) { return p.vector_free && (p.writes & ~may) == 0; }
 
 std::atomic<kretprobe_handler_t> g_entry_stamp{nullptr};  // set_kret_entry_stamp
+std::atomic<kretprobe_handler_t> g_return_inline{nullptr};  // set_kret_return_inline
 
 static_assert(offsetof(struct pt_regs, r11) == 6 * 8 && offsetof(struct pt_regs, di) == 14 * 8 &&
               offsetof(struct pt_regs, ip) == 16 * 8);
@@ -190,6 +191,8 @@ Status make_state(struct kretprobe *rp, KretState **out)
     ks->return_few = kind == 1 && (!rp->handler || few_return(rp->handler, ret));
     ks->entry_stamp = rp->entry_handler && rp->data_size >= sizeof(uint64_t) &&
                       rp->entry_handler == g_entry_stamp.load(std::memory_order_relaxed);
+    ks->return_inline = ks->return_few && rp->handler && g_kret_inline_body &&
+                        rp->handler == g_return_inline.load(std::memory_order_relaxed);
     *out = ks;
     return Status::Ok();
 }
@@ -338,6 +341,14 @@ bool unregister_kretprobe(struct kretprobe *rp)
 }
 
 void set_kret_entry_stamp(kretprobe_handler_t fn) noexcept { g_entry_stamp.store(fn, std::memory_order_relaxed); }
+
+const void *g_kret_inline_body = nullptr;
+
+void set_kret_return_inline(kretprobe_handler_t fn, const void *body) noexcept
+{
+    g_kret_inline_body = body;  // no kretprobe registered since reads it yet (the tracer's order)
+    g_return_inline.store(body ? fn : nullptr, std::memory_order_relaxed);
+}
 
 bool kretprobe_registered(const struct kretprobe *rp)
 {

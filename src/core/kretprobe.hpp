@@ -105,6 +105,9 @@ struct alignas(64) KretState {
     // none, or one that the trampoline calls itself (return_light without return_saves),
     // which writes none of them and reads no field of its regs but ip, ax, dx, si and di.
     bool return_few = false;
+    // Its return handler is the registered inline return (set_kret_return_inline) and it is
+    // return_few: the light return runs the registered body in place of calling it.
+    bool return_inline = false;
     // The per-thread counter that counts faults of rp's handlers: its kprobe's (fault_id of its
     // KprobeState, so liveprobe_kprobe_faults(&rp->kp) sums them); 0 until registered.
     uint32_t fault_id = 0;
@@ -177,6 +180,20 @@ int kret_catch_enter(struct kprobe *kp, struct pt_regs *regs) noexcept;
 // itself (lp_kret_light_pre), without a call. For liveprobe trace's entry_cycles, whose calls
 // it stamps (--hist, per-event modes) when the clock is the TSC.
 void set_kret_entry_stamp(kretprobe_handler_t fn) noexcept;
+
+// A return handler `fn` whose work the light return may do without calling it: `body`, code
+// the trampoline jumps to in place of the call (null: none), for liveprobe trace's --hist
+// (hist_return, body lp_trace_hist_inline: trace/hist_return.S). Kretprobes registered after
+// this with fn as their return handler, and return_few, get it (KretState::return_inline).
+// The body's contract: entered by a jump on the light return's frame (rsp = the return slot
+// - 88), rbx = the thread's record, rdi = the call's Inst, rdx = its KretState, the busy level
+// published and no handler marked as running; it writes rax, rdx and rsi only (rcx and r8 to
+// r11 are not saved), below the stack pointer at most 8 bytes, calls nothing and never faults
+// (it is not guarded as a handler is); it leaves by jumping to lp_kret_inline_done with rdi
+// and rdx as they came, or to lp_kret_inline_call with rdi as it came, to have fn called
+// after all (its rare cases).
+void set_kret_return_inline(kretprobe_handler_t fn, const void *body) noexcept;
+extern const void *g_kret_inline_body;  // the body (hidden: the trampoline jumps through it)
 
 // Reaps every call in flight of rec's thread (it is gone); set as g_thread_gone_hook.
 void kret_thread_gone(ThreadRecord *rec) noexcept;

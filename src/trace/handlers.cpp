@@ -27,9 +27,10 @@ namespace clk = liveprobe::os::clock;
 constinit thread_local ThreadRows t_rows;
 
 // What hist_return (hist_return.S) reads.
-static_assert(offsetof(ThreadRows, generation) == LP_ROWS_GENERATION && offsetof(ThreadRows, hists) == LP_ROWS_HISTS);
+static_assert(offsetof(ThreadRows, generation) == LP_ROWS_GENERATION && offsetof(ThreadRows, hists) == LP_ROWS_HISTS &&
+              offsetof(ThreadRows, pending) == LP_ROWS_PENDING);
 static_assert(static_cast<long>(offsetof(Probe, index)) - static_cast<long>(offsetof(Probe, rp)) == LP_PROBE_INDEX_FROM_RP);
-static_assert(kHistBuckets * 8 == LP_HIST_ROW_BYTES && kHistBuckets - 1 == LP_HIST_LAST);
+static_assert(kHistBuckets * 8 == LP_HIST_ROW_BYTES && kHistBuckets - 1 == LP_HIST_LAST && kHistBuckets == LP_HIST_BUCKETS);
 static_assert(sizeof(clk::Conversion) == 1 << LP_CONV_SIZE_LOG2 && offsetof(clk::Conversion, mult) == LP_CONV_MULT &&
               clk::kRing == LP_CONV_RING_MASK + 1);
 static_assert(offsetof(struct kretprobe_instance, data) == LP_EI_DATA && offsetof(EntryData, entry_ns) == 0);
@@ -76,6 +77,7 @@ static int32_t my_ring() noexcept
     t_rows.counts = t_rows.ring >= 0 ? count_of(g_base, g_capacity, static_cast<uint32_t>(t_rows.ring), 0) : nullptr;
     t_rows.hists = t_rows.ring >= 0 ? hist_of(g_base, g_capacity, static_cast<uint32_t>(t_rows.ring), 0) : nullptr;
     t_rows.tail = t_rows.ring >= 0 ? ring_head(g_base, static_cast<uint32_t>(t_rows.ring))->tail.load(std::memory_order_acquire) : 0;
+    t_rows.pending = t_rows.ring >= 0 ? &ring_head(g_base, static_cast<uint32_t>(t_rows.ring))->hist_pending : nullptr;
     return t_rows.ring;
 }
 

@@ -56,6 +56,9 @@ int event_return(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept; 
 int fetch_return(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;  // r:
 int hist_return(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;   // --hist (g_tsc)
 int hist_return_clock(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;  // --hist, no TSC
+// hist_return's common case as the light return's inline body (hist_return.S; core::
+// set_kret_return_inline): not a C function, an address to jump to.
+extern "C" void lp_trace_hist_inline();
 
 // Plain copies for the hit path (libc's memcpy and memset use vector registers).
 inline void copy_plain(void *dst, const void *src, size_t n) noexcept

@@ -4,6 +4,8 @@
 
 #define LP_ROWS_GENERATION 0x08  /* ThreadRows::generation */
 #define LP_ROWS_HISTS 0x10       /* ThreadRows::hists */
+#define LP_ROWS_PENDING 0x28     /* ThreadRows::pending */
+#define LP_HIST_BUCKETS 40       /* kHistBuckets */
 #define LP_PROBE_INDEX_FROM_RP (-0x80)  /* Probe::index, from its rp */
 #define LP_HIST_ROW_BYTES 320    /* kHistBuckets buckets of 8 bytes: one probe's row */
 #define LP_HIST_LAST 39          /* kHistBuckets - 1 */

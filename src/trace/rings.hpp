@@ -17,7 +17,7 @@
 
 namespace liveprobe::trace {
 
-constexpr uint64_t kRingsMagic = 0x36676e6972706c;  // "lpring6"
+constexpr uint64_t kRingsMagic = 0x37676e6972706c;  // "lpring7"
 constexpr uint32_t kRings = 64;
 constexpr uint32_t kRingRecords = 524288;  // 16 MiB a thread (the memfd is sparse: only what is written)
 
@@ -46,6 +46,12 @@ struct alignas(64) RingHead {
     std::atomic<uint64_t> head{0};     // records written (the writer's)
     std::atomic<uint64_t> dropped{0};  // records the full ring did not take
     std::atomic<int32_t> tid{0};       // the thread that claimed it, 0 while free
+    // --hist: one call not in the ring's histogram rows yet, as the index of its bucket word in
+    // them + 1 (0: none). The light return's body (hist_return.S lp_trace_hist_inline) counts
+    // the call before in its bucket, whose address is long known by then, and leaves its own
+    // here: a store whose address hangs on the rdtsc just made held up the loads after it, 8
+    // TSC cycles a call. The tool adds the one left at the end (cmd_trace.cpp totals_of).
+    std::atomic<uint64_t> hist_pending{0};
     alignas(64) std::atomic<uint64_t> tail{0};  // records read (the reader's)
 };
 static_assert(sizeof(RingHead) == 128);

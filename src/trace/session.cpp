@@ -283,6 +283,7 @@ void place(Session &ss, std::vector<Target> fns, Started *out)
     core::UncountedRegistrations uncounted;
     core::set_light_variant(count_pre, count_light);
     core::set_kret_entry_stamp(g_tsc ? entry_cycles : nullptr);  // what entry_cycles does then
+    core::set_kret_return_inline(hist_return, g_tsc ? reinterpret_cast<const void *>(lp_trace_hist_inline) : nullptr);
     if (!kps.empty())
         registered += std::max(0, liveprobe_register_kprobes_each(kps.data(), static_cast<int>(kps.size()), kp_results.data()));
     if (!rps.empty())

@@ -21,6 +21,7 @@ struct ThreadRows {
     // The ring's tail as this thread last read it: the reader only moves it forward, so the ring
     // has at least as much room as this says, and the shared line is read only when it seems full.
     uint64_t tail = 0;
+    std::atomic<uint64_t> *pending = nullptr;  // the ring's hist_pending (RingHead)
 };
 // constinit: no initializer runs, so other files reach it without a TLS wrapper call; hidden:
 // without the GOT (as handlers.hpp's globals).

@@ -95,6 +95,13 @@ out=$("$lp" trace -i "$tmp/t.lptrace" lp_tr_leaf 2>&1); rc=$?
 check "--hist: log2 buckets" "$tmp/hist.out" '^@ns\[lp_tr_slow\]: 1 calls$' \
     '^\[(1M, 2M|2M, 4M|4M, 8M|8M, 16M|16M, 32M|32M, 64M)\) +1 \|@+ *\|$' \
     '^@ns\[lp_tr_leaf\]: 1000 calls$'
+# Every return counted once across 4 threads, recursion, and a forked child (its 6th square):
+# each thread's last call waits in its ring until the tool counts it (rings.hpp hist_pending);
+# lp_tr_jump's 30 calls never return.
+"${launch[@]}" "$lp" trace --hist 'lp_tr_*' -- "$target" >"$tmp/hist-all.out" 2>&1
+check "--hist: exact counts, threads and a child" "$tmp/hist-all.out" '^@ns\[lp_tr_leaf\]: 1000 calls$' \
+    '^@ns\[lp_tr_step\]: 1000 calls$' '^@ns\[lp_tr_fib\]: 177 calls$' '^@ns\[lp_tr_square\]: 6 calls$' \
+    '^@ns\[lp_tr_slow\]: 1 calls$' '^liveprobe: 6 functions traced, 2184 calls, 0 dropped'
 
 # 5. longjmp out of traced frames: the program is unharmed (events mode sees no return).
 "${launch[@]}" "$lp" trace lp_tr_jump -- "$target" >"$tmp/jump.out" 2>&1; rc=$?

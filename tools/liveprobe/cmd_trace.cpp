@@ -202,7 +202,14 @@ TraceTotals totals_of(const Shm &shm)
     TraceTotals t(shm.probes);
     bool hist = trace::header_of(shm.base)->hist != 0;
     for (uint32_t r = 0; r < kRings; ++r) {
-        if (trace::ring_head(shm.base, r)->tid.load(std::memory_order_acquire) == 0) continue;
+        const trace::RingHead *h = trace::ring_head(shm.base, r);
+        if (h->tid.load(std::memory_order_acquire) == 0) continue;
+        // --hist: the ring's last call, left pending by the light return (rings.hpp hist_pending).
+        if (const uint64_t w = h->hist_pending.load(std::memory_order_acquire); hist && w != 0 &&
+                                                                              w <= uint64_t{shm.probes} * trace::kHistBuckets) {
+            t.hist[(w - 1) / trace::kHistBuckets][(w - 1) % trace::kHistBuckets]++;
+            t.count[(w - 1) / trace::kHistBuckets]++;
+        }
         for (uint32_t p = 0; p < shm.probes; ++p) {
             if (!hist) {
                 t.count[p] += trace::count_of(shm.base, shm.capacity, r, p)->load();

@@ -33,6 +33,7 @@
 #define G_HIT_PATH_NEEDS_FENCE _ZN9liveprobe2os22g_hit_path_needs_fenceE
 #define G_STACK_REGIONS _ZN9liveprobe2os15g_stack_regionsE
 #define G_KRET_UNREGISTRATIONS _ZN9liveprobe4core22g_kret_unregistrationsE
+#define G_KRET_INLINE_BODY _ZN9liveprobe4core18g_kret_inline_bodyE
 
     .text
     .globl lp_kretprobe_trampoline
@@ -186,13 +187,15 @@ lp_kretprobe_trampoline:
     movq %rdx, LP_REC_KRET_BUSY_SLOT0(%rbx)
     cmpb $0, LP_KRS_LIVE(%rdx)
     je 3f
+    cmpb $0, LP_KRS_RETURN_INLINE(%rdx)
+    jne 17f
     movq LP_KRS_RP(%rdx), %rax
     movq LP_RP_HANDLER(%rax), %rax
     testq %rax, %rax
     jz 3f
     movl $1, LP_REC_IN_HANDLER(%rbx)
     movq %rdi, LP_REC_KRET_LIGHT(%rbx)
-    cmpb $0, LP_KRS_RETURN_SAVES(%rdx)
+18: cmpb $0, LP_KRS_RETURN_SAVES(%rdx)
     leaq LP_INST_RI(%rdi), %rdi          /* ri */
     leaq -40(%rsp), %rsi                 /* regs: S - 128, of which only the fields saved here are read */
     jne 2f
@@ -203,6 +206,9 @@ lp_kretprobe_trampoline:
     movq LP_INST_KS(%rdi), %rdx
     movl $0, LP_REC_IN_HANDLER(%rbx)
     movq $0, LP_REC_KRET_LIGHT(%rbx)
+    .globl lp_kret_inline_done
+    .hidden lp_kret_inline_done
+lp_kret_inline_done:  /* where a registered inline return's body comes back (core/kretprobe.hpp) */
 3:  /* The level released (the slot first, then depth). rdi = e, rdx = its KretState. */
     movq $0, LP_REC_KRET_BUSY_SLOT0(%rbx)
     movl $0, LP_REC_KRET_BUSY_DEPTH(%rbx)
@@ -286,6 +292,21 @@ lp_kret_light_after:  /* where a fault in the handler resumes (kret_fault_resume
     jne 14b
     movl $4, %ebp
     jmp 14b
+17: /* The registered inline return (core::set_kret_return_inline): its body in place of the
+     * handler's call, on this frame, unmarked (it never faults); back at lp_kret_inline_done, or
+     * at lp_kret_inline_call (below) for the call after all. */
+    jmp *G_KRET_INLINE_BODY(%rip)
+    .globl lp_kret_inline_call
+    .hidden lp_kret_inline_call
+lp_kret_inline_call:  /* rdi = e: its handler called as any other's */
+    movq LP_INST_KS(%rdi), %rdx
+    movq LP_KRS_RP(%rdx), %rax
+    movq LP_RP_HANDLER(%rax), %rax
+    testq %rax, %rax
+    jz lp_kret_inline_done
+    movl $1, LP_REC_IN_HANDLER(%rbx)
+    movq %rdi, LP_REC_KRET_LIGHT(%rbx)
+    jmp 18b
 15: /* The list, while it has room (rdx is free from here). */
     cmpl $LP_CACHE_MAX, LP_CACHE_N(%rax)
     jae 6f

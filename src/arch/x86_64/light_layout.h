@@ -39,6 +39,7 @@
 #define LP_KRS_RETURN_SAVES 0x57
 #define LP_KRS_ENTRY_STAMP 0x59
 #define LP_KRS_RETURN_FEW 0x5a
+#define LP_KRS_RETURN_INLINE 0x5b
 #define LP_KRS_CACHE_SLOT 0x60
 /* struct kretprobe (its kprobe first: kp->__lp_reserved[0] is the KretState) */
 #define LP_KP_KRET_STATE 0x48

@@ -130,15 +130,19 @@ lp_trace_hist_inline:
     andl $LP_CONV_RING_MASK, %edx
     shll $LP_CONV_SIZE_LOG2, %edx
     leaq G_CONV + LP_CONV_MULT(%rip), %rdi
-    mulq (%rdi,%rdx)                         /* rdx:rax = cycles * mult */
-    shrdq $32, %rdx, %rax                    /* the nanoseconds */
+    movq (%rdi,%rdx), %rdx                   /* mult */
+    movq %rax, %rdi
+    orq %rdx, %rdi
+    shrq $32, %rdi
+    jnz 5f                                   /* either past 32 bits: the 128-bit product */
+    /* The product fits 64 bits, and ns = product >> 32: bucket 64 - clz(ns) is
+     * bsr(product) - 31 when ns is not 0 (no shift, no cap: at most 33). */
+    imulq %rdx, %rax
     bsrq %rax, %rax
-    jz 2f                                    /* 0 ns */
-    incl %eax                                /* 64 - clz */
-    movl $LP_HIST_LAST, %edx
-    cmpl %edx, %eax
-    cmova %edx, %eax
-    leal 1(%rsi,%rax), %eax                  /* its bucket word + 1 */
+    jz 2f
+    subl $31, %eax
+    jbe 2f                                   /* 0 ns */
+4:  leal 1(%rsi,%rax), %eax                  /* its bucket word + 1 */
 3:  popq %rsi
     .cfi_adjust_cfa_offset -8
     movq %rax, (%rsi)                        /* pending */
@@ -149,6 +153,15 @@ lp_trace_hist_inline:
     .cfi_adjust_cfa_offset 16
 2:  leal 1(%rsi), %eax                       /* bucket 0 */
     jmp 3b
+5:  mulq %rdx                                /* rdx:rax = cycles * mult */
+    shrdq $32, %rdx, %rax                    /* the nanoseconds */
+    bsrq %rax, %rax
+    jz 2b                                    /* 0 ns */
+    incl %eax                                /* 64 - clz */
+    movl $LP_HIST_LAST, %edx
+    cmpl %edx, %eax
+    cmova %edx, %eax
+    jmp 4b
     .cfi_adjust_cfa_offset -16
 8:  jmp lp_kret_inline_call
     .cfi_endproc

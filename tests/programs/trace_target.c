@@ -22,6 +22,8 @@
  *                            call followed with the default --maxactive
  *
  * Usage: trace_target [wait]   (wait: sleep 1 s first, then run; for -p)
+ *        trace_target long     lp_tr_leaf() once, then lp_long_call(), which sleeps 1.9 s (more
+ *                              TSC cycles than 32 bits hold), and nothing else
  */
 #include <pthread.h>
 #include <signal.h>
@@ -78,8 +80,16 @@ static void *worker(void *arg)
     return (void *)sum;
 }
 
+TRACED long lp_long_call(void)
+{
+    struct timespec ts = {1, 900000000};
+    nanosleep(&ts, NULL);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "long") == 0) return lp_tr_leaf() + lp_long_call() == 7 ? 0 : 1;
     if (argc > 1 && strcmp(argv[1], "wait") == 0) sleep(1);
     long total = 0;
     for (long n = 1; n <= 5; n++) total += lp_tr_square(n);

@@ -102,6 +102,12 @@ check "--hist: log2 buckets" "$tmp/hist.out" '^@ns\[lp_tr_slow\]: 1 calls$' \
 check "--hist: exact counts, threads and a child" "$tmp/hist-all.out" '^@ns\[lp_tr_leaf\]: 1000 calls$' \
     '^@ns\[lp_tr_step\]: 1000 calls$' '^@ns\[lp_tr_fib\]: 177 calls$' '^@ns\[lp_tr_square\]: 6 calls$' \
     '^@ns\[lp_tr_slow\]: 1 calls$' '^liveprobe: 6 functions traced, 2184 calls, 0 dropped'
+# A call of 1.9 s, more TSC cycles than 32 bits hold, after one that gave the thread its rows:
+# the light return's inline body takes it (its product of cycles and rate in 128 bits) and
+# leaves it pending, as the thread's last, for the tool.
+"${launch[@]}" "$lp" trace --hist lp_tr_leaf lp_long_call -- "$target" long >"$tmp/hist-long.out" 2>&1
+check "--hist: a 1.9 s call in [1G, 2G)" "$tmp/hist-long.out" '^@ns\[lp_long_call\]: 1 calls$' \
+    '^\[1G, 2G\) +1 \|@+ *\|$' '^@ns\[lp_tr_leaf\]: 1 calls$'
 
 # 5. longjmp out of traced frames: the program is unharmed (events mode sees no return).
 "${launch[@]}" "$lp" trace lp_tr_jump -- "$target" >"$tmp/jump.out" 2>&1; rc=$?

@@ -272,3 +272,4 @@ TEST(TraceHandlers, AHistReturnBucketsTheCallsNanoseconds)
                       hist_of(m.base, 8, static_cast<uint32_t>(ring), 4)[b].load(),
                   0u);
 }
+

@@ -9,10 +9,8 @@
  *   int hist_return(struct kretprobe_instance *ri, struct pt_regs *regs)
  *
  * What it adds, as hist_add(index, tsc_delta_ns(stamp, end)) in C++ would: the TSC read now
- * (unordered) less the entry's stamp (ri->data), 0 when not later; in nanoseconds by the
- * clock's current conversion (os::clock::cycles_to_ns: cycles * mult >> 32); one more call in
- * bucket 64 - clz(ns) (0 for 0) of its probe's row, the last bucket for anything longer. The
- * product is taken whole (128 bits), as scale() does. The row is this thread's alone: a plain
+ * (unordered) less the entry's stamp (ri->data), 0 when not later; one more call in its
+ * bucket (NS_BUCKET) of its probe's row. The row is this thread's alone: a plain
  * increment, which the reader sees whole or not at all. */
 #include "trace/hist_layout.h"
 
@@ -22,6 +20,41 @@
 #define G_CONV _ZN9liveprobe2os5clock6g_convE
 #define HIST_RETURN _ZN9liveprobe5trace11hist_returnEP18kretprobe_instanceP7pt_regs
 #define HIST_RETURN_SLOW _ZN9liveprobe5trace16hist_return_slowEPv
+
+
+/* The bucket of the cycles in rax (not 0), into eax: 64 - clz of their nanoseconds by the
+ * clock's current conversion (os::clock::cycles_to_ns: cycles * mult >> 32), 0 ns going to
+ * \zero, the last bucket for anything from 2^39 ns on. Where the cycles and the rate fit 32
+ * bits each, the product fits 64 and the bucket is bsr(product) - 31 (no shift, no cap: at most
+ * 33); else (NS_BUCKET_WIDE, out of the line, back at \back) the 128-bit product, as scale()
+ * takes it. Writes rdx and rdi. */
+.macro NS_BUCKET zero, wide
+    movl G_GEN(%rip), %edx
+    andl $LP_CONV_RING_MASK, %edx
+    shll $LP_CONV_SIZE_LOG2, %edx
+    leaq G_CONV + LP_CONV_MULT(%rip), %rdi
+    movq (%rdi,%rdx), %rdx                   /* mult */
+    movq %rax, %rdi
+    orq %rdx, %rdi
+    shrq $32, %rdi
+    jnz \wide
+    imulq %rdx, %rax
+    bsrq %rax, %rax
+    jz \zero
+    subl $31, %eax
+    jbe \zero
+.endm
+.macro NS_BUCKET_WIDE zero, back
+    mulq %rdx                                /* rdx:rax = cycles * mult */
+    shrdq $32, %rdx, %rax                    /* the nanoseconds */
+    bsrq %rax, %rax
+    jz \zero
+    incl %eax                                /* 64 - clz */
+    movl $LP_HIST_LAST, %edx
+    cmpl %edx, %eax
+    cmova %edx, %eax
+    jmp \back
+.endm
 
     .text
     .globl HIST_RETURN
@@ -48,24 +81,14 @@ HIST_RETURN:
     orq %rdx, %rax
     subq %rdi, %rax                          /* the cycles since the stamp */
     jbe 2f                                   /* not later: 0 ns */
-    movl G_GEN(%rip), %edx
-    andl $LP_CONV_RING_MASK, %edx
-    shll $LP_CONV_SIZE_LOG2, %edx
-    leaq G_CONV + LP_CONV_MULT(%rip), %rdi
-    mulq (%rdi,%rdx)                         /* rdx:rax = cycles * mult */
-    shrdq $32, %rdx, %rax                    /* the nanoseconds */
-    bsrq %rax, %rax
-    jz 2f                                    /* 0 ns */
-    incl %eax                                /* 64 - clz */
-    movl $LP_HIST_LAST, %edx
-    cmpl %edx, %eax
-    cmova %edx, %eax
-    incq (%rsi,%rax,8)
+    NS_BUCKET 2f, 5f
+4:  incq (%rsi,%rax,8)
     xorl %eax, %eax
     ret
 2:  incq (%rsi)
     xorl %eax, %eax
     ret
+5:  NS_BUCKET_WIDE 2b, 4b
 8:  leaq HIST_RETURN_SLOW(%rip), %rsi
     jmp lp_call_keeping
     .cfi_endproc
@@ -126,22 +149,7 @@ lp_trace_hist_inline:
     orq %rdx, %rax
     subq %rdi, %rax                          /* the cycles since the stamp */
     jbe 2f                                   /* not later: 0 ns */
-    movl G_GEN(%rip), %edx
-    andl $LP_CONV_RING_MASK, %edx
-    shll $LP_CONV_SIZE_LOG2, %edx
-    leaq G_CONV + LP_CONV_MULT(%rip), %rdi
-    movq (%rdi,%rdx), %rdx                   /* mult */
-    movq %rax, %rdi
-    orq %rdx, %rdi
-    shrq $32, %rdi
-    jnz 5f                                   /* either past 32 bits: the 128-bit product */
-    /* The product fits 64 bits, and ns = product >> 32: bucket 64 - clz(ns) is
-     * bsr(product) - 31 when ns is not 0 (no shift, no cap: at most 33). */
-    imulq %rdx, %rax
-    bsrq %rax, %rax
-    jz 2f
-    subl $31, %eax
-    jbe 2f                                   /* 0 ns */
+    NS_BUCKET 2f, 5f
 4:  leal 1(%rsi,%rax), %eax                  /* its bucket word + 1 */
 3:  popq %rsi
     .cfi_adjust_cfa_offset -8
@@ -153,15 +161,7 @@ lp_trace_hist_inline:
     .cfi_adjust_cfa_offset 16
 2:  leal 1(%rsi), %eax                       /* bucket 0 */
     jmp 3b
-5:  mulq %rdx                                /* rdx:rax = cycles * mult */
-    shrdq $32, %rdx, %rax                    /* the nanoseconds */
-    bsrq %rax, %rax
-    jz 2b                                    /* 0 ns */
-    incl %eax                                /* 64 - clz */
-    movl $LP_HIST_LAST, %edx
-    cmpl %edx, %eax
-    cmova %edx, %eax
-    jmp 4b
+5:  NS_BUCKET_WIDE 2b, 4b
     .cfi_adjust_cfa_offset -16
 8:  jmp lp_kret_inline_call
     .cfi_endproc

@@ -22,13 +22,19 @@
 #define HIST_RETURN_SLOW _ZN9liveprobe5trace16hist_return_slowEPv
 
 
-/* The bucket of the cycles in rax (not 0), into eax: 64 - clz of their nanoseconds by the
+/* The call's bucket, into eax: the TSC read now (unordered) less the entry's stamp in rdi, 0
+ * ns when not later; else 64 - clz of the cycles' nanoseconds by the
  * clock's current conversion (os::clock::cycles_to_ns: cycles * mult >> 32), 0 ns going to
  * \zero, the last bucket for anything from 2^39 ns on. Where the cycles and the rate fit 32
  * bits each, the product fits 64 and the bucket is bsr(product) - 31 (no shift, no cap: at most
  * 33); else (NS_BUCKET_WIDE, out of the line, back at \back) the 128-bit product, as scale()
  * takes it. Writes rdx and rdi. */
 .macro NS_BUCKET zero, wide
+    rdtsc
+    shlq $32, %rdx
+    orq %rdx, %rax
+    subq %rdi, %rax                          /* the cycles since the stamp */
+    jbe \zero                                /* not later: 0 ns */
     movl G_GEN(%rip), %edx
     andl $LP_CONV_RING_MASK, %edx
     shll $LP_CONV_SIZE_LOG2, %edx
@@ -56,6 +62,18 @@
     jmp \back
 .endm
 
+/* This thread's rows (t_rows), to \slow unless set for this session and generation: rax =
+ * t_rows.hists, rsi = t_rows' offset from the thread pointer. Writes rdx. */
+.macro THREAD_ROWS slow
+    movq T_ROWS@GOTTPOFF(%rip), %rsi
+    movq %fs:LP_ROWS_HISTS(%rsi), %rax
+    testq %rax, %rax
+    jz \slow
+    movq %fs:LP_ROWS_GENERATION(%rsi), %rdx
+    cmpq G_GENERATION(%rip), %rdx
+    jne \slow
+.endm
+
     .text
     .globl HIST_RETURN
     .hidden HIST_RETURN
@@ -63,24 +81,13 @@
     .p2align 5
 HIST_RETURN:
     .cfi_startproc
-    movq T_ROWS@GOTTPOFF(%rip), %rsi
-    movq %fs:LP_ROWS_HISTS(%rsi), %rax
-    testq %rax, %rax
-    jz 8f
-    movq %fs:LP_ROWS_GENERATION(%rsi), %rsi
-    cmpq G_GENERATION(%rip), %rsi
-    jne 8f
+    THREAD_ROWS 8f
     /* rsi: the probe's row */
     movq (%rdi), %rsi                        /* ri->rp */
     movl LP_PROBE_INDEX_FROM_RP(%rsi), %esi
     imulq $LP_HIST_ROW_BYTES, %rsi, %rsi
     addq %rax, %rsi
     movq LP_EI_DATA(%rdi), %rdi              /* the stamp */
-    rdtsc
-    shlq $32, %rdx
-    orq %rdx, %rax
-    subq %rdi, %rax                          /* the cycles since the stamp */
-    jbe 2f                                   /* not later: 0 ns */
     NS_BUCKET 2f, 5f
 4:  incq (%rsi,%rax,8)
     xorl %eax, %eax
@@ -123,13 +130,7 @@ lp_trace_hist_inline:
     .cfi_offset %rip, -8
     .cfi_offset %rbp, -16
     .cfi_offset %rbx, -96
-    movq T_ROWS@GOTTPOFF(%rip), %rsi
-    movq %fs:LP_ROWS_HISTS(%rsi), %rax
-    testq %rax, %rax
-    jz 8f
-    movq %fs:LP_ROWS_GENERATION(%rsi), %rdx
-    cmpq G_GENERATION(%rip), %rdx
-    jne 8f
+    THREAD_ROWS 8f
     movq %fs:LP_ROWS_PENDING(%rsi), %rsi     /* the ring's hist_pending */
     movq (%rsi), %rdx                        /* the previous call's bucket word + 1, or 0 */
     testq %rdx, %rdx
@@ -144,11 +145,6 @@ lp_trace_hist_inline:
     movl LP_PROBE_INDEX_FROM_RP(%rdx), %esi
     imull $LP_HIST_BUCKETS, %esi, %esi       /* the probe's row, in words */
     movq LP_INST_RI + LP_EI_DATA(%rdi), %rdi /* the stamp */
-    rdtsc
-    shlq $32, %rdx
-    orq %rdx, %rax
-    subq %rdi, %rax                          /* the cycles since the stamp */
-    jbe 2f                                   /* not later: 0 ns */
     NS_BUCKET 2f, 5f
 4:  leal 1(%rsi,%rax), %eax                  /* its bucket word + 1 */
 3:  popq %rsi

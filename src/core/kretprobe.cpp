@@ -191,7 +191,7 @@ Status make_state(struct kretprobe *rp, KretState **out)
     ks->return_few = kind == 1 && (!rp->handler || few_return(rp->handler, ret));
     ks->entry_stamp = rp->entry_handler && rp->data_size >= sizeof(uint64_t) &&
                       rp->entry_handler == g_entry_stamp.load(std::memory_order_relaxed);
-    ks->return_inline = ks->return_few && rp->handler && g_kret_inline_body &&
+    ks->return_inline = ks->return_few && rp->handler &&  // g_return_inline is null without a body
                         rp->handler == g_return_inline.load(std::memory_order_relaxed);
     *out = ks;
     return Status::Ok();

@@ -188,7 +188,7 @@ void set_kret_entry_stamp(kretprobe_handler_t fn) noexcept;
 // The body's contract: entered by a jump on the light return's frame (rsp = the return slot
 // - 88), rbx = the thread's record, rdi = the call's Inst, rdx = its KretState, the busy level
 // published and no handler marked as running; it writes rax, rdx and rsi only (rcx and r8 to
-// r11 are not saved), below the stack pointer at most 8 bytes, calls nothing and never faults
+// r11 are not saved), below the stack pointer at most 16 bytes, calls nothing and never faults
 // (it is not guarded as a handler is); it leaves by jumping to lp_kret_inline_done with rdi
 // and rdx as they came, or to lp_kret_inline_call with rdi as it came, to have fn called
 // after all (its rare cases).

@@ -30,10 +30,10 @@ constinit thread_local ThreadRows t_rows;
 static_assert(offsetof(ThreadRows, generation) == LP_ROWS_GENERATION && offsetof(ThreadRows, hists) == LP_ROWS_HISTS &&
               offsetof(ThreadRows, pending) == LP_ROWS_PENDING);
 static_assert(static_cast<long>(offsetof(Probe, index)) - static_cast<long>(offsetof(Probe, rp)) == LP_PROBE_INDEX_FROM_RP);
-static_assert(kHistBuckets * 8 == LP_HIST_ROW_BYTES && kHistBuckets - 1 == LP_HIST_LAST && kHistBuckets == LP_HIST_BUCKETS);
+static_assert(kHistBuckets == LP_HIST_BUCKETS);
 static_assert(sizeof(clk::Conversion) == 1 << LP_CONV_SIZE_LOG2 && offsetof(clk::Conversion, mult) == LP_CONV_MULT &&
               clk::kRing == LP_CONV_RING_MASK + 1);
-static_assert(offsetof(struct kretprobe_instance, data) == LP_EI_DATA && offsetof(EntryData, entry_ns) == 0);
+static_assert(offsetof(EntryData, entry_ns) == 0);  // at LP_RI_DATA (checked in core/kret_hit.cpp)
 static_assert(sizeof(clk::g_gen) == 4 && sizeof(g_generation) == 8);
 
 [[gnu::constructor]] static void trace_atfork()

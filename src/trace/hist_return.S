@@ -12,6 +12,7 @@
  * (unordered) less the entry's stamp (ri->data), 0 when not later; one more call in its
  * bucket (NS_BUCKET) of its probe's row. The row is this thread's alone: a plain
  * increment, which the reader sees whole or not at all. */
+#include "arch/x86_64/light_layout.h"
 #include "trace/hist_layout.h"
 
 #define T_ROWS _ZN9liveprobe5trace6t_rowsE
@@ -87,7 +88,7 @@ HIST_RETURN:
     movl LP_PROBE_INDEX_FROM_RP(%rsi), %esi
     imulq $LP_HIST_ROW_BYTES, %rsi, %rsi
     addq %rax, %rsi
-    movq LP_EI_DATA(%rdi), %rdi              /* the stamp */
+    movq LP_RI_DATA(%rdi), %rdi              /* the stamp */
     NS_BUCKET 2f, 5f
 4:  incq (%rsi,%rax,8)
     xorl %eax, %eax
@@ -119,7 +120,6 @@ HIST_RETURN:
  * Call frame information: the light return's frame (kretprobe_trampoline.S): the canonical
  * frame address 96 above the stack pointer as it came, the return address at the slot, rbp
  * and rbx in their words. */
-#include "arch/x86_64/light_layout.h"
     .globl lp_trace_hist_inline
     .hidden lp_trace_hist_inline
     .type lp_trace_hist_inline, @function
@@ -144,7 +144,7 @@ lp_trace_hist_inline:
     movq LP_KRS_RP(%rdx), %rdx               /* ks->rp */
     movl LP_PROBE_INDEX_FROM_RP(%rdx), %esi
     imull $LP_HIST_BUCKETS, %esi, %esi       /* the probe's row, in words */
-    movq LP_INST_RI + LP_EI_DATA(%rdi), %rdi /* the stamp */
+    movq LP_INST_RI + LP_RI_DATA(%rdi), %rdi /* the stamp */
     NS_BUCKET 2f, 5f
 4:  leal 1(%rsi,%rax), %eax                  /* its bucket word + 1 */
 3:  popq %rsi

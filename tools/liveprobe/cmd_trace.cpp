@@ -196,7 +196,8 @@ uint64_t drain(const Shm &shm, Opts &o)
 // --count and --hist: the target's per-thread rows, summed. Only the rows of rings some thread
 // claimed (a ring's tid is never 0 again once claimed): the others were never written, and
 // reading them would fault in zero pages of the shared memory, megabytes for --hist '*' (its
-// rows are 320 bytes a probe a ring): 20 ms of the tool's exit for jq's 522 functions.
+// rows are 320 bytes a probe a ring): 18% of the samples of `trace --hist '*' -- jq --version`
+// under perf were this sum's page faults.
 TraceTotals totals_of(const Shm &shm)
 {
     TraceTotals t(shm.probes);

@@ -64,7 +64,18 @@ ThreadRecord::KretCache *cache_of(ThreadRecord *rec, const KretState *ks) noexce
     return c.ks == ks ? &c : nullptr;
 }
 
-// Gives a cache's instances back to their pool (its probe is gone, or the slot is needed).
+// A cache entry holds a reference on the state it names (KretState::refs) for as long as it
+// names it, whether it holds instances or not: flush_dead_walk reads the state of every entry,
+// and an entry emptied by its calls in flight still names its probe after the last instance
+// went back (issue 30: an unregistration while a call was in flight freed the state under it).
+void adopt(ThreadRecord::KretCache &c, KretState *ks) noexcept
+{
+    ks->refs.fetch_add(1, std::memory_order_relaxed);
+    c.ks = ks;
+}
+
+// Gives a cache's instances back to their pool (its probe is gone, or the slot is needed), and
+// the entry's reference on the state.
 void flush(ThreadRecord::KretCache &c) noexcept
 {
     auto *ks = const_cast<KretState *>(static_cast<const KretState *>(c.ks));
@@ -78,6 +89,7 @@ void flush(ThreadRecord::KretCache &c) noexcept
         kret_put(ks, in);
     }
     c.n = 0;
+    kret_unref(ks);
 }
 
 [[gnu::noinline]] void flush_dead_walk(ThreadRecord *rec, uint64_t now) noexcept
@@ -140,7 +152,7 @@ inline Inst *take(ThreadRecord *rec, KretState *ks) noexcept
         ThreadRecord::KretCache &c = cache_entry(rec, ks);
         if (c.ks != ks) {
             if (c.ks) flush(c);  // another probe's: the one used last keeps the entry
-            c.ks = ks;
+            adopt(c, ks);
         }
         if (keep(c, in)) return;
     }

@@ -57,7 +57,8 @@ static_assert(offsetof(struct kretprobe_instance, data) % 16 == 0);
 
 // Per registered kretprobe, in the first page of the memory its instances live in, right
 // before them (at 0x800 to 0xbc0 in it: kretprobe.cpp make_state; one mmap at `base`, freed
-// when the probe is unregistered and the last instance has come back: `refs`). Untouched, the
+// when the probe is unregistered, the last instance has come back and no thread's cache entry
+// names it any more: `refs`). Untouched, the
 // mapping costs no memory: read-write with MAP_NORESERVE from the start, or, under the kernel's
 // strict overcommit policy, address space only (PROT_NONE) but for this state and the
 // instances below `committed`, made readable and writable as they are first needed: a large
@@ -76,7 +77,8 @@ struct alignas(64) KretState {
     // Instances [0, committed) have read-write memory (kret_hit.cpp commit_instances).
     std::atomic<uint32_t> committed{0};
     size_t header = 0;  // bytes before `pool`, read-write from the start
-    std::atomic<int64_t> refs{1};       // 1 for the registration + instances taken
+    // 1 for the registration + instances taken + threads' cache entries naming this state.
+    std::atomic<int64_t> refs{1};
     std::atomic<bool> live{true};       // false once unregistering: no handler runs any more
     bool entry_vec = true;              // the handler may touch vector state: save around it
     // The entry handler writes no callee-saved register but rbp (proven): the light entry calls

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Ending a session never harms the program (issue 30): a program whose loop is nearly always
+# inside `nap` (tests/programs/nap_target.c) traced with -p in each mode and ended by Ctrl-C,
+# and a kretprobe module loaded on nap and removed. After each, the program lives, and at the
+# end every nap it took returned its own value.
+source "$(dirname "${BASH_SOURCE[0]}")/../support/script_common.sh" detach
+target=$bin/tests/lp_nap_target
+samples=$bin/samples
+
+# start NAME: the target in the background ($pid), its output in $tmp/NAME.out.
+start() {
+    local name=$1
+    "${launch[@]}" "$target" 1000 >"$tmp/$name.out" 2>&1 &
+    pid=$!
+    pids+=("$pid")
+    for _ in $(seq 500); do grep -q '^ready$' "$tmp/$name.out" 2>/dev/null && return 0; sleep 0.01; done
+    fail "$name: the target did not start"; return 1
+}
+# finish NAME: SIGTERM to the target; it must exit 0 with every nap's value right.
+finish() {
+    local name=$1 rc
+    kill -TERM "$pid" 2>/dev/null
+    for _ in $(seq 1000); do kill -0 "$pid" 2>/dev/null || break; sleep 0.01; done
+    wait "$pid"; rc=$?
+    if [ "$rc" -eq 0 ] && grep -Eq '^naps [1-9][0-9]* bad 0$' "$tmp/$name.out"; then pass "$name: $(tail -1 "$tmp/$name.out")"
+    else fail "$name: the target exited $rc, output:"; sed 's/^/    /' "$tmp/$name.out"; fi
+}
+# alive NAME WHAT: the target still runs after WHAT.
+alive() {
+    sleep 0.3
+    if kill -0 "$pid" 2>/dev/null; then pass "$1: the target lives after $2"; return 0; fi
+    fail "$1: the target died after $2"; return 1
+}
+# interrupted NAME TRACE-ARGS...: traces the target for a second, then Ctrl-C (SIGINT) to the tool.
+interrupted() {
+    local name=$1 tr; shift
+    "$lp" trace -p "$pid" "$@" >"$tmp/$name.trace" 2>&1 &
+    tr=$!
+    sleep 1.5
+    kill -INT "$tr"
+    wait "$tr"
+    alive "$name" "Ctrl-C of 'trace $*'"
+}
+
+# 1. The issue's first reproducer, then the same in each mode: Ctrl-C with nap in flight.
+start events && interrupted events nap && finish events
+start hist && interrupted hist --hist nap && finish hist
+start count && interrupted count --count nap && finish count
+start retprobe && interrupted retprobe 'r:nap ret=$retval:s32' && finish retprobe
+start all && interrupted all '*' && interrupted all-hist --hist '*' && finish all
+# Several sessions in turn on one process, each ended with a call in flight.
+start turns && for i in 1 2 3; do interrupted "turns-$i" --hist nap || break; done && finish turns
+
+# 2. kretprobe_example on nap, then rmmod while nap is in flight: rmmod answers, the program lives.
+if start module; then
+    if out=$("$lp" insmod -p "$pid" "$samples/kretprobe_example.so" func=nap 2>&1); then
+        sleep 0.5
+        "$lp" dmesg -p "$pid" >"$tmp/module.dmesg" 2>&1
+        grep -Eq 'nap returned 1000 and took' "$tmp/module.dmesg" &&
+            pass "module: dmesg has nap's returns" || { fail "module: no 'nap returned 1000' in dmesg:"; head -5 "$tmp/module.dmesg"; }
+        if out=$("$lp" rmmod -p "$pid" kretprobe_example 2>&1); then pass "rmmod with nap in flight: ${out:-ok}"
+        else fail "rmmod with nap in flight: $out"; fi
+        alive module "rmmod kretprobe_example"
+    else fail "insmod kretprobe_example func=nap: $out"; fi
+    finish module
+fi
+
+[ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
+echo "all passed"

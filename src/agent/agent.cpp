@@ -41,7 +41,11 @@ int g_listen_fd = -1;
 // initializers.
 char g_socket[sizeof(sockaddr_un::sun_path)];
 std::atomic<const char *> g_reason{"api"};
-pid_t g_trace_owner = 0;  // the tool that started the trace session (the agent's thread only)
+// The agent's thread only: the tool that started the trace session, and the connection it
+// holds (trace-start MODE:owned), -1 when none: when that connection closes without a
+// trace-stop (the tool was killed, lost its terminal, crashed), the session is stopped.
+pid_t g_trace_owner = 0;
+int g_trace_conn = -1;
 uint64_t g_started_ns = 0;
 
 constexpr size_t kMaxRequest = 64u << 20;
@@ -57,6 +61,7 @@ uint64_t monotonic_ns()
 
 struct Out {
     std::string text;
+    bool keep = false;  // the connection stays open after the reply (a session's owner)
     void line(const std::string &l) { text += l.empty() ? ".\n" : ". " + l + "\n"; }
     void ok() { text += "ok\n"; }
     void error(int err, const std::string &why) { text += fmt::format("error {} {}\n", err, why); }
@@ -70,6 +75,36 @@ std::string describe(const core::ProbeSummary &s)
                        s.counters.nmissed, s.counters.faults,
                        s.counters.optimized ? std::string("optimized")
                                             : fmt::format("breakpoint ({})", s.counters.why_not ? s.counters.why_not : "?"));
+}
+
+// The session's owner is no longer followed (its session stopped).
+void drop_owner()
+{
+    if (g_trace_conn >= 0) close(g_trace_conn);
+    g_trace_conn = -1;
+    g_trace_owner = 0;
+}
+
+// The connection of the session's owner closed (or sent something, which no owner does): the
+// tool is gone without its trace-stop. Its session stops, and the log says so.
+void owner_gone()
+{
+    const pid_t owner = g_trace_owner;
+    drop_owner();
+    trace::Started started;
+    trace::Mode mode;
+    if (trace::running(&started, &mode) < 0) return;
+    const uint64_t t0 = monotonic_ns();
+    std::string why;
+    std::string line;
+    if (int r = trace::stop(&why); r < 0)
+        line = fmt::format("liveprobe: the trace session's tool (pid {}) is gone; stopping its session failed: {}\n",
+                           owner, why);
+    else
+        line = fmt::format("liveprobe: the trace session's tool (pid {}) is gone without stopping it: removed its {} "
+                           "probes in {:.1f} ms\n",
+                           owner, started.placed, static_cast<double>(monotonic_ns() - t0) / 1e6);
+    log_ring().write(line.data(), line.size());
 }
 
 void serve(const Request &rq, Out &out)
@@ -88,6 +123,15 @@ void serve(const Request &rq, Out &out)
         out.line(fmt::format("probes: {}", probes.size()));
         for (const auto &p : probes) out.line("  " + describe(p));
         out.line(fmt::format("modules: {}", module_count()));
+        trace::Started started;
+        trace::Mode mode;
+        if (trace::running(&started, &mode) == 0)
+            out.line(fmt::format("trace session: {} probes, {}", started.placed,
+                                 g_trace_conn >= 0 ? fmt::format("held by tool pid {}", g_trace_owner)
+                                 : g_trace_owner > 0 ? fmt::format("started by pid {}", g_trace_owner)
+                                                     : std::string("started with the program")));
+        else
+            out.line("trace session: none");
         out.line(fmt::format("log: {} lines written, {} records overwritten, {} dropped (ring of {} KiB)",
                              log.lines_written(), log.records_overwritten(), log.records_dropped(),
                              LogRing::kRecords * LogRing::kRecordBytes / 1024));
@@ -142,23 +186,30 @@ void serve(const Request &rq, Out &out)
         trace::Started started;
         trace::Mode mode;
         if (rq.verb == "trace-start") {
-            // MODE[:nofollow]: without following forks.
+            // MODE[:OPTION...]: nofollow, without following forks; owned, the session lasts as
+            // long as this connection, which the tool keeps open (agents before it ignore it).
             std::string mode_word = rq.args.empty() ? std::string() : rq.args[0];
-            bool follow = true;
-            if (size_t colon = mode_word.find(':'); colon != std::string::npos) {
-                follow = mode_word.substr(colon + 1) != "nofollow";
-                mode_word.resize(colon);
+            bool follow = true, owned = false, known = true;
+            for (size_t colon; (colon = mode_word.rfind(':')) != std::string::npos; mode_word.resize(colon)) {
+                const std::string opt = mode_word.substr(colon + 1);
+                if (opt == "nofollow") follow = false;
+                else if (opt == "owned") owned = true;
+                else known = false;
             }
-            if (rq.args.size() < 3 || !trace::parse_mode(mode_word, &mode))
-                return out.error(EINVAL, "trace-start: MODE[:nofollow] (events, count, hist) MAXACTIVE SPEC...");
+            if (rq.args.size() < 3 || !known || !trace::parse_mode(mode_word, &mode))
+                return out.error(EINVAL,
+                                 "trace-start: MODE[:nofollow][:owned] (events, count, hist) MAXACTIVE SPEC...");
             std::string why;
-            // A session whose tool is gone (killed before its trace-stop) is stopped first.
-            if (g_trace_owner > 0 && g_trace_owner != rq.peer && kill(g_trace_owner, 0) != 0 && errno == ESRCH)
+            // A session whose tool is gone (killed before its trace-stop, from a tool that did not
+            // hold its connection) is stopped first.
+            if (g_trace_conn < 0 && g_trace_owner > 0 && g_trace_owner != rq.peer && kill(g_trace_owner, 0) != 0 &&
+                errno == ESRCH)
                 trace::stop(&why);
-            g_trace_owner = rq.peer;
             int r = trace::start(mode, {rq.args.begin() + 2, rq.args.end()}, std::atoi(rq.args[1].c_str()), &started,
                                  &why, -1, follow);
             if (r < 0) return out.error(-r, why);
+            g_trace_owner = rq.peer;
+            out.keep = owned;
         } else if (trace::running(&started, &mode) < 0) {
             return out.error(ENOENT, "no trace session runs in this process");
         }
@@ -174,6 +225,7 @@ void serve(const Request &rq, Out &out)
     } else if (rq.verb == "trace-stop") {
         std::string why;
         if (int r = trace::stop(&why); r < 0) return out.error(-r, why);
+        drop_owner();
         out.ok();
     } else if (rq.verb == "lsmod") {
         for (const std::string &l : list_modules()) out.line(l);
@@ -184,8 +236,8 @@ void serve(const Request &rq, Out &out)
     }
 }
 
-// One connection: one request line, one reply.
-void handle(int fd)
+// One connection: one request line, one reply. True when the connection is kept (Out::keep).
+bool handle(int fd)
 {
     struct ucred cred {};
     socklen_t len = sizeof cred;
@@ -230,21 +282,37 @@ void handle(int fd)
         if (n <= 0) break;
         off += static_cast<size_t>(n);
     }
+    // A kept connection whose reply could not be sent is kept all the same: its peer is gone,
+    // and the agent's poll sees it at once (owner_gone).
+    return out.keep;
 }
 
+// Serves the socket, one connection at a time, and watches the connection of the trace
+// session's owner, if any: its end (the tool's, whatever killed it) stops the session.
 void *agent_thread(void *arg)
 {
     int lfd = static_cast<int>(reinterpret_cast<intptr_t>(arg));
     for (;;) {
+        struct pollfd p[2] = {{lfd, POLLIN, 0}, {g_trace_conn, POLLIN, 0}};
+        if (poll(p, g_trace_conn >= 0 ? 2 : 1, -1) < 0) {
+            if (errno != EINTR) usleep(10000);
+            continue;
+        }
+        if (g_trace_conn >= 0 && p[1].revents) owner_gone();
+        if (!p[0].revents) continue;
         int fd = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
         if (fd < 0) {
-            if (errno == EINTR || errno == ECONNABORTED) continue;
+            if (errno == EINTR || errno == ECONNABORTED || errno == EAGAIN) continue;
             if (errno == EBADF || errno == EINVAL) return nullptr;  // closed: the agent stopped
             usleep(10000);
             continue;
         }
-        handle(fd);
-        close(fd);
+        if (handle(fd)) {
+            if (g_trace_conn >= 0) close(g_trace_conn);  // not reached: one session at a time
+            g_trace_conn = fd;
+        } else {
+            close(fd);
+        }
     }
 }
 

@@ -141,16 +141,47 @@ int unix_socket(const std::string &path, struct sockaddr_un *sa, std::string *wh
     return fd;
 }
 
-int request(uid_t uid, pid_t pid, const std::string &verb, const std::vector<std::string> &args, Reply *out,
-            std::string *why, int timeout_ms)
+namespace {
+
+// Parses the reply's lines in buf; true when its last line ("ok" or "error ...") was there.
+bool parse_reply(const std::string &buf, Reply *out)
 {
+    *out = Reply{};
+    std::istringstream in(buf);
+    for (std::string l; std::getline(in, l);) {
+        if (l.rfind(". ", 0) == 0) {
+            out->lines.push_back(l.substr(2));
+        } else if (l == ".") {
+            out->lines.emplace_back();
+        } else if (l == "ok") {
+            out->ok = true;
+            return true;
+        } else if (l.rfind("error ", 0) == 0) {
+            std::istringstream e(l.substr(6));
+            e >> out->err;
+            std::getline(e >> std::ws, out->reason);
+            return true;
+        }
+    }
+    return false;
+}
+
+}  // namespace
+
+int request(uid_t uid, pid_t pid, const std::string &verb, const std::vector<std::string> &args, Reply *out,
+            std::string *why, int timeout_ms, int *held)
+{
+    if (held) *held = -1;
     std::string path = socket_path(uid, pid);
     struct sockaddr_un sa {};
     int fd = unix_socket(path, &sa, why);
     if (fd < 0) return fd;
     struct Closer {
         int fd;
-        ~Closer() { close(fd); }
+        ~Closer()
+        {
+            if (fd >= 0) close(fd);
+        }
     } closer{fd};
     if (connect(fd, reinterpret_cast<struct sockaddr *>(&sa), sizeof sa) != 0) {
         int e = errno;
@@ -171,6 +202,8 @@ int request(uid_t uid, pid_t pid, const std::string &verb, const std::vector<std
         }
         off += static_cast<size_t>(n);
     }
+    // Until the agent closes the connection; or, for a held one (which the agent keeps open),
+    // until the reply's last line.
     std::string buf;
     char chunk[4096];
     for (;;) {
@@ -187,24 +220,13 @@ int request(uid_t uid, pid_t pid, const std::string &verb, const std::vector<std
         }
         if (n == 0) break;
         buf.append(chunk, static_cast<size_t>(n));
-    }
-    *out = Reply{};
-    std::istringstream in(buf);
-    for (std::string l; std::getline(in, l);) {
-        if (l.rfind(". ", 0) == 0) {
-            out->lines.push_back(l.substr(2));
-        } else if (l == ".") {
-            out->lines.emplace_back();
-        } else if (l == "ok") {
-            out->ok = true;
-            return 0;
-        } else if (l.rfind("error ", 0) == 0) {
-            std::istringstream e(l.substr(6));
-            e >> out->err;
-            std::getline(e >> std::ws, out->reason);
+        if (held && !buf.empty() && buf.back() == '\n' && parse_reply(buf, out)) {
+            *held = fd;
+            closer.fd = -1;
             return 0;
         }
     }
+    if (parse_reply(buf, out)) return 0;
     *why = fmt::format("the agent of process {} closed the connection without a complete reply", pid);
     return -EPROTO;
 }

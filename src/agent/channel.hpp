@@ -9,8 +9,10 @@
 // Protocol, version 2: the client sends one line, "liveprobe/2 VERB [ARG ...]" (arguments
 // encoded, see encode_arg); the agent
 // answers with data lines, each starting with ". ", then one last line, "ok" or
-// "error ERRNO REASON". One request per connection. A request of another version is answered
-// "error EPROTONOSUPPORT ..." naming the versions the agent speaks.
+// "error ERRNO REASON". One request per connection; the agent closes it after the reply, but
+// for a trace session's owner (trace-start with MODE:owned), whose connection the agent keeps:
+// the session's probes are removed when it closes, however the tool ended. A request of another
+// version is answered "error EPROTONOSUPPORT ..." naming the versions the agent speaks.
 #pragma once
 
 #include <sys/types.h>
@@ -59,9 +61,12 @@ struct Reply {
     std::vector<std::string> lines;   // the data lines, without ". "
 };
 
-// Connects to the agent of `pid` (user `uid`), sends "liveprobe/1 VERB ARGS", reads the reply.
+// Connects to the agent of `pid` (user `uid`), sends "liveprobe/2 VERB ARGS", reads the reply.
 // -errno (ENOENT: no agent socket; ECONNREFUSED: a stale socket; ETIMEDOUT) with *why, or 0.
+// With `held`: the reply is complete at its last line, and the connection stays open in *held
+// (-1 when the request failed): for a request whose effect lasts as long as the connection (a
+// trace session started with its "owned" option ends when the connection closes).
 int request(uid_t uid, pid_t pid, const std::string &verb, const std::vector<std::string> &args, Reply *out,
-            std::string *why, int timeout_ms = 5000);
+            std::string *why, int timeout_ms = 5000, int *held = nullptr);
 
 }  // namespace liveprobe::agent

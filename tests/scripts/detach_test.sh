@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Ending a session never harms the program (issue 30): a program whose loop is nearly always
 # inside `nap` (tests/programs/nap_target.c) traced with -p in each mode and ended by Ctrl-C,
-# and a kretprobe module loaded on nap and removed. After each, the program lives, and at the
+# by a tool killed with SIGKILL or SIGHUP, and a kretprobe module loaded on nap and removed. After each, the program lives, and at the
 # end every nap it took returned its own value.
 source "$(dirname "${BASH_SOURCE[0]}")/../support/script_common.sh" detach
 target=$bin/tests/lp_nap_target
@@ -51,7 +51,40 @@ start all && interrupted all '*' && interrupted all-hist --hist '*' && finish al
 # Several sessions in turn on one process, each ended with a call in flight.
 start turns && for i in 1 2 3; do interrupted "turns-$i" --hist nap || break; done && finish turns
 
-# 2. kretprobe_example on nap, then rmmod while nap is in flight: rmmod answers, the program lives.
+# 2. A tool that dies: SIGKILL (at random moments, placement included) and SIGHUP (its ssh
+# session dropped). The agent removes the session's probes by itself and says so in its log.
+# no_probes NAME: the agent reports no probe and no session (10 s at most).
+no_probes() {
+    for _ in $(seq 200); do
+        "$lp" status -p "$pid" >"$tmp/$1.status" 2>&1
+        grep -q '^probes: 0$' "$tmp/$1.status" && grep -q '^trace session: none$' "$tmp/$1.status" && return 0
+        sleep 0.05
+    done
+    return 1
+}
+killed() {
+    local name=$1 sig=$2 after=$3 tr; shift 3
+    "$lp" trace -p "$pid" "$@" >"$tmp/$name.trace" 2>&1 &
+    tr=$!
+    sleep "$after"
+    kill "-$sig" "$tr"
+    wait "$tr" 2>/dev/null
+    alive "$name" "SIG$sig of 'trace $*' after $after s" || return 1
+    if no_probes "$name"; then pass "$name: the agent removed the session's probes"
+    else fail "$name: probes left after SIG$sig of the tool:"; sed 's/^/    /' "$tmp/$name.status"; fi
+}
+if start killed; then
+    killed kill-1 KILL 1.5 nap
+    "$lp" dmesg -p "$pid" 2>/dev/null | grep -q "liveprobe: the trace session's tool (pid [0-9]*) is gone without stopping it: removed its 1 probes" &&
+        pass "killed: the agent's log says it removed the dead tool's probes" || fail "killed: no line in the agent's log"
+    killed hup HUP 1.5 --hist nap
+    for i in $(seq 6); do
+        killed "kill-random-$i" KILL "0.$((RANDOM % 10))$((RANDOM % 10))" --hist '*' || break
+    done
+    finish killed
+fi
+
+# 3. kretprobe_example on nap, then rmmod while nap is in flight: rmmod answers, the program lives.
 if start module; then
     if out=$("$lp" insmod -p "$pid" "$samples/kretprobe_example.so" func=nap 2>&1); then
         sleep 0.5

@@ -395,7 +395,9 @@ Runner add_trace(CLI::App &app)
         sigaddset(&set, SIGINT);
         sigaddset(&set, SIGTERM);
         sigaddset(&set, SIGCHLD);
+        sigaddset(&set, SIGHUP);  // a terminal that went away (ssh dropped): end as on Ctrl-C
         sigprocmask(SIG_BLOCK, &set, nullptr);
+        int owner_conn = -1;  // -p: the connection the session lasts as long as
         int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
         std::string why;
         if (o->pid != 0) {
@@ -410,12 +412,14 @@ Runner add_trace(CLI::App &app)
                 complain(fmt::format("trace: attach {}: {}", o->pid, why));
                 return kExitFailure;
             }
-            std::vector<std::string> args{std::string(mode) + (o->no_follow ? ":nofollow" : ""),
+            // :owned: the session lasts as long as this tool's connection (held below): if the
+            // tool dies, however, the agent removes the probes.
+            std::vector<std::string> args{std::string(mode) + (o->no_follow ? ":nofollow" : "") + ":owned",
                                           std::to_string(o->maxactive)};
             args.insert(args.end(), o->specs.begin(), o->specs.end());
             std::fprintf(stderr, "liveprobe: placing probes in process %d...\n", o->pid);
             agent::Reply reply;
-            if (agent::request(info->uid, o->pid, "trace-start", args, &reply, &why, 300000) < 0) {
+            if (agent::request(info->uid, o->pid, "trace-start", args, &reply, &why, 300000, &owner_conn) < 0) {
                 std::string ignored;
                 auto now = process_info(o->pid, &ignored);
                 if (!now || now->state == 'Z') why = fmt::format("process {} exited while its probes were placed", o->pid);
@@ -525,7 +529,7 @@ Runner add_trace(CLI::App &app)
                 checked = now;
                 struct signalfd_siginfo si {};
                 while (read(sfd, &si, sizeof si) == static_cast<ssize_t>(sizeof si))
-                    if (si.ssi_signo == SIGINT || si.ssi_signo == SIGTERM) ended = true;
+                    if (si.ssi_signo == SIGINT || si.ssi_signo == SIGTERM || si.ssi_signo == SIGHUP) ended = true;
                 if (child) {
                     if (waitpid(child, &status, WNOHANG) == child) ended = true;
                 } else {
@@ -544,6 +548,7 @@ Runner add_trace(CLI::App &app)
         if (o->pid && !child) {
             agent::Reply reply;
             agent::request(getuid(), o->pid, "trace-stop", {}, &reply, &why);  // publishes the misses
+            if (owner_conn >= 0) close(owner_conn);
         } else if (child && !WIFEXITED(status) && !WIFSIGNALED(status)) {
             kill(child, SIGTERM);
             waitpid(child, &status, 0);

@@ -22,6 +22,7 @@
 #include "agent/modules.hpp"
 #include "core/error.hpp"
 #include "core/registry.hpp"
+#include "os/linux/stop_threads.hpp"
 #include "symbols/symbols.hpp"
 #include "trace/session.hpp"
 
@@ -105,6 +106,43 @@ void owner_gone()
                            "probes in {:.1f} ms\n",
                            owner, started.placed, static_cast<double>(monotonic_ns() - t0) / 1e6);
     log_ring().write(line.data(), line.size());
+}
+
+// "detach [force]": removes what was placed through the agent (the trace session, every
+// module: probes the program registered itself stay) and stops the agent once the reply is
+// sent (g_detach). Refused while a tool holds a live session, unless forced.
+bool g_detach = false;  // the agent's thread only
+
+void detach(const Request &rq, Out &out)
+{
+    const bool force = !rq.args.empty() && rq.args[0] == "force";
+    trace::Started started;
+    trace::Mode mode;
+    const bool session = trace::running(&started, &mode) == 0;
+    if (session && g_trace_conn >= 0 && !force)
+        return out.error(EBUSY, fmt::format("a trace session of tool pid {} is live ({} probes): end it, or detach "
+                                            "with --force",
+                                            g_trace_owner, started.placed));
+    const uint64_t t0 = monotonic_ns();
+    std::string why;
+    if (session) {
+        if (int r = trace::stop(&why); r < 0) return out.error(-r, "stopping the trace session: " + why);
+        out.line(fmt::format("removed the trace session ({} probes{})", started.placed,
+                             g_trace_conn >= 0 ? fmt::format(", of tool pid {}", g_trace_owner) : std::string()));
+    }
+    drop_owner();
+    std::vector<std::string> names = module_names();
+    for (auto it = names.rbegin(); it != names.rend(); ++it) {  // the last loaded first, as rmmod would
+        const std::string &name = *it;
+        if (int r = unload_module(name, &why); r < 0)
+            return out.error(-r, fmt::format("removing module {}: {}", name, why));
+        out.line(fmt::format("removed module {}{}", name, why.empty() ? std::string() : " (warning: " + why + ")"));
+        why.clear();
+    }
+    out.line(fmt::format("agent stopped, socket {} removed, in {:.1f} ms", g_socket,
+                         static_cast<double>(monotonic_ns() - t0) / 1e6));
+    g_detach = true;
+    out.ok();
 }
 
 void serve(const Request &rq, Out &out)
@@ -227,11 +265,13 @@ void serve(const Request &rq, Out &out)
         if (int r = trace::stop(&why); r < 0) return out.error(-r, why);
         drop_owner();
         out.ok();
+    } else if (rq.verb == "detach") {
+        detach(rq, out);
     } else if (rq.verb == "lsmod") {
         for (const std::string &l : list_modules()) out.line(l);
         out.ok();
     } else {
-        out.error(EINVAL, fmt::format("unknown request '{}' (this agent serves: hello, status, log, insmod, rmmod, lsmod, trace-start, trace-info, trace-stop)",
+        out.error(EINVAL, fmt::format("unknown request '{}' (this agent serves: hello, status, log, insmod, rmmod, lsmod, trace-start, trace-info, trace-stop, detach)",
                                       rq.verb));
     }
 }
@@ -287,6 +327,20 @@ bool handle(int fd)
     return out.keep;
 }
 
+// After a detach: the socket goes, the thread ends; attaching again starts another agent.
+void *stop_serving(int lfd)
+{
+    std::lock_guard lk(g_mu);
+    g_detach = false;
+    if (g_running && g_listen_fd == lfd) {
+        unlink(g_socket);
+        g_running = false;
+        g_listen_fd = -1;
+    }
+    close(lfd);
+    return nullptr;
+}
+
 // Serves the socket, one connection at a time, and watches the connection of the trace
 // session's owner, if any: its end (the tool's, whatever killed it) stops the session.
 void *agent_thread(void *arg)
@@ -298,7 +352,10 @@ void *agent_thread(void *arg)
             if (errno != EINTR) usleep(10000);
             continue;
         }
-        if (g_trace_conn >= 0 && p[1].revents) owner_gone();
+        if (g_trace_conn >= 0 && p[1].revents) {
+            owner_gone();
+            os::stop_threads_reap_helper();
+        }
         if (!p[0].revents) continue;
         int fd = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
         if (fd < 0) {
@@ -313,6 +370,8 @@ void *agent_thread(void *arg)
         } else {
             close(fd);
         }
+        os::stop_threads_reap_helper();  // the thread-stop helper of what the request placed
+        if (g_detach) return stop_serving(lfd);
     }
 }
 
@@ -327,6 +386,7 @@ int start_locked(std::string *why)
         g_running = false;
     }
     if (int r = ensure_runtime_dir(why); r < 0) return r;
+    sweep_stale_sockets(getuid());  // those of killed processes do not pile up
     std::string path = socket_path(getuid(), pid);
     struct sockaddr_un sa {};
     int fd = unix_socket(path, &sa, why);

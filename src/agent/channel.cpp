@@ -1,6 +1,8 @@
 #include "agent/channel.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -24,6 +26,23 @@ std::string runtime_dir(uid_t uid)
 }
 
 std::string socket_path(uid_t uid, pid_t pid) { return fmt::format("{}/{}.sock", runtime_dir(uid), pid); }
+
+int sweep_stale_sockets(uid_t uid)
+{
+    const std::string dir = runtime_dir(uid);
+    DIR *d = opendir(dir.c_str());
+    if (!d) return 0;
+    int removed = 0;
+    while (struct dirent *e = readdir(d)) {
+        char *end = nullptr;
+        const long pid = std::strtol(e->d_name, &end, 10);
+        if (pid <= 0 || end == e->d_name || std::strcmp(end, ".sock") != 0) continue;
+        if (kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+        if (unlinkat(dirfd(d), e->d_name, 0) == 0) removed++;
+    }
+    closedir(d);
+    return removed;
+}
 
 int ensure_runtime_dir(std::string *why)
 {
@@ -185,7 +204,11 @@ int request(uid_t uid, pid_t pid, const std::string &verb, const std::vector<std
     } closer{fd};
     if (connect(fd, reinterpret_cast<struct sockaddr *>(&sa), sizeof sa) != 0) {
         int e = errno;
-        *why = e == ENOENT ? fmt::format("no liveprobe agent in process {} ({} does not exist)", pid, path)
+        if (e == ECONNREFUSED) {  // a socket nothing listens on: its agent stopped or died
+            *why = fmt::format("no agent in process {} (its socket {} is stale: nothing listens on it)", pid, path);
+            return -ENOENT;
+        }
+        *why = e == ENOENT ? fmt::format("no agent in process {}", pid)
                            : fmt::format("cannot connect to {}: {}", path, std::strerror(e));
         return -e;
     }

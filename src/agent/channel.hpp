@@ -35,6 +35,10 @@ std::string runtime_dir(uid_t uid);
 // The socket path of process `pid` of user `uid`.
 std::string socket_path(uid_t uid, pid_t pid);
 
+// Removes from uid's runtime directory the sockets of processes that no longer exist (an agent
+// removes its own at exit, not when its process is killed): how many it removed.
+int sweep_stale_sockets(uid_t uid);
+
 // Creates (or checks) the runtime directory of the calling process's real user: 0 or -errno,
 // with *why saying what is wrong.
 int ensure_runtime_dir(std::string *why);

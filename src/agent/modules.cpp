@@ -671,6 +671,14 @@ size_t module_count()
     return g_modules.size();
 }
 
+std::vector<std::string> module_names()
+{
+    ModulesLock lk;
+    std::vector<std::string> out;
+    for (auto &m : g_modules) out.push_back(m->name);
+    return out;
+}
+
 }  // namespace liveprobe::agent
 
 using namespace liveprobe::agent;

@@ -37,5 +37,7 @@ std::vector<std::string> list_modules();
 
 // How many modules are loaded (for `status`).
 size_t module_count();
+// Their names, in the order they were loaded (for `detach`).
+std::vector<std::string> module_names();
 
 }  // namespace liveprobe::agent

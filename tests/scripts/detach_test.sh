@@ -84,7 +84,59 @@ if start killed; then
     finish killed
 fi
 
-# 3. kretprobe_example on nap, then rmmod while nap is in flight: rmmod answers, the program lives.
+# 3. liveprobe detach: refused while a tool's session is live, then --force (that tool ends and
+# says why); it removes the session and every module, stops the agent's thread and removes its
+# socket; status then says there is no agent; attach and trace work again; no zombie child.
+threads() { ls "/proc/$pid/task" | wc -l; }
+if start detach; then
+    before=$(threads)
+    "$lp" trace -p "$pid" --hist nap >"$tmp/detach.trace" 2>&1 & tr=$!
+    sleep 1.5
+    "$lp" insmod -p "$pid" "$samples/kretprobe_example.so" func=nap >/dev/null 2>&1
+    out=$("$lp" detach -p "$pid" 2>&1); rc=$?
+    [ "$rc" -eq 1 ] && grep -q "a trace session of tool pid $tr is live (1 probes): end it, or detach with --force" <<<"$out" &&
+        pass "detach refused while a session is live: $out" || fail "detach during a session: exit $rc: $out"
+    out=$("$lp" detach -p "$pid" --force 2>&1); rc=$?
+    if [ "$rc" -eq 0 ] && grep -q "removed the trace session (1 probes, of tool pid $tr)" <<<"$out" &&
+        grep -q "removed module kretprobe_example" <<<"$out" && grep -q "agent stopped, socket .*$pid.sock removed" <<<"$out"; then
+        pass "detach --force: $(echo "$out" | tr '\n' ' ')"
+    else fail "detach --force: exit $rc:"; echo "$out" | sed 's/^/    /'; fi
+    for _ in $(seq 100); do kill -0 "$tr" 2>/dev/null || break; sleep 0.05; done
+    if kill -0 "$tr" 2>/dev/null; then fail "the tool whose session was detached runs on"; kill "$tr"
+    else grep -q "the session was ended in process $pid (liveprobe detach)" "$tmp/detach.trace" &&
+        pass "the detached session's tool ended and said why" || { fail "the detached tool's output:"; cat "$tmp/detach.trace"; }
+    fi
+    wait "$tr" 2>/dev/null
+    alive detach "detach --force"
+    [ "$(threads)" -eq "$before" ] && pass "detach: the agent's thread is gone ($(threads) threads, as before attaching)" ||
+        fail "detach: $(threads) threads, $before before attaching"
+    [ -e "$LIVEPROBE_RUNTIME_DIR/$pid.sock" ] && fail "detach: the socket is still there" || pass "detach: the socket is gone"
+    out=$("$lp" status -p "$pid" 2>&1)
+    grep -q "^liveprobe: no agent in process $pid " <<<"$out" && pass "status after detach: $out" || fail "status after detach: $out"
+    if "$lp" attach -p "$pid" >/dev/null 2>&1 && "$lp" trace -p "$pid" --duration 0.5 --hist nap >"$tmp/again.out" 2>&1 &&
+        grep -q '^@ns\[nap\]: [0-9]* calls$' "$tmp/again.out"; then pass "attach and trace again after detach"
+    else fail "attach and trace after detach:"; cat "$tmp/again.out"; fi
+    out=$("$lp" detach -p "$pid" 2>&1) && grep -q "agent stopped" <<<"$out" && pass "detach with nothing placed: $out" ||
+        fail "detach with nothing placed: $out"
+    zombies=$(ps --ppid "$pid" -o stat= | grep -c Z)
+    [ "$zombies" -eq 0 ] && pass "no zombie child left" || fail "$zombies zombie children of the target"
+    finish detach
+fi
+
+# 4. The sockets of killed processes are removed (the next agent to start sweeps them).
+if start victim; then
+    "$lp" attach -p "$pid" >/dev/null 2>&1
+    victim=$pid
+    kill -9 "$victim"; wait "$victim" 2>/dev/null
+    [ -S "$LIVEPROBE_RUNTIME_DIR/$victim.sock" ] && pass "a killed process leaves its socket" || fail "no socket to sweep"
+    if start sweeper && "$lp" attach -p "$pid" >/dev/null 2>&1; then
+        [ -e "$LIVEPROBE_RUNTIME_DIR/$victim.sock" ] && fail "the dead process's socket is still there" ||
+            pass "the next agent removed the dead process's socket"
+        finish sweeper
+    fi
+fi
+
+# 5. kretprobe_example on nap, then rmmod while nap is in flight: rmmod answers, the program lives.
 if start module; then
     if out=$("$lp" insmod -p "$pid" "$samples/kretprobe_example.so" func=nap 2>&1); then
         sleep 0.5

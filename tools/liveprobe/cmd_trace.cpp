@@ -538,6 +538,14 @@ Runner add_trace(CLI::App &app)
                     if (!info || info->state == 'Z') ended = true;
                 }
                 if (o->duration > 0 && std::chrono::duration<double>(now - t0).count() >= o->duration) ended = true;
+                if (owner_conn >= 0) {  // the agent ends it only when the session was stopped for us
+                    struct pollfd c = {owner_conn, POLLIN, 0};
+                    if (poll(&c, 1, 0) > 0 && !ended) {
+                        std::fprintf(stderr, "liveprobe: the session was ended in process %d (liveprobe detach)\n",
+                                     o->pid);
+                        ended = true;
+                    }
+                }
             }
             if (!named) name_session();
             else rename_session();

@@ -29,6 +29,7 @@ Runner add_list(CLI::App &app);
 Runner add_dmesg(CLI::App &app);
 Runner add_insmod(CLI::App &app);
 Runner add_rmmod(CLI::App &app);
+Runner add_detach(CLI::App &app);
 Runner add_lsmod(CLI::App &app);
 Runner add_build_module(CLI::App &app);
 Runner add_trace(CLI::App &app);

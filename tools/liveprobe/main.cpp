@@ -32,6 +32,7 @@ int main(int argc, char **argv)
     Runner dmesg = add_dmesg(app);
     Runner insmod = add_insmod(app);
     Runner rmmod = add_rmmod(app);
+    Runner detach = add_detach(app);
     Runner lsmod = add_lsmod(app);
     Runner build_module = add_build_module(app);
     Runner trace = add_trace(app);
@@ -67,6 +68,7 @@ int main(int argc, char **argv)
     if (app.got_subcommand("dmesg")) return dmesg();
     if (app.got_subcommand("insmod")) return insmod();
     if (app.got_subcommand("rmmod")) return rmmod();
+    if (app.got_subcommand("detach")) return detach();
     if (app.got_subcommand("lsmod")) return lsmod();
     if (app.got_subcommand("build-module")) return build_module();
     if (app.got_subcommand("trace")) return trace();

@@ -220,14 +220,27 @@ bool list_threads(WorldStop::Shared *s, int self)
 namespace {
 // The last helper, still detaching threads or exiting after resume(): reaped by the next
 // stop() (before it, every thread is released), so resume() need not wait for it.
-std::atomic<pid_t> g_last_helper{0};
+// The three, together, protected by g_helper_lock (the agent's thread reaps while another
+// thread may stop the world): a spin lock a fork child can reset.
+std::atomic<bool> g_helper_lock{false};
+pid_t g_last_helper = 0;
 WorldStop::Shared *g_last_shared = nullptr;
 void *g_last_stack = nullptr;
 
+struct HelperLock {
+    HelperLock()
+    {
+        while (g_helper_lock.exchange(true, std::memory_order_acquire)) sched_yield();
+    }
+    ~HelperLock() { g_helper_lock.store(false, std::memory_order_release); }
+};
+
 void reap_last_helper()
 {
-    pid_t pid = g_last_helper.exchange(0);
+    HelperLock lk;
+    pid_t pid = g_last_helper;
     if (pid <= 0) return;
+    g_last_helper = 0;
     while (raw_syscall(SYS_wait4, pid, 0, __WALL, 0) == -EINTR) {
     }
     munmap(g_last_shared, sizeof(WorldStop::Shared));
@@ -240,10 +253,13 @@ void reap_last_helper()
 void stop_threads_forget_helper_after_fork()
 {
     // The child of fork() has no helper (it belonged to the parent's thread).
-    g_last_helper.store(0);
+    g_helper_lock.store(false);
+    g_last_helper = 0;
     g_last_shared = nullptr;
     g_last_stack = nullptr;
 }
+
+void stop_threads_reap_helper() { reap_last_helper(); }
 
 Status WorldStop::stop()
 {
@@ -333,8 +349,10 @@ void WorldStop::resume()
                     if (shared_->tid[i] == t.tid) shared_->new_ip[i] = t.new_ip;
             int st = shared_->state.load();
             if (st == kStopped) set_state(shared_, kResume);
-            // The helper detaches and exits on its own; the next stop() reaps it.
-            g_last_helper.store(helper_);
+            // The helper detaches and exits on its own; the next stop() reaps it, or the agent's
+            // thread (stop_threads_reap_helper), so that no zombie child stays meanwhile.
+            HelperLock lk;
+            g_last_helper = helper_;
             g_last_shared = shared_;
             g_last_stack = stack_;
             helper_ = 0;

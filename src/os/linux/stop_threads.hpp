@@ -65,4 +65,9 @@ private:
 // In the child of fork(): the parent's helper is not the child's.
 void stop_threads_forget_helper_after_fork();
 
+// Reaps the last helper, which exits on its own after resume() and stays a zombie child of the
+// process until reaped (by the next stop(), or by this: the agent's thread, after a request).
+// Waits for it to exit: not on a hit path.
+void stop_threads_reap_helper();
+
 }  // namespace liveprobe::os

@@ -268,3 +268,61 @@ TEST(KretInFlight, BlockedRecursionSurvivesRemovalOfSingleProbesAndBatches)
         ASSERT_EQ(g_late.load(), 0) << "round " << round << ": a handler ran after unregistration";
     }
 }
+
+namespace {
+std::vector<void *> g_ris;  // the instances the deep recursion took (one thread)
+std::mutex g_ris_mu;
+int record_ri(kretprobe_instance *ri, pt_regs *)
+{
+    std::lock_guard lk(g_ris_mu);
+    g_ris.push_back(ri);
+    return 0;
+}
+int nothing(kretprobe_instance *, pt_regs *) { return 0; }
+}  // namespace
+
+// A probe removed while one call is in flight keeps a small record alive, not its pool: the
+// pages of the instances no thread can reach any more go back to the system (they are no
+// longer resident), while the call in flight still returns its value.
+TEST(KretInFlight, ARemovedProbeKeepsOnlyThePagesOfCallsInFlight)
+{
+    Mapped m(1);
+    kretprobe &rp = m.rps[0];
+    std::memset(&rp, 0, sizeof rp);
+    rp.kp.addr = reinterpret_cast<kprobe_opcode_t *>(&ifl_rec);
+    rp.entry_handler = record_ri;
+    rp.handler = nothing;
+    rp.data_size = 512;  // about 8 instances a page
+    rp.maxactive = 1024;
+    g_ris.clear();
+    ASSERT_EQ(register_kretprobe(&rp), 0) << liveprobe_strerror(-1);
+    // A recursion 400 deep on another thread, which returns: its instances go back.
+    std::thread([] { EXPECT_EQ(ifl_rec(400, -1), 399); }).join();
+    const std::vector<void *> deep = g_ris;
+    ASSERT_EQ(deep.size(), 401u);
+    // One call in flight, blocked in read().
+    int p[2];
+    ASSERT_EQ(pipe(p), 0);
+    long blocked = 0;
+    std::thread t([&] { blocked = ifl_rec(0, p[0]); });
+    while (g_ris.size() < 402) usleep(200);
+    usleep(2000);
+    unregister_kretprobe(&rp);
+    m.unmap();
+    const long page = sysconf(_SC_PAGESIZE);
+    size_t resident = 0;
+    for (void *ri : deep) {
+        unsigned char v = 0;
+        auto at = reinterpret_cast<uintptr_t>(ri) & ~static_cast<uintptr_t>(page - 1);
+        ASSERT_EQ(mincore(reinterpret_cast<void *>(at), static_cast<size_t>(page), &v), 0) << "the pool is mapped";
+        resident += v & 1;
+    }
+    EXPECT_LE(resident, deep.size() / 10) << "of " << deep.size() << " instances no thread reaches, " << resident
+                                          << " still have resident pages";
+    char c = 'z';
+    ASSERT_EQ(write(p[1], &c, 1), 1);
+    t.join();
+    EXPECT_EQ(blocked, 1000 + 'z');
+    close(p[0]);
+    close(p[1]);
+}

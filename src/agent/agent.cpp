@@ -21,6 +21,7 @@
 #include "agent/log_ring.hpp"
 #include "agent/modules.hpp"
 #include "core/error.hpp"
+#include "core/kretprobe.hpp"
 #include "core/registry.hpp"
 #include "os/linux/stop_threads.hpp"
 #include "symbols/symbols.hpp"
@@ -159,6 +160,10 @@ void serve(const Request &rq, Out &out)
                              static_cast<double>(monotonic_ns() - g_started_ns) / 1e9));
         out.line(fmt::format("socket: {}", g_socket));
         out.line(fmt::format("probes: {}", probes.size()));
+        // Removed return probes whose memory a thread still reaches (blocked inside a probed call,
+        // or not yet past its next probe): a small record each (core/kretprobe.cpp).
+        if (int64_t held = core::retired_kretprobes(); held > 0)
+            out.line(fmt::format("removed return probes still held by calls in flight: {}", held));
         for (const auto &p : probes) out.line("  " + describe(p));
         out.line(fmt::format("modules: {}", module_count()));
         trace::Started started;

@@ -220,6 +220,7 @@ Inst *take_global(KretState *ks) noexcept
 
 void release_memory(KretState *ks) noexcept
 {
+    if (ks->retired) g_kret_retired.fetch_sub(1, std::memory_order_relaxed);
     os::raw_munmap(ks->base, ks->map_size);
 }
 
@@ -381,6 +382,7 @@ uint64_t return_address_of(ThreadRecord *rec, uint64_t slot) noexcept
 }  // namespace
 
 std::atomic<uint64_t> g_kret_unregistrations{0};
+std::atomic<int64_t> g_kret_retired{0};
 
 void kret_reap_below(ThreadRecord *rec, uint64_t slot) noexcept { reap_below(rec, slot, false); }
 

@@ -319,6 +319,50 @@ void register_kretprobes_each(struct kretprobe **rps, int num, Status *each)
     }
 }
 
+// Step 6 of unregister_kretprobe: the pages of the pool that hold only free instances go back to
+// the system (madvise: they read as zeros if touched again; nothing takes an instance of a dead
+// probe, and giving one back writes only that instance). What stays: the state's page and the
+// pages of instances in flight or in threads' caches. The free list is walked from a snapshot
+// of its top: instances are pushed on it meanwhile (give-backs), never popped, so the nodes
+// below the snapshot do not change.
+void trim_retired(KretState *ks)
+{
+    const uint32_t fresh = ks->fresh.load(std::memory_order_acquire);
+    if (fresh == 0) return;
+    std::vector<bool> reached(fresh, true);
+    uint32_t idx1 = static_cast<uint32_t>(ks->free_top.load(std::memory_order_acquire));
+    for (uint32_t n = 0; idx1 && idx1 <= fresh && n < fresh; ++n) {
+        reached[idx1 - 1] = false;
+        idx1 = ks->at(idx1 - 1)->next_free;
+    }
+    const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    const uintptr_t pool = reinterpret_cast<uintptr_t>(ks->pool);
+    const uintptr_t end = reinterpret_cast<uintptr_t>(ks->at(fresh));
+    for (uintptr_t p = (pool + page - 1) & ~(page - 1); p + page <= end; p += page) {
+        const size_t first = (p - pool) / ks->stride, last = (p + page - 1 - pool) / ks->stride;
+        bool keep = false;
+        for (size_t i = first; i <= last && i < fresh && !keep; ++i) keep = reached[i];
+        if (!keep) madvise(reinterpret_cast<void *>(p), page, MADV_DONTNEED);
+    }
+}
+
+// Unregistering a kretprobe, in order (the lifecycle of its memory: docs/DESIGN-NOTES.md,
+// "A removed probe outlives its removal"):
+// 1. It leaves g_krets: no second unregistration, no enable/disable.
+// 2. Its entry kprobe is unregistered: when that returns, no thread runs an entry of it (no
+//    instance is taken any more, no entry handler runs) and none will.
+// 3. live = false, then g_kret_unregistrations moves: every thread flushes its cache entry of
+//    the probe at its next kretprobe activity (or its exit), giving back that entry's instances
+//    and reference.
+// 4. Wait until no thread's kret_busy slot names it: no return or unwind handler of it runs, and
+//    none starts (they read live after publishing that slot). Calls in flight return home
+//    without handlers.
+// 5. rp goes back to the caller as it was registered: from here nothing reads rp, which a
+//    module's removal may unmap.
+// 6. The pool's pages that no thread can reach are released (trim_retired).
+// 7. The registration's reference is dropped. The mapping goes with the last reference: every
+//    call in flight returned (or was reaped) and every cache entry naming it was flushed. Until
+//    then it counts in g_kret_retired (`status`).
 bool unregister_kretprobe(struct kretprobe *rp)
 {
     KretState *ks = nullptr;
@@ -329,16 +373,19 @@ bool unregister_kretprobe(struct kretprobe *rp)
         ks = it->second;
         g_krets.erase(it);
     }
-    // No new entry (and no entry handler running) after this; then no return or unwind
-    // handler either. Calls still in flight keep their instances and return home.
     unregister_probe(&rp->kp);
     ks->live.store(false, std::memory_order_seq_cst);
     g_kret_unregistrations.fetch_add(1, std::memory_order_acq_rel);
     wait_kret_quiescent(ks);
     detach(rp);
+    trim_retired(ks);
+    ks->retired = true;
+    g_kret_retired.fetch_add(1, std::memory_order_relaxed);
     kret_unref(ks);
     return true;
 }
+
+int64_t retired_kretprobes() noexcept { return g_kret_retired.load(std::memory_order_relaxed); }
 
 void set_kret_entry_stamp(kretprobe_handler_t fn) noexcept { g_entry_stamp.store(fn, std::memory_order_relaxed); }
 

@@ -118,6 +118,10 @@ struct alignas(64) KretState {
     uint32_t cache_slot = 0;
     // KPROBE_FLAG_NOVEC and KPROBE_FLAG_FPREGS as the caller set them in rp->kp.flags.
     uint32_t declared_flags = 0;
+    // Unregistered, its memory still reached by calls in flight or threads' cache entries (set
+    // by unregister_kretprobe before it drops the registration's reference; counted in
+    // g_kret_retired until the mapping goes).
+    bool retired = false;
 
     Inst *at(uint32_t i) noexcept { return reinterpret_cast<Inst *>(pool + size_t(i) * stride); }
 };
@@ -132,6 +136,10 @@ inline uint32_t cache_slot_of(const void *base) noexcept
 // Incremented by every unregistration: threads flush their instance caches of dead probes
 // when it moved (kret_hit.cpp).
 extern std::atomic<uint64_t> g_kret_unregistrations;
+// Unregistered kretprobes whose memory is still reached (KretState::retired): by a thread
+// blocked inside a probed call, or a thread's cache entry not flushed yet. For `status`.
+extern std::atomic<int64_t> g_kret_retired;
+int64_t retired_kretprobes() noexcept;
 
 // The kprobe pre handler of every kretprobe.
 int kret_pre(struct kprobe *kp, struct pt_regs *regs) noexcept;

@@ -39,9 +39,9 @@ attach() {
 
 # 1. A 4-thread target busy computing (and its main thread too): every thread's results stay
 # right, whichever thread made the calls.
-start busy busy 2 && attach busy && finish busy "^busy ok"
+start busy busy 6 && attach busy && finish busy "^busy ok"
 # The same with every signal blocked in every thread.
-start blocked blocked 2 && attach blocked && finish blocked "^busy ok"
+start blocked blocked 6 && attach blocked && finish blocked "^busy ok"
 
 # 2. Targets blocked in system calls: no EINTR, the data read right, the sleep its full length
 # (at least: the attach itself happens during it, and on a loaded machine it may take seconds).

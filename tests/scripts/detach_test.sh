@@ -7,10 +7,11 @@ source "$(dirname "${BASH_SOURCE[0]}")/../support/script_common.sh" detach
 target=$bin/tests/lp_nap_target
 samples=$bin/samples
 
-# start NAME: the target in the background ($pid), its output in $tmp/NAME.out.
+# start NAME [US]: the target in the background ($pid), its output in $tmp/NAME.out; naps of US
+# microseconds (1000).
 start() {
     local name=$1
-    "${launch[@]}" "$target" 1000 >"$tmp/$name.out" 2>&1 &
+    "${launch[@]}" "$target" "${2:-1000}" >"$tmp/$name.out" 2>&1 &
     pid=$!
     pids+=("$pid")
     for _ in $(seq 500); do grep -q '^ready$' "$tmp/$name.out" 2>/dev/null && return 0; sleep 0.01; done
@@ -50,6 +51,20 @@ start retprobe && interrupted retprobe 'r:nap ret=$retval:s32' && finish retprob
 start all && interrupted all '*' && interrupted all-hist --hist '*' && finish all
 # Several sessions in turn on one process, each ended with a call in flight.
 start turns && for i in 1 2 3; do interrupted "turns-$i" --hist nap || break; done && finish turns
+
+# A thread blocked inside a probed call (naps of 3 s: the second starts under the probe) when
+# its trace ends: the removed probe's record stays while the call is in flight, and status
+# counts it.
+if start blocked 3000000; then
+    "$lp" trace -p "$pid" --hist nap >"$tmp/blocked.trace" 2>&1 & tr=$!
+    sleep 4
+    kill -INT "$tr"; wait "$tr"
+    "$lp" status -p "$pid" >"$tmp/blocked.status" 2>&1
+    grep -q '^removed return probes still held by calls in flight: 1$' "$tmp/blocked.status" &&
+        pass "status counts the removed probe a blocked call still holds" ||
+        { fail "status with a call in flight after the trace:"; sed 's/^/    /' "$tmp/blocked.status"; }
+    kill -9 "$pid"; wait "$pid" 2>/dev/null
+fi
 
 # 2. A tool that dies: SIGKILL (at random moments, placement included) and SIGHUP (its ssh
 # session dropped). The agent removes the session's probes by itself and says so in its log.

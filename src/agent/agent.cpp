@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -43,11 +44,36 @@ int g_listen_fd = -1;
 // initializers.
 char g_socket[sizeof(sockaddr_un::sun_path)];
 std::atomic<const char *> g_reason{"api"};
-// The agent's thread only: the tool that started the trace session, and the connection it
-// holds (trace-start MODE:owned), -1 when none: when that connection closes without a
-// trace-stop (the tool was killed, lost its terminal, crashed), the session is stopped.
+// The agent's thread only (or before it starts): the tool that started the trace session, and
+// the descriptor its session lasts as long as, -1 when none: the connection that tool holds
+// (trace-start MODE:owned, `trace -p`), or the read end of a pipe whose write end it holds
+// (LIVEPROBE_TRACE_OWNER_FD, `trace -- CMD`: inherited by the program, and by the children it
+// forks, whose agents watch it too). When it closes without a trace-stop (the tool was killed,
+// lost its terminal, crashed, or closed the pipe to stop tracing), the session is stopped. Its
+// identity is kept: a program may close every descriptor it did not open (closefrom) and reuse
+// the number, and the agent must then neither act on nor close the program's descriptor.
 pid_t g_trace_owner = 0;
 int g_trace_conn = -1;
+dev_t g_trace_conn_dev = 0;
+ino_t g_trace_conn_ino = 0;
+
+// Watches fd as the session owner's (the agent's thread, or before it starts).
+void own(int fd)
+{
+    struct stat st {};
+    fstat(fd, &st);
+    g_trace_conn = fd;
+    g_trace_conn_dev = st.st_dev;
+    g_trace_conn_ino = st.st_ino;
+}
+
+// Whether g_trace_conn is still the descriptor own() was given.
+bool owner_fd_is_ours()
+{
+    struct stat st {};
+    return g_trace_conn >= 0 && fstat(g_trace_conn, &st) == 0 && st.st_dev == g_trace_conn_dev &&
+           st.st_ino == g_trace_conn_ino;
+}
 uint64_t g_started_ns = 0;
 
 constexpr size_t kMaxRequest = 64u << 20;
@@ -82,7 +108,7 @@ std::string describe(const core::ProbeSummary &s)
 // The session's owner is no longer followed (its session stopped).
 void drop_owner()
 {
-    if (g_trace_conn >= 0) close(g_trace_conn);
+    if (owner_fd_is_ours()) close(g_trace_conn);
     g_trace_conn = -1;
     g_trace_owner = 0;
 }
@@ -358,8 +384,12 @@ void *agent_thread(void *arg)
             continue;
         }
         if (g_trace_conn >= 0 && p[1].revents) {
-            owner_gone();
-            os::stop_threads_reap_helper();
+            if (owner_fd_is_ours()) {
+                owner_gone();
+                os::stop_threads_reap_helper();
+            } else {
+                g_trace_conn = -1;  // the program closed it (and may use the number): not ours now
+            }
         }
         if (!p[0].revents) continue;
         int fd = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
@@ -370,8 +400,8 @@ void *agent_thread(void *arg)
             continue;
         }
         if (handle(fd)) {
-            if (g_trace_conn >= 0) close(g_trace_conn);  // not reached: one session at a time
-            g_trace_conn = fd;
+            if (owner_fd_is_ours()) close(g_trace_conn);  // not reached: one session at a time
+            own(fd);
         } else {
             close(fd);
         }
@@ -461,6 +491,24 @@ void after_fork_in_child()
     }
 }
 
+// `trace -- CMD`: the read end of the tool's pipe, moved out of the program's way (a high
+// descriptor, closed on exec: the program's children that exec get none, those that only fork
+// share it and stop their sessions with it).
+void adopt_owner_from_environment()
+{
+    const char *e = std::getenv("LIVEPROBE_TRACE_OWNER_FD");
+    if (!e) return;
+    const int fd = std::atoi(e);
+    unsetenv("LIVEPROBE_TRACE_OWNER_FD");
+    struct stat st {};
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISFIFO(st.st_mode)) return;
+    const int high = fcntl(fd, F_DUPFD_CLOEXEC, 512);
+    close(fd);
+    if (high < 0) return;
+    own(high);
+    g_trace_owner = getppid();
+}
+
 [[gnu::constructor]] void start_from_environment()
 {
     pthread_atfork([] { g_mu.lock(); }, [] { g_mu.unlock(); },
@@ -469,6 +517,7 @@ void after_fork_in_child()
                        g_mu.unlock();
                    });
     std::atexit(remove_socket_at_exit);
+    adopt_owner_from_environment();
     if (!wanted_by_environment()) return;
     set_start_reason("preload");
     std::lock_guard lk(g_mu);

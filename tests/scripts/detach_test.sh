@@ -151,7 +151,43 @@ if start victim; then
     fi
 fi
 
-# 5. kretprobe_example on nap, then rmmod while nap is in flight: rmmod answers, the program lives.
+# 5. trace -- CMD: the program stays in the terminal's foreground process group. Ctrl-C typed
+# in a terminal (script(1) gives it one) reaches the program once, which handles it and runs on,
+# traced to its end: every nap counted. SIGTERM sent to the tool is passed on. --duration stops
+# the tracing and the program runs its time. A tool killed with SIGKILL leaves the program
+# running, its probes removed by its agent.
+prog() { echo "$target 1000 $1"; }
+{ sleep 1.5; printf '\003'; sleep 5; } | script -qec "$lp trace --hist nap -- $(prog 3)" /dev/null >"$tmp/tty.out" 2>&1; rc=$?
+tr -d '\r' <"$tmp/tty.out" >"$tmp/tty.txt"
+naps=$(sed -n 's/.*naps \([0-9]*\) bad 0 sigint 1 ran its time$/\1/p' "$tmp/tty.txt")
+if [ "$rc" -eq 0 ] && [ -n "$naps" ] && grep -q "^@ns\[nap\]: $naps calls$" "$tmp/tty.txt"; then
+    pass "trace -- CMD: Ctrl-C in the terminal reached the program once; all $naps naps traced"
+else fail "trace -- CMD with Ctrl-C typed: exit $rc:"; grep -v '^\[' "$tmp/tty.txt" | sed 's/^/    /'; fi
+
+"$lp" trace --hist nap -- $(prog 0) >"$tmp/term.out" 2>&1 & tr=$!
+sleep 1.5; kill -TERM "$tr"; wait "$tr"; rc=$?
+[ "$rc" -eq 0 ] && grep -q '^naps [0-9]* bad 0$' "$tmp/term.out" && grep -q '^@ns\[nap\]: [0-9]* calls$' "$tmp/term.out" &&
+    pass "trace -- CMD: SIGTERM to the tool reached the program, which exited 0" ||
+    { fail "trace -- CMD, SIGTERM to the tool: exit $rc:"; grep -v '^\[' "$tmp/term.out" | sed 's/^/    /'; }
+
+"$lp" trace --duration 1 --hist nap -- $(prog 3) >"$tmp/dur.out" 2>&1; rc=$?
+[ "$rc" -eq 0 ] && grep -q '^liveprobe: tracing stopped (--duration); PID [0-9]* runs on untraced$' "$tmp/dur.out" &&
+    grep -q 'naps [0-9]* bad 0 sigint 0 ran its time$' "$tmp/dur.out" &&
+    pass "trace --duration -- CMD: tracing stopped, the program ran its time" ||
+    { fail "trace --duration -- CMD: exit $rc:"; grep -v '^\[' "$tmp/dur.out" | sed 's/^/    /'; }
+
+"$lp" trace --hist nap -- $(prog 4) >"$tmp/kill.out" 2>&1 & tr=$!
+sleep 1.5
+cpid=$(sed -n 's/^liveprobe: started PID //p' "$tmp/kill.out")
+kill -KILL "$tr"; wait "$tr" 2>/dev/null
+pid=$cpid
+if [ -n "$cpid" ] && no_probes cmd-kill; then pass "trace -- CMD, tool killed: the program's agent removed its probes"
+else fail "trace -- CMD, tool killed: probes left:"; cat "$tmp/cmd-kill.status" 2>/dev/null; fi
+for _ in $(seq 100); do grep -q 'ran its time' "$tmp/kill.out" && break; sleep 0.1; done
+grep -q 'naps [0-9]* bad 0 sigint 0 ran its time$' "$tmp/kill.out" && pass "trace -- CMD, tool killed: the program ran its time" ||
+    { fail "trace -- CMD, tool killed: the program's output:"; grep -v '^\[' "$tmp/kill.out"; }
+
+# 6. kretprobe_example on nap, then rmmod while nap is in flight: rmmod answers, the program lives.
 if start module; then
     if out=$("$lp" insmod -p "$pid" "$samples/kretprobe_example.so" func=nap 2>&1); then
         sleep 0.5

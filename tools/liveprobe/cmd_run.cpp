@@ -4,6 +4,7 @@
 // children inherit the agent (LD_PRELOAD and LIVEPROBE_AGENT stay in their environment).
 #include <CLI/CLI.hpp>
 
+#include <poll.h>
 #include <signal.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
@@ -74,7 +75,7 @@ int run_program(std::vector<std::string> argv, const std::function<bool(pid_t)> 
     // Blocked before the fork, so that no signal sent right after "started" is lost.
     sigset_t set, old;
     sigemptyset(&set);
-    for (int s : kForwarded) sigaddset(&set, s);
+    add_forwarded_signals(&set);
     sigaddset(&set, SIGCHLD);
     sigprocmask(SIG_BLOCK, &set, &old);
     int sfd = signalfd(-1, &set, SFD_CLOEXEC);
@@ -97,6 +98,22 @@ int run_program(std::vector<std::string> argv, const std::function<bool(pid_t)> 
         waitpid(pid, nullptr, 0);
         return kExitFailure;
     }
+    return wait_forwarding(pid, sfd);
+}
+
+void add_forwarded_signals(sigset_t *set)
+{
+    for (int s : kForwarded) sigaddset(set, s);
+}
+
+void forward_signal(pid_t pid, const struct signalfd_siginfo &si)
+{
+    const int sig = static_cast<int>(si.ssi_signo);
+    if (sig != SIGCHLD && si.ssi_code <= 0) kill(pid, sig);  // sent by someone, not the tty
+}
+
+int wait_forwarding(pid_t pid, int sfd)
+{
     int status = 0;
     for (;;) {
         pid_t w = waitpid(pid, &status, WNOHANG);
@@ -105,11 +122,10 @@ int run_program(std::vector<std::string> argv, const std::function<bool(pid_t)> 
             complain(fmt::format("waitpid: {}", std::strerror(errno)));
             return kExitFailure;
         }
+        struct pollfd p = {sfd, POLLIN, 0};
+        poll(&p, 1, 1000);  // a SIGCHLD before the signalfd was read: the next waitpid sees it
         struct signalfd_siginfo si {};
-        ssize_t n = read(sfd, &si, sizeof si);
-        if (n != static_cast<ssize_t>(sizeof si)) continue;
-        int sig = static_cast<int>(si.ssi_signo);
-        if (sig != SIGCHLD && si.ssi_code <= 0) kill(pid, sig);  // sent by someone, not the tty
+        if (read(sfd, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) forward_signal(pid, si);
     }
     if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
     return WEXITSTATUS(status);

@@ -308,7 +308,7 @@ Runner add_trace(CLI::App &app)
                     "Calls of one function followed at once, per function (default 16384: recursion that deep; "
                     "deeper calls are counted as missed; memory is taken only as calls nest)")
         ->check(CLI::Range(1, 100000));
-    cmd->add_option("--duration", o->duration, "Stop after this many seconds");
+    cmd->add_option("--duration", o->duration, "Stop tracing after this many seconds (a program started with -- runs on)");
     cmd->add_option("--tid", o->print.tid, "Only the calls of this thread");
     cmd->add_option("--min-duration", o->print.min_duration, "Only the calls that took at least this many ns");
     cmd->add_option("specs", o->specs,
@@ -324,6 +324,14 @@ Runner add_trace(CLI::App &app)
                 "  $argN (1-based), $retval (r:),\n"
                 "  $stack, $stackN, $comm, @ADDR, @SYM[+OFF], +|-OFF(FETCH) (memory at FETCH+OFF), \\IMM;\n"
                 "  TYPE: u8..u64, s8..s64, x8..x64 (default x64), string.\n"
+                "How a trace ends:\n"
+                "  -p PID: Ctrl-C, SIGTERM, SIGHUP, --duration or the process's end. The probes are removed\n"
+                "    and the process runs on; if the tool dies (SIGKILL, OOM) its agent removes them itself.\n"
+                "  -- CMD: with the program. It stays in the terminal's foreground, so Ctrl-C reaches it as\n"
+                "    without liveprobe; signals sent to the tool are passed on to it. --duration stops the\n"
+                "    tracing and lets it run on untraced (the tool waits for it); if the tool is killed,\n"
+                "    the program runs on with its probes removed.\n"
+                "  `liveprobe detach -p PID` removes everything placed through the agent.\n"
                 "Examples:\n  liveprobe trace -p 1234 do_sys_open\n  liveprobe trace --count '*' -- ./server\n"
                 "  liveprobe trace --hist 'libz.so.1:*' -p 1234\n"
                 "  liveprobe trace -p 1234 'p:open path=+0($arg1):string flags=$arg2:x32' 'r:open fd=$retval:s32'\n"
@@ -395,9 +403,13 @@ Runner add_trace(CLI::App &app)
         sigaddset(&set, SIGINT);
         sigaddset(&set, SIGTERM);
         sigaddset(&set, SIGCHLD);
-        sigaddset(&set, SIGHUP);  // a terminal that went away (ssh dropped): end as on Ctrl-C
+        sigaddset(&set, SIGHUP);  // -p: a terminal that went away (ssh dropped) ends it as Ctrl-C does
+        add_forwarded_signals(&set);  // -- CMD: passed on to the program
         sigprocmask(SIG_BLOCK, &set, nullptr);
-        int owner_conn = -1;  // -p: the connection the session lasts as long as
+        // The descriptor the session lasts as long as: -p, the connection held; -- CMD, the
+        // write end of a pipe whose read end the program's agent watches (closing it, or dying,
+        // stops the program's tracing).
+        int owner_conn = -1;
         int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
         std::string why;
         if (o->pid != 0) {
@@ -468,15 +480,26 @@ Runner add_trace(CLI::App &app)
             shm.base = mmap(nullptr, shm.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
             std::string spec = std::string(mode) + " " + std::to_string(o->maxactive);
             for (const std::string &s : o->specs) spec += " " + agent::encode_arg(s);
+            int owner[2] = {-1, -1};
+            if (pipe2(owner, O_CLOEXEC) != 0) {
+                complain(fmt::format("trace: pipe: {}", std::strerror(errno)));
+                return kExitFailure;
+            }
+            // In the terminal's foreground process group, as without liveprobe: the terminal's
+            // Ctrl-C and SIGHUP reach the program itself; the tool passes on what is sent to it.
             child = fork();
             if (child == 0) {
                 sigprocmask(SIG_UNBLOCK, &set, nullptr);
+                fcntl(owner[0], F_SETFD, 0);  // the program's agent takes it (agent.cpp)
+                setenv("LIVEPROBE_TRACE_OWNER_FD", std::to_string(owner[0]).c_str(), 1);
                 setenv("LIVEPROBE_TRACE", spec.c_str(), 1);
                 setenv("LIVEPROBE_TRACE_FD", std::to_string(mfd).c_str(), 1);
                 if (o->no_follow) setenv("LIVEPROBE_TRACE_NOFOLLOW", "1", 1);
                 exec_with_agent(command, library, start);
             }
             close(mfd);
+            close(owner[0]);
+            owner_conn = owner[1];
             o->print.pid = child;
             std::fprintf(stderr, "liveprobe: started PID %d\n", child);
         }
@@ -491,7 +514,7 @@ Runner add_trace(CLI::App &app)
         auto checked = t0;
         uint64_t events = 0, last = 0;
         int status = 0;
-        bool ended = false, named = false;
+        bool ended = false, named = false, child_done = false;
         auto name_session = [&] {
             named = load_names(&shm, *o);
             if (named && o->out) {
@@ -528,17 +551,21 @@ Runner add_trace(CLI::App &app)
             if (!last || now - checked >= std::chrono::milliseconds(20)) {
                 checked = now;
                 struct signalfd_siginfo si {};
-                while (read(sfd, &si, sizeof si) == static_cast<ssize_t>(sizeof si))
-                    if (si.ssi_signo == SIGINT || si.ssi_signo == SIGTERM || si.ssi_signo == SIGHUP) ended = true;
+                while (read(sfd, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
+                    if (child) forward_signal(child, si);  // the program decides; the trace goes on
+                    else if (si.ssi_signo == SIGINT || si.ssi_signo == SIGTERM || si.ssi_signo == SIGHUP ||
+                             si.ssi_signo == SIGQUIT)
+                        ended = true;
+                }
                 if (child) {
-                    if (waitpid(child, &status, WNOHANG) == child) ended = true;
+                    if (waitpid(child, &status, WNOHANG) == child) ended = child_done = true;
                 } else {
                     std::string ignored;
                     auto info = process_info(o->pid, &ignored);
                     if (!info || info->state == 'Z') ended = true;
                 }
                 if (o->duration > 0 && std::chrono::duration<double>(now - t0).count() >= o->duration) ended = true;
-                if (owner_conn >= 0) {  // the agent ends it only when the session was stopped for us
+                if (owner_conn >= 0 && !child) {  // the agent ends it only when the session was stopped for us
                     struct pollfd c = {owner_conn, POLLIN, 0};
                     if (poll(&c, 1, 0) > 0 && !ended) {
                         std::fprintf(stderr, "liveprobe: the session was ended in process %d (liveprobe detach)\n",
@@ -553,13 +580,21 @@ Runner add_trace(CLI::App &app)
             events += last;
             if (std::ferror(stdout) || (o->out && o->out->failed())) ended = true;
         }
+        bool running_on = false;  // -- CMD: the program outlives the trace (--duration, output gone)
         if (o->pid && !child) {
             agent::Reply reply;
             agent::request(getuid(), o->pid, "trace-stop", {}, &reply, &why);  // publishes the misses
             if (owner_conn >= 0) close(owner_conn);
-        } else if (child && !WIFEXITED(status) && !WIFSIGNALED(status)) {
-            kill(child, SIGTERM);
-            waitpid(child, &status, 0);
+        } else if (child && !child_done) {
+            // The program runs on, untraced: its session stopped (its misses published), and
+            // the pipe closed for the children it forked, whose agents stop theirs.
+            agent::Reply reply;
+            agent::request(getuid(), child, "trace-stop", {}, &reply, &why);
+            close(owner_conn);
+            running_on = true;
+            std::fprintf(stderr, "liveprobe: tracing stopped (%s); PID %d runs on untraced\n",
+                         std::ferror(stdout) || (o->out && o->out->failed()) ? "the output failed" : "--duration",
+                         child);
         }
         if (!named) name_session();
         else rename_session();
@@ -597,6 +632,7 @@ Runner add_trace(CLI::App &app)
         print_summary(shm, totals, events, o->count || o->hist ? std::string()
                            : !o->output.empty() ? fmt::format(" ({} events written)", events)
                                            : fmt::format(" ({} events read)", events));
+        if (running_on) return wait_forwarding(child, sfd);
         if (child) return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
         return 0;
     };

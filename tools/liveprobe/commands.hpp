@@ -5,6 +5,8 @@
 // `run`: the program's own status (128 + N when a signal N killed it).
 #pragma once
 
+#include <signal.h>
+#include <sys/signalfd.h>
 #include <sys/types.h>
 
 #include <functional>
@@ -43,6 +45,14 @@ std::vector<std::string> &insmod_command();
 // program and fails. Returns the tool's status.
 int run_program(std::vector<std::string> argv, const std::function<bool(pid_t)> &on_started,
                 const std::string &extra_preload = "");
+
+// The signals `run` and `trace -- CMD` pass on to the program when someone sent them to the
+// tool (not the terminal, whose signals reached the program's process group already).
+void add_forwarded_signals(sigset_t *set);
+void forward_signal(pid_t pid, const struct signalfd_siginfo &si);
+// Waits for the program pid, passing on the signals read from sfd (a signalfd of SIGCHLD and
+// the forwarded signals, blocked): its status as `run` returns it.
+int wait_forwarding(pid_t pid, int sfd);
 
 // In a child that is about to become `argv`: preloads the agent `library` (after the caller's
 // LD_PRELOAD, and `extra_preload` after it, if any), starts it (LIVEPROBE_AGENT) and execs argv;

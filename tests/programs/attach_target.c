@@ -17,6 +17,8 @@
  *                     "futex ETIMEDOUT after X ms" (X >= MS)
  *   exit MS           exits after MS milliseconds
  *   fork SECONDS      forks a child; both sleep SECONDS ("child PID" first)
+ *   ticks SECONDS     the main thread loops on the clock alone for SECONDS: "ticks ok, longest
+ *                     pause X ms" (how long an attach, or a tool killed during one, stopped it)
  *   log N             (under the agent) writes "hello 0".."hello N-1" to the process's log,
  *                     then "tick K" every 100 ms for 3 s
  */
@@ -201,6 +203,16 @@ static int do_futex(long ms)
     return 1;
 }
 
+static int ticks(double seconds)
+{
+    ready();
+    double t0 = now_ms(), last = t0, longest = 0;
+    for (double now; (now = now_ms()) - t0 < seconds * 1000; last = now)
+        if (now - last > longest) longest = now - last;
+    printf("ticks ok, longest pause %.0f ms\n", longest);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -212,6 +224,7 @@ int main(int argc, char **argv)
     if (!strcmp(mode, "busy")) return busy(atof(arg), 0, 1);
     if (!strcmp(mode, "blocked")) return busy(atof(arg), 1, 1);
     if (!strcmp(mode, "workers")) return busy(atof(arg), 0, 0);
+    if (!strcmp(mode, "ticks")) return ticks(atof(arg));
     if (!strcmp(mode, "read")) return do_read(arg);
     if (!strcmp(mode, "nanosleep")) return do_sleep(atol(arg), 0);
     if (!strcmp(mode, "clock_nanosleep")) return do_sleep(atol(arg), 1);

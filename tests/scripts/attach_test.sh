@@ -85,6 +85,15 @@ for step in seized stopped frame-written registers-set calling returned loaded d
     finish "kill-$step" "^busy ok"
 done
 
+# A tool killed once the call returned (its thread waits in the stub for the tool) or during it
+# does not freeze the thread it used: the stub sees the tool gone within 50 ms (it waited 3 s
+# before, and the main thread of a target paused for 2.9-3.0 s).
+for step in calling returned; do
+    start "freeze-$step" ticks 4 || continue
+    LIVEPROBE_TEST_KILL_AT=$step "$lp" attach -p "$pid" >/dev/null 2>&1
+    finish "freeze-$step" "^ticks ok, longest pause ([0-9]|[1-9][0-9]|[1-6][0-9][0-9]) ms$"
+done
+
 # 5. A target that exits during the attach: a clear failure or a success, never a hang.
 for i in 1 2 3 4 5; do
     start "exiting-$i" exit $((i * 5)) || continue

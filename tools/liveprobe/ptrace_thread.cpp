@@ -3,6 +3,7 @@
 #include <elf.h>
 #include <signal.h>
 #include <sys/ptrace.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -194,24 +195,51 @@ constexpr uint64_t kResultAt = offsetof(ucontext_t, uc_link);
 constexpr uint64_t kDoneAt = offsetof(ucontext_t, uc_mcontext) + REG_ERR * sizeof(greg_t);
 constexpr uint64_t kWaitAt = offsetof(ucontext_t, uc_mcontext.__reserved1);
 static_assert(kResultAt == 8 && kDoneAt == 0xc0 && kWaitAt == 0xe8, "the stub's code has these offsets built in");
+static_assert(sizeof(ucontext_t::uc_mcontext.__reserved1) >= 4 * 8, "the timeval, the pid and the rounds");
+
+// This process's pid as process `target` sees it: 0 when they are in different pid namespaces
+// (the stub then waits its 3 s out if the tool dies).
+pid_t pid_seen_by(pid_t target)
+{
+    struct stat mine {}, theirs {};
+    if (stat("/proc/self/ns/pid", &mine) != 0 || stat(fmt::format("/proc/{}/ns/pid", target).c_str(), &theirs) != 0)
+        return 0;
+    return mine.st_ino == theirs.st_ino && mine.st_dev == theirs.st_dev ? getpid() : 0;
+}
 }  // namespace
 
 std::string PtraceThread::stub_code()
 {
+    // After the call: select() for 50 ms at a time, then kill(TOOL, 0): a tool that died is
+    // seen within 50 ms (ESRCH) and the thread goes home at once; one that lives stops it
+    // before (it polls the done flag). At most 60 rounds (3 s), for a tool whose pid the
+    // target cannot see (0: kill(0, 0) never fails with ESRCH) or may not signal. select() and
+    // kill() leave the thread's restart block alone (nanosleep or poll would not).
     static const uint8_t code[] = {
-        0x41, 0xff, 0xd3,                                      // 0:  call *%r11
-        0x48, 0x89, 0x44, 0x24, 0x08,                          // 3:  mov %rax, 0x8(%rsp)      (uc_link)
-        0xc7, 0x84, 0x24, 0xc0, 0, 0, 0, 1, 0, 0, 0,           // 8:  movl $1, 0xc0(%rsp)      (done)
-        0x31, 0xff,                                            // 13: xor %edi, %edi
-        0x31, 0xf6,                                            // 15: xor %esi, %esi
-        0x31, 0xd2,                                            // 17: xor %edx, %edx
-        0x4d, 0x31, 0xd2,                                      // 19: xor %r10, %r10
-        0x4c, 0x8d, 0x84, 0x24, 0xe8, 0, 0, 0,                 // 1c: lea 0xe8(%rsp), %r8      (timeval)
-        0xb8, 0x17, 0x00, 0x00, 0x00,                          // 24: mov $23, %eax            (select)
-        0x0f, 0x05,                                            // 29: syscall
-        0xb8, 0x0f, 0x00, 0x00, 0x00,                          // 2b: mov $15, %eax            (rt_sigreturn)
-        0x0f, 0x05,                                            // 30: syscall
-        0xeb, 0xf7,                                            // 32: jmp 0x2b
+        0x41, 0xff, 0xd3,                                      // 00: call *%r11
+        0x48, 0x89, 0x44, 0x24, 0x08,                          // 03: mov %rax, 0x8(%rsp)      (uc_link: result)
+        0xc7, 0x84, 0x24, 0xc0, 0, 0, 0, 1, 0, 0, 0,           // 08: movl $1, 0xc0(%rsp)      (done)
+        0x31, 0xc0,                                            // 13: xor %eax, %eax           (a round:)
+        0x48, 0x89, 0x84, 0x24, 0xe8, 0, 0, 0,                 // 15: mov %rax, 0xe8(%rsp)     (tv_sec 0)
+        0xc7, 0x84, 0x24, 0xf0, 0, 0, 0, 0x50, 0xc3, 0, 0,     // 1d: movl $50000, 0xf0(%rsp)  (tv_usec)
+        0x31, 0xff,                                            // 28: xor %edi, %edi
+        0x31, 0xf6,                                            // 2a: xor %esi, %esi
+        0x31, 0xd2,                                            // 2c: xor %edx, %edx
+        0x45, 0x31, 0xd2,                                      // 2e: xor %r10d, %r10d
+        0x4c, 0x8d, 0x84, 0x24, 0xe8, 0, 0, 0,                 // 31: lea 0xe8(%rsp), %r8      (the timeval)
+        0xb8, 0x17, 0x00, 0x00, 0x00,                          // 39: mov $23, %eax            (select)
+        0x0f, 0x05,                                            // 3e: syscall
+        0x8b, 0xbc, 0x24, 0xf8, 0, 0, 0,                       // 40: mov 0xf8(%rsp), %edi     (the tool's pid)
+        0x31, 0xf6,                                            // 47: xor %esi, %esi
+        0xb8, 0x3e, 0x00, 0x00, 0x00,                          // 49: mov $62, %eax            (kill)
+        0x0f, 0x05,                                            // 4e: syscall
+        0x83, 0xf8, 0xfd,                                      // 50: cmp $-3, %eax            (ESRCH: gone)
+        0x74, 0x09,                                            // 53: je 0x5e
+        0xff, 0x8c, 0x24, 0x00, 0x01, 0, 0,                    // 55: decl 0x100(%rsp)         (rounds left)
+        0x75, 0xb5,                                            // 5c: jne 0x13
+        0xb8, 0x0f, 0x00, 0x00, 0x00,                          // 5e: mov $15, %eax            (rt_sigreturn)
+        0x0f, 0x05,                                            // 63: syscall
+        0xeb, 0xf7,                                            // 65: jmp 0x5e
     };
     static_assert(sizeof code <= kStubBytes);
     return std::string(reinterpret_cast<const char *>(code), sizeof code);
@@ -258,9 +286,12 @@ int PtraceThread::call(uint64_t fn, std::vector<uint64_t> args, int data_arg, co
     }
     uc.uc_mcontext.fpregs = reinterpret_cast<fpregset_t>(fp_at);
     std::memcpy(&uc.uc_sigmask, &sigmask_, sizeof sigmask_);
-    // The stub's data (see stub_code): no result, not done, 3 s to wait for the tool.
-    uc.uc_mcontext.__reserved1[0] = 3;
+    // The stub's data (see stub_code): no result, not done; the timeval it sets each round; the
+    // tool's pid as the target sees it; 60 rounds of 50 ms at most.
+    uc.uc_mcontext.__reserved1[0] = 0;
     uc.uc_mcontext.__reserved1[1] = 0;
+    uc.uc_mcontext.__reserved1[2] = static_cast<unsigned long long>(pid_seen_by(pid_));
+    uc.uc_mcontext.__reserved1[3] = 60;
 
     std::vector<uint8_t> fp(xstate_);
     // The software-reserved bytes of the FXSAVE image (464..511) describe the XSAVE area to the

@@ -50,13 +50,14 @@ public:
     };
     // The stub's code, position-independent, its data in fields of the frame's ucontext that
     // rt_sigreturn ignores (uc_link: the result; gregs[REG_ERR]: done; __reserved1: a
-    // timeval): call *%r11; store the result; set done; wait in select() for the tool (a few
-    // seconds: the tool stops the thread there and restores it); then rt_sigreturn (again if
-    // it was skipped), its way home when the tool is gone. The call runs unobserved, at full
+    // timeval, the tool's pid, rounds left): call *%r11; store the result; set done; wait for
+    // the tool in select(), 50 ms at a time, checking that the tool lives (kill(pid, 0)), at
+    // most 3 s: the tool stops the thread there and restores it; then rt_sigreturn (again if
+    // it was skipped), its way home when the tool is gone, within 50 ms of its death. The call runs unobserved, at full
     // speed: a tool stop per system call costs a scheduling round trip each, about 180 ms in
     // all on a busy machine.
     static std::string stub_code();
-    static constexpr size_t kStubBytes = 64;
+    static constexpr size_t kStubBytes = 128;
 
     // Calls fn(args...) (up to 6 integer arguments) in the thread, with `data` copied onto its
     // stack first: args[data_arg] (if >= 0) becomes the copy's address. *result: the return

@@ -19,6 +19,9 @@
  *   fork SECONDS      forks a child; both sleep SECONDS ("child PID" first)
  *   ticks SECONDS     the main thread loops on the clock alone for SECONDS: "ticks ok, longest
  *                     pause X ms" (how long an attach, or a tool killed during one, stopped it)
+ *   waiter SECONDS    the main thread calls waitpid(-1, WNOHANG) in a loop, as a shell or a
+ *                     server that reaps its workers does, though it has no child: "waiter: no
+ *                     child seen" or "waiter: saw PID" (liveprobe's helper must stay invisible)
  *   log N             (under the agent) writes "hello 0".."hello N-1" to the process's log,
  *                     then "tick K" every 100 ms for 3 s
  */
@@ -213,6 +216,23 @@ static int ticks(double seconds)
     return 0;
 }
 
+static int waiter(double seconds)
+{
+    ready();
+    double t0 = now_ms();
+    while (now_ms() - t0 < seconds * 1000) {
+        int st = 0;
+        pid_t w = waitpid(-1, &st, WNOHANG);
+        if (w > 0 || (w < 0 && errno != ECHILD)) {
+            printf("waiter: saw %d (%s)\n", (int)w, w < 0 ? strerror(errno) : "a child");
+            return 1;
+        }
+        usleep(500);
+    }
+    printf("waiter: no child seen\n");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -225,6 +245,7 @@ int main(int argc, char **argv)
     if (!strcmp(mode, "blocked")) return busy(atof(arg), 1, 1);
     if (!strcmp(mode, "workers")) return busy(atof(arg), 0, 0);
     if (!strcmp(mode, "ticks")) return ticks(atof(arg));
+    if (!strcmp(mode, "waiter")) return waiter(atof(arg));
     if (!strcmp(mode, "read")) return do_read(arg);
     if (!strcmp(mode, "nanosleep")) return do_sleep(atol(arg), 0);
     if (!strcmp(mode, "clock_nanosleep")) return do_sleep(atol(arg), 1);

@@ -94,6 +94,16 @@ for step in calling returned; do
     finish "freeze-$step" "^ticks ok, longest pause ([0-9]|[1-9][0-9]|[1-6][0-9][0-9]) ms$"
 done
 
+# A program that reaps any child (waitpid(-1)) never sees liveprobe's thread-stop helper while
+# sessions place and remove probes in it, and no zombie is left.
+if start waiter waiter 6; then
+    attach waiter
+    for i in 1 2 3; do "$lp" trace -p "$pid" --duration 0.3 --hist '*' >/dev/null 2>&1; done
+    zombies=$(ps --ppid "$pid" -o stat= | grep -c Z)
+    [ "$zombies" -eq 0 ] && pass "waiter: no zombie child after 3 sessions" || fail "waiter: $zombies zombie children"
+    finish waiter "^waiter: no child seen$"
+fi
+
 # 5. A target that exits during the attach: a clear failure or a success, never a hang.
 for i in 1 2 3 4 5; do
     start "exiting-$i" exit $((i * 5)) || continue

@@ -39,7 +39,9 @@ interrupted() {
     tr=$!
     sleep 1.5
     kill -INT "$tr"
-    wait "$tr"
+    wait "$tr"; rc=$?
+    [ "$rc" -eq 0 ] && grep -q '^liveprobe: [0-9]* functions traced' "$tmp/$name.trace" ||
+        { fail "$name: the tool ended with status $rc after Ctrl-C:"; tail -3 "$tmp/$name.trace" | sed 's/^/    /'; }
     alive "$name" "Ctrl-C of 'trace $*'"
 }
 
@@ -48,6 +50,7 @@ start events && interrupted events nap && finish events
 start hist && interrupted hist --hist nap && finish hist
 start count && interrupted count --count nap && finish count
 start retprobe && interrupted retprobe 'r:nap ret=$retval:s32' && finish retprobe
+start file && interrupted file -o "$tmp/nap.lptrace" nap && finish file
 start all && interrupted all '*' && interrupted all-hist --hist '*' && finish all
 # Several sessions in turn on one process, each ended with a call in flight.
 start turns && for i in 1 2 3; do interrupted "turns-$i" --hist nap || break; done && finish turns

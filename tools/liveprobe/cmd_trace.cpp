@@ -383,6 +383,18 @@ Runner add_trace(CLI::App &app)
             }
             o->probes.specs.push_back(std::move(spec));
         }
+        // Taken by the loop below through a signalfd: blocked first, in every thread (the
+        // trace file's writer thread, started next, inherits the mask; with SIGINT open there,
+        // Ctrl-C killed the tool before its summary).
+        signal(SIGPIPE, SIG_IGN);  // a reader that goes away (| head) ends the trace, cleanly
+        sigset_t set;
+        sigemptyset(&set);
+        sigaddset(&set, SIGINT);
+        sigaddset(&set, SIGTERM);
+        sigaddset(&set, SIGCHLD);
+        sigaddset(&set, SIGHUP);  // -p: a terminal that went away (ssh dropped) ends it as Ctrl-C does
+        add_forwarded_signals(&set);  // -- CMD: passed on to the program
+        sigprocmask(SIG_BLOCK, &set, nullptr);
         if (!o->output.empty()) {
             if (o->count || o->hist || o->print.json) {
                 complain("trace: -o writes the events: not with --count, --hist or --json (use them with -i)");
@@ -395,17 +407,8 @@ Runner add_trace(CLI::App &app)
                 return kExitFailure;
             }
         }
-        signal(SIGPIPE, SIG_IGN);  // a reader that goes away (| head) ends the trace, cleanly
         Shm shm;
         pid_t child = 0;
-        sigset_t set;
-        sigemptyset(&set);
-        sigaddset(&set, SIGINT);
-        sigaddset(&set, SIGTERM);
-        sigaddset(&set, SIGCHLD);
-        sigaddset(&set, SIGHUP);  // -p: a terminal that went away (ssh dropped) ends it as Ctrl-C does
-        add_forwarded_signals(&set);  // -- CMD: passed on to the program
-        sigprocmask(SIG_BLOCK, &set, nullptr);
         // The descriptor the session lasts as long as: -p, the connection held; -- CMD, the
         // write end of a pipe whose read end the program's agent watches (closing it, or dying,
         // stops the program's tracing).

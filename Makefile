@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS  ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build demo test bench install clean asan tsan
+.PHONY: all deps configure build demo test torture bench install clean asan tsan
 
 all: build
 
@@ -21,6 +21,14 @@ demo: build
 
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# The chaos suite on real servers (tests/chaos/chaos.sh): CHAOS_CYCLES cycles of sessions on
+# nginx and memcached under load, then 1,000 attach/trace/detach cycles whose memory must stay
+# flat. The environment is the one tests/CMakeLists.txt gives the script tests.
+CHAOS_CYCLES ?= 100
+torture: build
+	@cd $(BUILD) && LIVEPROBE_SOURCE_DIR=$(CURDIR) LIVEPROBE_BINARY_DIR=$(abspath $(BUILD)) \
+		bash $(CURDIR)/tests/chaos/chaos.sh --memory 1000 $(CHAOS_CYCLES)
 
 bench: build
 	@$(BUILD)/bench/liveprobe-bench

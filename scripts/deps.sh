@@ -1,20 +1,51 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages liveprobe needs to build and test, if any is missing.
 # Run as root it installs them with apt-get; otherwise it names them and fails.
+# The chaos suite's servers and load generators (tests/chaos/) come from Debian too: nginx with
+# wrk, memcached with the suite's own loader in perl (memcslap's keys are new at each run, so
+# memcached's memory grows until it evicts, and it checks no value), and ps. They are installed
+# without their recommends and without starting the system's instances: the suite runs private
+# ones on loopback ports of its own, and a system nginx or memcached left running would hold
+# ports 80 and 11211 for nothing.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libzydis-dev libzycore-dev libelf-dev libdw-dev
       libfmt-dev libcli11-dev googletest libgtest-dev libgmock-dev libbenchmark-dev libunwind-dev gdb)
-missing=()
-for p in "${pkgs[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-done
-[ ${#missing[@]} -eq 0 ] && exit 0
+servers=(nginx-light wrk memcached perl procps)
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
+missing=() missing_servers=()
+for p in "${pkgs[@]}"; do installed "$p" || missing+=("$p"); done
+for p in "${servers[@]}"; do installed "$p" || missing_servers+=("$p"); done
+[ ${#missing[@]} -eq 0 ] && [ ${#missing_servers[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then
-  echo "liveprobe: missing Debian packages: ${missing[*]}" >&2
-  echo "liveprobe: run as root, or: sudo apt-get install -y ${missing[*]}" >&2
+  echo "liveprobe: missing Debian packages: ${missing[*]} ${missing_servers[*]}" >&2
+  echo "liveprobe: run as root, or: sudo apt-get install -y ${missing[*]}" \
+       "&& sudo apt-get install -y --no-install-recommends ${missing_servers[*]}" >&2
   exit 1
 fi
-echo "liveprobe: installing ${missing[*]}" >&2
+echo "liveprobe: installing ${missing[*]} ${missing_servers[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
+# No service starts during the install: invoke-rc.d asks /usr/sbin/policy-rc.d, and 101 is
+# "action forbidden". One already there (a container's) is left as it is; ours is removed after.
+policy=/usr/sbin/policy-rc.d
+own_policy=
+if [ ! -e "$policy" ]; then
+  printf '#!/bin/sh\n# scripts/deps.sh: no service starts while liveprobe installs its packages\nexit 101\n' >"$policy"
+  chmod 755 "$policy"
+  own_policy=1
+fi
+trap '[ -z "$own_policy" ] || rm -f "$policy"' EXIT
 apt-get update -qq
-apt-get install -y -qq "${missing[@]}"
+[ ${#missing[@]} -eq 0 ] || apt-get install -y -qq "${missing[@]}"
+[ ${#missing_servers[@]} -eq 0 ] || apt-get install -y -qq --no-install-recommends "${missing_servers[@]}"
+# Where a service installed now started all the same (an init that does not ask policy-rc.d),
+# stop it and keep it from starting at boot. A service that was there before this run is the
+# machine owner's: left alone.
+for svc in nginx memcached; do
+  case " ${missing_servers[*]} " in *" $svc "*|*" $svc-light "*) ;; *) continue ;; esac
+  if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
+    systemctl disable --now "$svc" >/dev/null 2>&1 || true
+  else
+    update-rc.d "$svc" disable >/dev/null 2>&1 || true
+    if [ -x "/etc/init.d/$svc" ]; then "/etc/init.d/$svc" stop >/dev/null 2>&1 || true; fi
+  fi
+done

@@ -38,6 +38,19 @@ __attribute__((noipa)) long ifl_block(int fd)
     return n == 1 ? 1000 + c : -1;
 }
 
+// long ifl_tail(int fd): a tail call of ifl_block (two probed functions, one return slot).
+long ifl_tail(int fd);
+asm(R"(
+    .text
+    .globl ifl_tail
+    .type ifl_tail, @function
+ifl_tail:
+    movl %edi, %edi
+    nopl 0(%rax)
+    jmp ifl_block
+    .size ifl_tail, .-ifl_tail
+)");
+
 // A recursion of probed frames with a blocked call at the bottom.
 __attribute__((noipa)) long ifl_rec(long n, int fd)
 {
@@ -323,6 +336,69 @@ TEST(KretInFlight, ARemovedProbeKeepsOnlyThePagesOfCallsInFlight)
     ASSERT_EQ(write(p[1], &c, 1), 1);
     t.join();
     EXPECT_EQ(blocked, 1000 + 'z');
+    close(p[0]);
+    close(p[1]);
+}
+
+// A tail-call chain in flight (ifl_tail jumps to ifl_block: two calls, one return slot) when
+// its probes are removed, one at a time or in one batch, 50 rounds on one thread that goes on
+// calling afterwards: each call returns its own value, no handler runs after the removal.
+TEST(KretInFlight, ATailCallChainInFlightSurvivesRemoval)
+{
+    int p[2];
+    ASSERT_EQ(pipe(p), 0);
+    std::mutex mu;
+    std::condition_variable cv;
+    int round_started = -1, round_done = -1;
+    long result = 0;
+    std::atomic<bool> entered{false};
+    std::thread t([&] {
+        for (int r = 0; r < 50; ++r) {
+            {
+                std::unique_lock lk(mu);
+                cv.wait(lk, [&] { return round_started == r; });
+            }
+            for (int k = 0; k < 3; ++k) (void)ifl_tail(-1);  // the caches hold both probes
+            entered = true;
+            long v = ifl_tail(p[0]);
+            for (int k = 0; k < 3; ++k) (void)ifl_tail(-1);
+            std::lock_guard lk(mu);
+            result = v;
+            round_done = r;
+            cv.notify_all();
+        }
+    });
+    for (int r = 0; r < 50; ++r) {
+        Mapped m(2);
+        fill(m.rps[0], reinterpret_cast<void *>(&ifl_tail), r);
+        fill(m.rps[1], reinterpret_cast<void *>(&ifl_block), r + 1);
+        kretprobe *both[2] = {&m.rps[0], &m.rps[1]};
+        g_removed = false;
+        ASSERT_EQ(register_kretprobes(both, 2), 0) << liveprobe_strerror(-1);
+        entered = false;
+        {
+            std::lock_guard lk(mu);
+            round_started = r;
+        }
+        cv.notify_all();
+        while (!entered.load()) usleep(200);
+        usleep(3000);  // into read()
+        if (r % 2 == 0) {
+            unregister_kretprobes(both, 2);
+        } else {
+            unregister_kretprobe(&m.rps[0]);
+            unregister_kretprobe(&m.rps[1]);
+        }
+        g_removed = true;
+        m.unmap();
+        const char c = static_cast<char>('A' + r % 26);
+        ASSERT_EQ(write(p[1], &c, 1), 1);
+        std::unique_lock lk(mu);
+        cv.wait(lk, [&] { return round_done == r; });
+        ASSERT_EQ(result, 1000 + c) << "round " << r;
+        ASSERT_EQ(g_late.load(), 0) << "round " << r << ": a handler ran after unregistration";
+    }
+    t.join();
     close(p[0]);
     close(p[1]);
 }

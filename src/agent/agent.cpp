@@ -282,6 +282,7 @@ void serve(const Request &rq, Out &out)
             if (r < 0) return out.error(-r, why);
             g_trace_owner = rq.peer;
             out.keep = owned;
+            if (owned) out.line("owned");  // this agent keeps the connection (agents before it did not)
         } else if (trace::running(&started, &mode) < 0) {
             return out.error(ENOENT, "no trace session runs in this process");
         }

@@ -185,6 +185,17 @@ bool parse_reply(const std::string &buf, Reply *out)
     return false;
 }
 
+// A request the agent does not know: an agent older than the tool (a package upgraded under a
+// long-running process). Says so, and how to get a current one.
+void explain_unknown(pid_t pid, const std::string &verb, Reply *out)
+{
+    if (out->ok || out->reason.rfind("unknown request", 0) != 0) return;
+    out->reason = fmt::format(
+        "the agent in process {} is older than this tool and does not serve '{}' ({}); {}", pid, verb, out->reason,
+        verb == "detach" ? "restart the program to give it a current agent"
+                         : fmt::format("detach it (liveprobe detach -p {}) and attach again, or restart the program", pid));
+}
+
 }  // namespace
 
 int request(uid_t uid, pid_t pid, const std::string &verb, const std::vector<std::string> &args, Reply *out,
@@ -244,12 +255,16 @@ int request(uid_t uid, pid_t pid, const std::string &verb, const std::vector<std
         if (n == 0) break;
         buf.append(chunk, static_cast<size_t>(n));
         if (held && !buf.empty() && buf.back() == '\n' && parse_reply(buf, out)) {
+            explain_unknown(pid, verb, out);
             *held = fd;
             closer.fd = -1;
             return 0;
         }
     }
-    if (parse_reply(buf, out)) return 0;
+    if (parse_reply(buf, out)) {
+        explain_unknown(pid, verb, out);
+        return 0;
+    }
     *why = fmt::format("the agent of process {} closed the connection without a complete reply", pid);
     return -EPROTO;
 }

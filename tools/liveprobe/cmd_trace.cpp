@@ -447,6 +447,16 @@ Runner add_trace(CLI::App &app)
             }
             int fd = -1;
             size_t skipped = 0;
+            // An agent older than the :owned option closed the connection after its reply: the
+            // session is then stopped by the tool's trace-stop only, as it was.
+            if (std::find(reply.lines.begin(), reply.lines.end(), "owned") == reply.lines.end() && owner_conn >= 0) {
+                close(owner_conn);
+                owner_conn = -1;
+                std::fprintf(stderr,
+                             "liveprobe: the agent in process %d is older than this tool: if the tool is killed, "
+                             "the probes stay until the next trace (restart the program for a current agent)\n",
+                             o->pid);
+            }
             for (const std::string &l : reply.lines) {
                 if (l.rfind("memfd ", 0) == 0) fd = std::atoi(l.c_str() + 6);
                 if (l.rfind("placed ", 0) == 0) std::fprintf(stderr, "liveprobe: %s\n", l.c_str());

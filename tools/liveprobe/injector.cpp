@@ -75,6 +75,10 @@ int inspect(pid_t pid, Target *t, bool *has_library, std::string *why)
     std::vector<LoadedObject> objs = loaded_objects(pid);
     *has_library = find_object(objs, "libliveprobe").has_value();
     auto libc = find_object(objs, "libc");
+    if (!libc && objs.empty()) {  // no mapping at all: a process in the middle of its exit
+        *why = fmt::format("process {} exited during the attach", pid);
+        return -ESRCH;
+    }
     if (!libc) {
         *why = fmt::format("process {} has no libc.so.6 loaded (statically linked?): the agent cannot be loaded", pid);
         return -ENOEXEC;

@@ -87,6 +87,7 @@ std::vector<LoadedObject> loaded_objects(pid_t pid)
             o.path = m.path;
             o.start = m.start;
             o.end = m.end;
+            o.map_file = fmt::format("/proc/{}/map_files/{:x}-{:x}", pid, m.start, m.end);
             order.push_back(m.path);
         }
         o.start = std::min(o.start, m.start);
@@ -125,7 +126,10 @@ bool remote_symbols(pid_t pid, const LoadedObject &obj, const std::vector<std::s
                     std::vector<uint64_t> *out, std::string *why)
 {
     std::string err;
-    auto elf = symbols::ElfObject::load(path_in(pid, obj.path), false, &err);
+    const std::string deleted = " (deleted)";
+    const bool gone = obj.path.size() > deleted.size() &&
+                      obj.path.compare(obj.path.size() - deleted.size(), deleted.size(), deleted) == 0;
+    auto elf = symbols::ElfObject::load(gone ? obj.map_file : path_in(pid, obj.path), false, &err);
     if (!elf) {
         *why = fmt::format("cannot read {}: {}", obj.path, err);
         return false;

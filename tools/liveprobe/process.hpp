@@ -32,6 +32,9 @@ struct LoadedObject {
     std::string path;
     uint64_t bias = 0;
     uint64_t start = 0, end = 0;  // the lowest and highest addresses of its mappings
+    // The file through one of its mappings (/proc/PID/map_files/START-END): still there when
+    // the path no longer is (a library replaced by an upgrade: "PATH (deleted)").
+    std::string map_file;
 };
 std::vector<LoadedObject> loaded_objects(pid_t pid);
 

@@ -122,7 +122,10 @@ void owner_gone()
     drop_owner();
     trace::Started started;
     trace::Mode mode;
-    if (trace::running(&started, &mode) < 0) return;
+    if (trace::running(&started, &mode) < 0) {
+        trace::cancel_start_from_environment();  // `-- CMD`: the tool died before main
+        return;
+    }
     const uint64_t t0 = monotonic_ns();
     std::string why;
     std::string line;

@@ -423,11 +423,26 @@ void stop_watcher()
 
 }  // namespace
 
+namespace {
+// The tool of `trace -- CMD` died before the program's session started (under SessionLock).
+bool g_env_start_cancelled = false;
+}  // namespace
+
+void cancel_start_from_environment()
+{
+    SessionLock lk;
+    if (!g_running) g_env_start_cancelled = true;
+}
+
 int start(Mode mode, const std::vector<std::string> &spec_texts, int maxactive, Started *out, std::string *why,
           int given_fd, bool follow_forks)
 {
     stop_watcher();  // of a session stopped before (it ends with its session)
     SessionLock lk;
+    if (given_fd >= 0 && g_env_start_cancelled) {
+        *why = "the tool that started this program is gone: not tracing";
+        return -ECANCELED;
+    }
     uint64_t t0 = liveprobe_ktime_ns();
     g_follow = follow_forks;
     g_silent.store(false);
@@ -594,6 +609,10 @@ int start_from_environment()
             std::fprintf(stderr, "liveprobe: not traced: %s\n", started.skipped[i].c_str());
         if (r == 0 && started.skipped.size() > 5)
             std::fprintf(stderr, "liveprobe: ... and %zu more not traced\n", started.skipped.size() - 5);
+    }
+    if (r == -ECANCELED) {  // the program runs on, untraced, as after the tool's death
+        std::fprintf(stderr, "liveprobe: trace in process %d: %s\n", getpid(), why.c_str());
+        return 0;
     }
     if (r < 0) {
         std::fprintf(stderr, "liveprobe: trace in process %d: %s\n", getpid(), why.c_str());

@@ -53,6 +53,11 @@ int running(Started *out, Mode *mode);
 // program's main: 0, or the error printed on stderr and the process ended with status 1.
 int start_from_environment();
 
+// The tool of `trace -- CMD` is gone (its pipe closed, agent.cpp) and no session runs yet: the
+// one LIVEPROBE_TRACE describes will not start (start_from_environment says so; the program
+// runs on untraced).
+void cancel_start_from_environment();
+
 // Stops it: unregisters every probe (each one's nmissed is copied into the shared memory
 // first), closes the descriptor. -ENOENT when none runs.
 int stop(std::string *why);

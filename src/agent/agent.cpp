@@ -457,9 +457,14 @@ int start_locked(std::string *why)
         *why = fmt::format("cannot listen on {}: {}", path, std::strerror(e));
         return -e;
     }
-    // The thread takes none of the program's signals.
+    // The thread takes none of the program's signals, but for the synchronous ones: it runs
+    // libc's code, on which breakpoints are placed (while it places them too), and the kernel
+    // kills a thread that hits an int3 with SIGTRAP blocked (or faults with the fault's signal
+    // blocked). Explicitly: after an attach, pthread_sigmask here is libc's, not the interposer
+    // that keeps them unblocked (the library was not preloaded).
     sigset_t all, prev;
     sigfillset(&all);
+    for (int sig : {SIGTRAP, SIGSEGV, SIGBUS, SIGFPE, SIGILL}) sigdelset(&all, sig);
     pthread_sigmask(SIG_SETMASK, &all, &prev);
     pthread_t t;
     int r = pthread_create(&t, nullptr, agent_thread, reinterpret_cast<void *>(static_cast<intptr_t>(fd)));

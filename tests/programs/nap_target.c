@@ -3,11 +3,12 @@
  * is removed. Each call's value is checked. On SIGTERM, or after SECONDS, it prints how many naps
  * it took, how many came back wrong and how many SIGINTs it received (it counts them and goes
  * on, as a program that handles Ctrl-C does), and exits 0.
- *   nap_target [US [SECONDS [THREADS [DEPTH]]]]
+ *   nap_target [US [SECONDS [THREADS [DEPTH [BLOCK]]]]]
  *     naps of US microseconds (1000), for SECONDS (0: until SIGTERM); with THREADS, that many
  *     more threads each call nap_rec(DEPTH) in a loop: a recursion DEPTH deep whose innermost
  *     call naps, every frame's value checked (so a probe on nap_rec has DEPTH + 1 calls of each
- *     thread in flight nearly all the time). */
+ *     thread in flight nearly all the time). BLOCK 1: those threads block every signal, as
+ *     jemalloc's background thread or a server's workers that leave signals to one thread. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -16,7 +17,7 @@
 #include <unistd.h>
 
 static volatile sig_atomic_t stop, sigints;
-static int us = 1000, depth = 5;
+static int us = 1000, depth = 5, block_all;
 static long worker_naps, worker_bad; /* under g_mu */
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -38,6 +39,11 @@ static void *worker(void *arg)
 {
     (void)arg;
     long naps = 0, bad = 0;
+    if (block_all) {
+        sigset_t all;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, NULL);
+    }
     while (!stop) {
         if (nap_rec(depth) != us + depth) bad++;
         naps++;
@@ -74,6 +80,7 @@ int main(int argc, char **argv)
     double seconds = argc > 2 ? atof(argv[2]) : 0;
     int threads = argc > 3 ? atoi(argv[3]) : 0;
     depth = argc > 4 ? atoi(argv[4]) : 5;
+    block_all = argc > 5 ? atoi(argv[5]) : 0;
     signal(SIGTERM, on_term);
     signal(SIGINT, on_int);
     pthread_t t[64];

@@ -190,7 +190,27 @@ for _ in $(seq 100); do grep -q 'ran its time' "$tmp/kill.out" && break; sleep 0
 grep -q 'naps [0-9]* bad 0 sigint 0 ran its time$' "$tmp/kill.out" && pass "trace -- CMD, tool killed: the program ran its time" ||
     { fail "trace -- CMD, tool killed: the program's output:"; grep -v '^\[' "$tmp/kill.out"; }
 
-# 6. kretprobe_example on nap, then rmmod while nap is in flight: rmmod answers, the program lives.
+# 6. Threads that block every signal (as jemalloc's background thread does) while libc's
+# functions are probed, many on the breakpoint path, and probes are placed and removed (each
+# placement or removal of a jump probe writes an int3 first): the kernel kills a thread that
+# hits an int3 with SIGTRAP blocked. And the agent's own thread, which runs libc's code while it
+# places the probes, after a detach and an attach again.
+"${launch[@]}" "$target" 1000 0 2 3 1 >"$tmp/blocking.out" 2>&1 &
+pid=$!; pids+=("$pid")
+for _ in $(seq 500); do grep -q '^ready$' "$tmp/blocking.out" 2>/dev/null && break; sleep 0.01; done
+for i in 1 2 3; do
+    "$lp" attach -p "$pid" >/dev/null 2>&1; "$lp" detach -p "$pid" >/dev/null 2>&1
+    mode=--count; [ "$i" -eq 2 ] && mode=--hist
+    "$lp" trace -p "$pid" $mode 'libc.so.6:*' >"$tmp/blocking-$i.trace" 2>&1 & tr=$!
+    for _ in $(seq 1000); do grep -q '^liveprobe: placed' "$tmp/blocking-$i.trace" 2>/dev/null && break; sleep 0.01; done
+    sleep 1
+    sig=INT; [ "$i" -eq 3 ] && sig=KILL
+    kill -$sig "$tr"; wait "$tr" 2>/dev/null
+    alive blocking "SIG$sig of 'trace $mode libc.so.6:*' (threads blocking every signal) #$i" || break
+done
+finish blocking
+
+# 7. kretprobe_example on nap, then rmmod while nap is in flight: rmmod answers, the program lives.
 if start module; then
     if out=$("$lp" insmod -p "$pid" "$samples/kretprobe_example.so" func=nap 2>&1); then
         sleep 0.5

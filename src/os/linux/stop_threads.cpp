@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
@@ -70,6 +71,25 @@ long ptrace_raw(long req, int tid, long addr = 0, long data = 0)
     return raw_syscall(SYS_ptrace, req, tid, addr, data);
 }
 
+// A thread that blocks SIGTRAP and hits an int3 (a breakpoint probe, or the one a jump probe's
+// placement or removal writes first) is killed by the kernel, as is one that faults in a
+// handler with that fault's signal blocked. Where the library was preloaded, the interposed
+// sigprocmask and pthread_sigmask keep them unblocked; after an attach, threads that blocked
+// every signal (jemalloc's background thread, the program's workers that block all and wait in
+// sigwait) still block them: each stopped thread's mask loses them here (a thread that blocks
+// them later is caught at the next stop). Blocking them only matters to a program for the same
+// signals sent by kill(), which then arrive at once.
+void unblock_synchronous(int tid)
+{
+    uint64_t mask = 0;
+    if (ptrace_raw(PTRACE_GETSIGMASK, tid, sizeof mask, reinterpret_cast<long>(&mask)) < 0) return;
+    uint64_t ours = 0;
+    for (int sig : {SIGTRAP, SIGSEGV, SIGBUS, SIGFPE, SIGILL}) ours |= uint64_t{1} << (sig - 1);
+    if (!(mask & ours)) return;
+    mask &= ~ours;
+    ptrace_raw(PTRACE_SETSIGMASK, tid, sizeof mask, reinterpret_cast<long>(&mask));
+}
+
 // Stops threads [s->attached, s->n). Returns false on a failure other than a thread exiting.
 bool stop_range(WorldStop::Shared *s)
 {
@@ -113,6 +133,7 @@ bool stop_range(WorldStop::Shared *s)
         if (!s->gone[i] && ptrace_raw(PTRACE_GETREGS, s->tid[i], 0, reinterpret_cast<long>(&s->regs[i])) < 0)
             s->gone[i] = true;
         if (!s->gone[i]) s->new_ip[i] = s->regs[i].rip;
+        if (!s->gone[i]) unblock_synchronous(s->tid[i]);
     }
     s->attached = s->n;
     return true;

@@ -231,6 +231,7 @@ void serve(const Request &rq, Out &out)
             std::string text = lines[i].text;
             size_t j = i + 1;
             for (; j < lines.size() && lines[j].cont; ++j) text += lines[j].text;
+            while (!text.empty() && text.back() == '\n') text.pop_back();  // printk's own end of line
             for (char &c : text)
                 if (c == '\n') c = ' ';  // one line each
             out.line(fmt::format("{} {} {}", lines[i].ns, lines[i].level, text));

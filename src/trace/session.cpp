@@ -316,7 +316,8 @@ void place(Session &ss, std::vector<Target> fns, Started *out)
     std::vector<std::pair<size_t, std::string>> by_count;
     for (auto &[why_not, count] : reasons) by_count.emplace_back(count, why_not);
     std::sort(by_count.begin(), by_count.end(), [](auto &x, auto &y) { return x.first > y.first; });
-    for (auto &[count, why_not] : by_count) out->slow.push_back(fmt::format("{}: {}", count, why_not));
+    for (auto &[count, why_not] : by_count)
+        out->slow.push_back(fmt::format("{} probe{}: {}", count, count == 1 ? "" : "s", why_not));
 }
 
 // Places the probes of the pending specs whose library is loaded now (g_mu held).

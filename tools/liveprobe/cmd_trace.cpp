@@ -395,6 +395,13 @@ Runner add_trace(CLI::App &app)
         sigaddset(&set, SIGHUP);  // -p: a terminal that went away (ssh dropped) ends it as Ctrl-C does
         add_forwarded_signals(&set);  // -- CMD: passed on to the program
         sigprocmask(SIG_BLOCK, &set, nullptr);
+        if (o->pid != 0) {  // before -o makes its file
+            std::string why;
+            if (!process_info(o->pid, &why)) {
+                complain(why);
+                return kExitFailure;
+            }
+        }
         if (!o->output.empty()) {
             if (o->count || o->hist || o->print.json) {
                 complain("trace: -o writes the events: not with --count, --hist or --json (use them with -i)");

@@ -177,8 +177,28 @@ void detach(const Request &rq, Out &out)
     out.ok();
 }
 
+// Before the first request that places probes in an attached process: every thread stopped
+// once, and SIGTRAP and the fault signals taken out of its mask (os/linux/stop_threads.cpp
+// unblock_synchronous). Threads that blocked every signal before the attach would otherwise be
+// killed by the first int3 they meet, where no later stop happens (probes on the breakpoint
+// path only). Where the library was preloaded the interposed pthread_sigmask keeps them out.
+// Not at the agent's start: the injector still traces the thread it started the agent from,
+// and the thread stop would fail on it.
+bool g_guarded = false;  // set false before the agent's thread starts, then its thread's
+
+void guard_if_attached()
+{
+    if (g_guarded) return;
+    g_guarded = true;
+    if (std::strcmp(g_reason.load(), "attach") != 0) return;
+    os::WorldStop ws;
+    (void)ws.stop();
+    ws.resume();
+}
+
 void serve(const Request &rq, Out &out)
 {
+    if (rq.verb == "trace-start" || rq.verb == "insmod") guard_if_attached();
     if (rq.verb == "hello") {
         out.line(fmt::format("liveprobe {} pid {} protocol {}", LIVEPROBE_VERSION, getpid(), kProtocolVersion));
         out.ok();
@@ -458,6 +478,7 @@ int start_locked(std::string *why)
         *why = fmt::format("cannot listen on {}: {}", path, std::strerror(e));
         return -e;
     }
+    g_guarded = false;  // read by the thread about to start
     // The thread takes none of the program's signals, but for the synchronous ones: it runs
     // libc's code, on which breakpoints are placed (while it places them too), and the kernel
     // kills a thread that hits an int3 with SIGTRAP blocked (or faults with the fault's signal

@@ -209,6 +209,15 @@ for i in 1 2 3; do
     alive blocking "SIG$sig of 'trace $mode libc.so.6:*' (threads blocking every signal) #$i" || break
 done
 finish blocking
+# The same with jump optimization off in the target: no thread stop happens while probes are
+# placed, and the threads that block every signal meet the int3 of nap_rec's probe at once.
+LIVEPROBE_OPTIMIZE=0 "${launch[@]}" "$target" 1000 0 2 3 1 >"$tmp/blocking-bp.out" 2>&1 &
+pid=$!; pids+=("$pid")
+for _ in $(seq 500); do grep -q '^ready$' "$tmp/blocking-bp.out" 2>/dev/null && break; sleep 0.01; done
+interrupted blocking-bp --count nap_rec nap
+kill -TERM "$pid" 2>/dev/null; wait "$pid"; rc=$?
+[ "$rc" -eq 0 ] && grep -Eq '^naps [1-9][0-9]* bad 0$' "$tmp/blocking-bp.out" && pass "blocking-bp: $(tail -1 "$tmp/blocking-bp.out")" ||
+    { fail "blocking-bp: the target exited $rc"; tail -2 "$tmp/blocking-bp.out"; }
 
 # 7. kretprobe_example on nap, then rmmod while nap is in flight: rmmod answers, the program lives.
 if start module; then

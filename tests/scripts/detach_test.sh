@@ -233,5 +233,12 @@ if start module; then
     finish module
 fi
 
+# A mistyped command is named as such, with --help too (it printed the general help, exit 0).
+for args in "detahc -p 1" "detahc --help"; do
+    out=$("$lp" $args 2>&1); rc=$?
+    [ "$rc" -eq 2 ] && grep -q "^liveprobe: unknown command 'detahc' (the commands: run, attach, .*detach" <<<"$out" &&
+        pass "liveprobe $args: $out" || fail "liveprobe $args: exit $rc: $out"
+done
+
 [ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
 echo "all passed"

@@ -36,6 +36,22 @@ int main(int argc, char **argv)
     Runner lsmod = add_lsmod(app);
     Runner build_module = add_build_module(app);
     Runner trace = add_trace(app);
+    // The first word that is not an option names the command: an unknown one is said so (CLI11
+    // would print the general help for `liveprobe foo --help`, or "A subcommand is required").
+    for (int i = 1; i < argc; ++i) {
+        if (argv[i][0] == '-') continue;
+        std::string names;
+        bool known = false;
+        for (const CLI::App *sub : app.get_subcommands({})) {
+            known |= sub->get_name() == argv[i];
+            names += (names.empty() ? "" : ", ") + sub->get_name();
+        }
+        if (!known) {
+            complain(std::string("unknown command '") + argv[i] + "' (the commands: " + names + ")");
+            return kExitUsage;
+        }
+        break;
+    }
     // insmod's module parameters (trace's specs) and the program after "--" are both free words:
     // the program is split off here (CLI11 would take it for more of them).
     for (int i = 1; i < argc; ++i) {

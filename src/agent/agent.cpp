@@ -25,6 +25,7 @@
 #include "core/error.hpp"
 #include "core/kretprobe.hpp"
 #include "core/registry.hpp"
+#include "os/linux/signals.hpp"
 #include "os/linux/stop_threads.hpp"
 #include "symbols/symbols.hpp"
 #include "trace/session.hpp"
@@ -411,6 +412,25 @@ void *stop_serving(int lfd)
     return nullptr;
 }
 
+// Accepts one connection and serves it (keeping it when it is a session owner's); false when the
+// listening socket was closed.
+bool serve_one(int lfd)
+{
+    int fd = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) {
+        if (errno == EBADF || errno == EINVAL) return false;
+        if (errno != EINTR && errno != ECONNABORTED && errno != EAGAIN) usleep(10000);
+        return true;
+    }
+    if (handle(fd)) {
+        if (owner_fd_is_ours()) close(g_trace_conn);  // not reached: one session at a time
+        own(fd);
+    } else {
+        close(fd);
+    }
+    return true;
+}
+
 // Serves the socket, one connection at a time, and watches the connection of the trace
 // session's owner, if any: its end (the tool's, whatever killed it) stops the session.
 void *agent_thread(void *arg)
@@ -425,27 +445,15 @@ void *agent_thread(void *arg)
         if (g_trace_conn >= 0 && p[1].revents) {
             if (owner_fd_is_ours()) {
                 owner_gone();
-                os::stop_threads_reap_helper();
-                give_memory_back();
+                g_trim = true;
             } else {
                 g_trace_conn = -1;  // the program closed it (and may use the number): not ours now
             }
         }
-        if (!p[0].revents) continue;
-        int fd = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
-        if (fd < 0) {
-            if (errno == EINTR || errno == ECONNABORTED || errno == EAGAIN) continue;
-            if (errno == EBADF || errno == EINVAL) return nullptr;  // closed: the agent stopped
-            usleep(10000);
-            continue;
-        }
-        if (handle(fd)) {
-            if (owner_fd_is_ours()) close(g_trace_conn);  // not reached: one session at a time
-            own(fd);
-        } else {
-            close(fd);
-        }
-        os::stop_threads_reap_helper();  // the thread-stop helper of what the request placed
+        if (p[0].revents && !serve_one(lfd)) return nullptr;  // closed: the agent stopped
+        // After what the owner's end or a request did: the thread-stop helper of what it placed
+        // or removed reaped, freed memory given back, the agent stopped after a detach.
+        os::stop_threads_reap_helper();
         if (g_trim) give_memory_back();
         if (g_detach) return stop_serving(lfd);
     }
@@ -486,7 +494,7 @@ int start_locked(std::string *why)
     // that keeps them unblocked (the library was not preloaded).
     sigset_t all, prev;
     sigfillset(&all);
-    for (int sig : {SIGTRAP, SIGSEGV, SIGBUS, SIGFPE, SIGILL}) sigdelset(&all, sig);
+    for (int sig : os::kSynchronousSignals) sigdelset(&all, sig);
     pthread_sigmask(SIG_SETMASK, &all, &prev);
     pthread_t t;
     int r = pthread_create(&t, nullptr, agent_thread, reinterpret_cast<void *>(static_cast<intptr_t>(fd)));

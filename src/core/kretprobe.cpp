@@ -347,7 +347,7 @@ void trim_retired(KretState *ks)
 }
 
 // Unregistering a kretprobe, in order (the lifecycle of its memory: docs/DESIGN-NOTES.md,
-// "A removed probe outlives its removal"):
+// "Lifecycles", "A return probe's memory"):
 // 1. It leaves g_krets: no second unregistration, no enable/disable.
 // 2. Its entry kprobe is unregistered: when that returns, no thread runs an entry of it (no
 //    instance is taken any more, no entry handler runs) and none will.

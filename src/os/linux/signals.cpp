@@ -38,7 +38,7 @@ sigmask_fn real_pthread_sigmask() { return next_symbol(g_real_pthread_sigmask, "
 
 bool managed(int sig)
 {
-    return sig == SIGTRAP || sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL;
+    return (kSynchronousMask & sigbit(sig)) != 0;
 }
 
 // The program's action for a managed signal. Written under g_mu by the interposed
@@ -107,10 +107,10 @@ const sigset_t *without_ours(int how, const sigset_t *set, sigset_t *buf)
 {
     if (!set || how == SIG_UNBLOCK) return set;
     bool any = false;
-    for (int sig : {SIGTRAP, SIGSEGV, SIGBUS, SIGFPE, SIGILL}) any |= sigismember(set, sig) == 1;
+    for (int sig : kSynchronousSignals) any |= sigismember(set, sig) == 1;
     if (!any) return set;
     *buf = *set;
-    for (int sig : {SIGTRAP, SIGSEGV, SIGBUS, SIGFPE, SIGILL}) sigdelset(buf, sig);
+    for (int sig : kSynchronousSignals) sigdelset(buf, sig);
     return buf;
 }
 
@@ -134,14 +134,13 @@ Status install_signal_handlers(SignalHandler trap, SignalHandler fault)
     if (g_installed.load()) return Status::Ok();
     if (!real_sigaction() || !real_sigprocmask() || !real_pthread_sigmask())
         return Fail(-ENOSYS, "cannot find libc's sigaction/sigprocmask/pthread_sigmask");
-    const int sigs[] = {SIGTRAP, SIGSEGV, SIGBUS, SIGFPE, SIGILL};
-    for (int sig : sigs) {
+    for (int sig : kSynchronousSignals) {
         struct sigaction old;
         if (real_sigaction()(sig, nullptr, &old) != 0)
             return Fail(-errno, "sigaction({}) failed: {}", sig, strerror(errno));
         store(sig, old);
     }
-    for (int sig : sigs) {
+    for (int sig : kSynchronousSignals) {
         struct sigaction act;
         std::memset(&act, 0, sizeof act);
         act.sa_sigaction = reinterpret_cast<void (*)(int, siginfo_t *, void *)>(
@@ -162,7 +161,7 @@ Status install_signal_handlers(SignalHandler trap, SignalHandler fault)
     // interposed masks).
     sigset_t s;
     sigemptyset(&s);
-    for (int sig : sigs) sigaddset(&s, sig);
+    for (int sig : kSynchronousSignals) sigaddset(&s, sig);
     real_pthread_sigmask()(SIG_UNBLOCK, &s, nullptr);
     return Status::Ok();
 }

@@ -37,5 +37,10 @@ uint64_t signal_restorer();
 // Signals liveprobe must receive even when the program blocks them, as a kernel mask.
 constexpr uint64_t sigbit(int sig) { return uint64_t{1} << (sig - 1); }
 constexpr uint64_t kFaultSignals = sigbit(SIGSEGV) | sigbit(SIGBUS) | sigbit(SIGFPE) | sigbit(SIGILL);
+// SIGTRAP and the fault signals: liveprobe's int3s and its handlers' faults raise them, and the
+// kernel kills a thread that gets one while blocking it, so no thread may block them (the
+// interposers here, the agent's own thread, the thread-stop helper after an attach).
+inline constexpr int kSynchronousSignals[] = {SIGTRAP, SIGSEGV, SIGBUS, SIGFPE, SIGILL};
+constexpr uint64_t kSynchronousMask = sigbit(SIGTRAP) | kFaultSignals;
 
 }  // namespace liveprobe::os

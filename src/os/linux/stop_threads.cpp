@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "os/linux/raw_syscall.hpp"
+#include "os/linux/signals.hpp"
 
 namespace liveprobe::os {
 
@@ -83,10 +84,8 @@ void unblock_synchronous(int tid)
 {
     uint64_t mask = 0;
     if (ptrace_raw(PTRACE_GETSIGMASK, tid, sizeof mask, reinterpret_cast<long>(&mask)) < 0) return;
-    uint64_t ours = 0;
-    for (int sig : {SIGTRAP, SIGSEGV, SIGBUS, SIGFPE, SIGILL}) ours |= uint64_t{1} << (sig - 1);
-    if (!(mask & ours)) return;
-    mask &= ~ours;
+    if (!(mask & kSynchronousMask)) return;
+    mask &= ~kSynchronousMask;
     ptrace_raw(PTRACE_SETSIGMASK, tid, sizeof mask, reinterpret_cast<long>(&mask));
 }
 

@@ -27,6 +27,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -395,9 +396,10 @@ Runner add_trace(CLI::App &app)
         sigaddset(&set, SIGHUP);  // -p: a terminal that went away (ssh dropped) ends it as Ctrl-C does
         add_forwarded_signals(&set);  // -- CMD: passed on to the program
         sigprocmask(SIG_BLOCK, &set, nullptr);
-        if (o->pid != 0) {  // before -o makes its file
+        std::optional<ProcessInfo> info;  // -p: the process, looked up before -o makes its file
+        if (o->pid != 0) {
             std::string why;
-            if (!process_info(o->pid, &why)) {
+            if (!(info = process_info(o->pid, &why))) {
                 complain(why);
                 return kExitFailure;
             }
@@ -423,11 +425,6 @@ Runner add_trace(CLI::App &app)
         int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
         std::string why;
         if (o->pid != 0) {
-            auto info = process_info(o->pid, &why);
-            if (!info) {
-                complain(why);
-                return kExitFailure;
-            }
             o->print.pid = o->pid;
             AttachReport rep;
             if (attach_agent(o->pid, &rep, &why) < 0) {

@@ -158,9 +158,10 @@ fi
 # in a terminal (script(1) gives it one) reaches the program once, which handles it and runs on,
 # traced to its end: every nap counted. SIGTERM sent to the tool is passed on. --duration stops
 # the tracing and the program runs its time. A tool killed with SIGKILL leaves the program
-# running, its probes removed by its agent.
+# running, its probes removed by its agent. (exec: script runs $SHELL -c, and a dash (CI's
+# /bin/sh) that waits for the tool dies of the Ctrl-C itself, as no interactive shell would.)
 prog() { echo "$target 1000 $1"; }
-{ sleep 1.5; printf '\003'; sleep 5; } | script -qec "$lp trace --hist nap -- $(prog 3)" /dev/null >"$tmp/tty.out" 2>&1; rc=$?
+{ sleep 1.5; printf '\003'; sleep 5; } | script -qec "exec $lp trace --hist nap -- $(prog 3)" /dev/null >"$tmp/tty.out" 2>&1; rc=$?
 tr -d '\r' <"$tmp/tty.out" >"$tmp/tty.txt"
 naps=$(sed -n 's/.*naps \([0-9]*\) bad 0 sigint 1 ran its time$/\1/p' "$tmp/tty.txt")
 if [ "$rc" -eq 0 ] && [ -n "$naps" ] && grep -q "^@ns\[nap\]: $naps calls$" "$tmp/tty.txt"; then

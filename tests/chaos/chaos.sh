@@ -55,7 +55,8 @@
 # `attach`, `trace --duration 0.1` (in turn epoll_wait, --count and --hist of libevent) and
 # `detach`; VmRSS and the lines of /proc/PID/maps after each. After the warm-up, the least RSS
 # of the last 10 cycles is at most 10% above the most of the 10 cycles up to the warm-up's end,
-# and the fewest mappings of each window within 4; no extra thread, no zombie, no command failed.
+# and the fewest mappings of the last 10 at most 4 above the most of those; no extra thread, no
+# zombie, no command failed.
 #
 # Every liveprobe command runs under `timeout` (or, for the trace whose tool gets the signals,
 # under a deadline of this script's), so a hang is reported as one.
@@ -530,8 +531,11 @@ memory_part() {
     # to the next: RSS by up to 4 MiB, what a session's symbol tables leave in malloc's arenas
     # until the next trim, and the log ring fills its 1 MiB over the first sessions): the 10 up
     # to the warm-up's end, and the last 10. RSS: the last window's least (the floor a leak
-    # raises) at most 10% above the warm-up window's most; mappings: each window's least,
-    # within 4. A leak of a probe's memory a session (626 probes) passes that within a cycle.
+    # raises) at most 10% above the warm-up window's most; mappings likewise, the last window's
+    # least at most 4 above the warm-up window's most (not least against least: one cycle whose
+    # count dipped by 6, an arena's heap trimmed away, failed that in CI). A leak of a probe's
+    # memory a session (626 probes) passes either within a cycle; of a mapping a session, within
+    # 5 cycles.
     local a=$((warm - 9 > 1 ? warm - 9 : 1)) l=$((n - 9 > warm ? n - 9 : warm + 1))
     window() {  # FIRST LAST COLUMN min|max
         awk -v a="$1" -v b="$2" -v c="$3" '$1 >= a && $1 <= b {print $c}' "$out/samples" | sort -n |
@@ -539,10 +543,10 @@ memory_part() {
     }
     local rw rl mw ml
     rw=$(window "$a" "$warm" 2 max); rl=$(window "$l" "$n" 2 min)
-    mw=$(window "$a" "$warm" 3 min); ml=$(window "$l" "$n" 3 min)
-    echo "chaos: memory: the most RSS of cycles $a-$warm: $rw kB, the least of cycles $l-$n: $rl kB; the fewest mappings: $mw, then $ml"
+    mw=$(window "$a" "$warm" 3 max); ml=$(window "$l" "$n" 3 min)
+    echo "chaos: memory: cycles $a-$warm: at most $rw kB of RSS and $mw mappings; cycles $l-$n: at least $rl kB and $ml mappings"
     if [ "$rl" -gt $((rw * 110 / 100)) ]; then echo "FAIL: chaos: memory: RSS grew more than 10% after the warm-up (at most $rw kB, then at least $rl kB)"; bad=1; fi
-    if [ $((ml - mw)) -gt 4 ] || [ $((mw - ml)) -gt 4 ]; then echo "FAIL: chaos: memory: the mappings went from $mw to $ml"; bad=1; fi
+    if [ $((ml - mw)) -gt 4 ]; then echo "FAIL: chaos: memory: the mappings grew after the warm-up (at most $mw, then at least $ml)"; bad=1; fi
     # Where RSS rose by more than 1 MiB from one cycle to the next (a leak rises at every cycle;
     # a step once is a cache or a malloc arena filled once).
     local steps

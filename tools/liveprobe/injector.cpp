@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <fstream>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -462,9 +463,42 @@ static int attach(pid_t pid, AttachReport *out, std::string *why)
     return -ETIMEDOUT;
 }
 
+// The process that ptraces a thread of pid (TracerPid), other than this one: 0 when none.
+static pid_t tracer_of(pid_t pid)
+{
+    for (pid_t tid : threads_of(pid)) {
+        std::ifstream in(fmt::format("/proc/{}/task/{}/status", pid, tid));
+        for (std::string line; std::getline(in, line);) {
+            if (line.rfind("TracerPid:", 0) != 0) continue;
+            const pid_t t = static_cast<pid_t>(std::atol(line.c_str() + 10));
+            if (t != 0 && t != getpid()) return t;
+            break;
+        }
+    }
+    return 0;
+}
+
 int attach_agent(pid_t pid, AttachReport *out, std::string *why)
 {
-    int r = attach(pid, out, why);
+    // Another liveprobe attaching at the same moment (two traces started together) holds a
+    // thread of the process stopped for some milliseconds, and its agent will serve us too:
+    // wait for it, up to 10 s. Any other tracer (gdb, strace) is an error that names it. Once
+    // without a tracer: the other one may have let go between the failure and the look.
+    int r = 0;
+    bool again = true;
+    for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);;) {
+        r = attach(pid, out, why);
+        if (r != -EAGAIN && r != -EPERM) break;
+        const pid_t tracer = tracer_of(pid);
+        std::string ignored;
+        const auto info = tracer ? process_info(tracer, &ignored) : std::nullopt;
+        if (tracer && info && info->comm != "liveprobe") {
+            *why += fmt::format(" (it is traced by process {}, {})", tracer, info->comm);
+            break;
+        }
+        if (std::chrono::steady_clock::now() > until || (!tracer && !std::exchange(again, false))) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
     // Whatever step it failed at, a process that exited meanwhile is the reason.
     if (r < 0 && r != -EPERM && exited(pid) && why->find("exited") == std::string::npos && why->find("no process") == std::string::npos)
         *why = fmt::format("process {} exited during the attach ({})", pid, *why);

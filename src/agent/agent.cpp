@@ -10,6 +10,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
@@ -46,35 +47,48 @@ int g_listen_fd = -1;
 // initializers.
 char g_socket[sizeof(sockaddr_un::sun_path)];
 std::atomic<const char *> g_reason{"api"};
-// The agent's thread only (or before it starts): the tool that started the trace session, and
-// the descriptor its session lasts as long as, -1 when none: the connection that tool holds
-// (trace-start MODE:owned, `trace -p`), or the read end of a pipe whose write end it holds
-// (LIVEPROBE_TRACE_OWNER_FD, `trace -- CMD`: inherited by the program, and by the children it
-// forks, whose agents watch it too). When it closes without a trace-stop (the tool was killed,
-// lost its terminal, crashed, or closed the pipe to stop tracing), the session is stopped. Its
-// identity is kept: a program may close every descriptor it did not open (closefrom) and reuse
-// the number, and the agent must then neither act on nor close the program's descriptor.
-pid_t g_trace_owner = 0;
-int g_trace_conn = -1;
-dev_t g_trace_conn_dev = 0;
-ino_t g_trace_conn_ino = 0;
+// The owner of each trace session, by its slot (trace/session.hpp; the agent's thread only, or
+// before it starts): the tool that started it, and the descriptor the session lasts as long
+// as, -1 when none: the connection that tool holds (trace-start MODE:owned, `trace -p`), or the
+// read end of a pipe whose write end it holds (LIVEPROBE_TRACE_OWNER_FD, `trace -- CMD`:
+// inherited by the program, and by the children it forks, whose agents watch it too). When it
+// closes without a trace-stop (the tool was killed, lost its terminal, crashed, or closed the
+// pipe to stop tracing), the session is stopped. Its identity is kept: a program may close every
+// descriptor it did not open (closefrom) and reuse the number, and the agent must then neither
+// act on nor close the program's descriptor.
+struct Owner {
+    pid_t pid = 0;
+    int fd = -1;
+    dev_t dev = 0;
+    ino_t ino = 0;
+};
+Owner g_owners[trace::kSessions];
 
-// Watches fd as the session owner's (the agent's thread, or before it starts).
-void own(int fd)
+// Watches fd as session s's owner's (the agent's thread, or before it starts).
+void own(uint32_t s, int fd)
 {
     struct stat st {};
     fstat(fd, &st);
-    g_trace_conn = fd;
-    g_trace_conn_dev = st.st_dev;
-    g_trace_conn_ino = st.st_ino;
+    g_owners[s].fd = fd;
+    g_owners[s].dev = st.st_dev;
+    g_owners[s].ino = st.st_ino;
 }
 
-// Whether g_trace_conn is still the descriptor own() was given.
-bool owner_fd_is_ours()
+// Whether session s's owner descriptor is still the one own() was given.
+bool owner_fd_is_ours(uint32_t s)
 {
+    const Owner &o = g_owners[s];
     struct stat st {};
-    return g_trace_conn >= 0 && fstat(g_trace_conn, &st) == 0 && st.st_dev == g_trace_conn_dev &&
-           st.st_ino == g_trace_conn_ino;
+    return o.fd >= 0 && fstat(o.fd, &st) == 0 && st.st_dev == o.dev && st.st_ino == o.ino;
+}
+
+// "held by tool pid N", "started by pid N", "started with the program": who session s is of.
+std::string owner_text(uint32_t s)
+{
+    const Owner &o = g_owners[s];
+    return o.fd >= 0 ? fmt::format("held by tool pid {}", o.pid)
+           : o.pid > 0 ? fmt::format("started by pid {}", o.pid)
+                       : std::string("started with the program");
 }
 uint64_t g_started_ns = 0;
 
@@ -91,7 +105,7 @@ uint64_t monotonic_ns()
 
 struct Out {
     std::string text;
-    bool keep = false;  // the connection stays open after the reply (a session's owner)
+    int keep = -1;  // >= 0: the connection stays open after the reply, owner of this session
     void line(const std::string &l) { text += l.empty() ? ".\n" : ". " + l + "\n"; }
     void ok() { text += "ok\n"; }
     void error(int err, const std::string &why) { text += fmt::format("error {} {}\n", err, why); }
@@ -107,30 +121,29 @@ std::string describe(const core::ProbeSummary &s)
                                             : fmt::format("breakpoint ({})", s.counters.why_not ? s.counters.why_not : "?"));
 }
 
-// The session's owner is no longer followed (its session stopped).
-void drop_owner()
+// Session s's owner is no longer followed (its session stopped).
+void drop_owner(uint32_t s)
 {
-    if (owner_fd_is_ours()) close(g_trace_conn);
-    g_trace_conn = -1;
-    g_trace_owner = 0;
+    if (owner_fd_is_ours(s)) close(g_owners[s].fd);
+    g_owners[s] = Owner();
 }
 
-// The connection of the session's owner closed (or sent something, which no owner does): the
+// The connection of session s's owner closed (or sent something, which no owner does): the
 // tool is gone without its trace-stop. Its session stops, and the log says so.
-void owner_gone()
+void owner_gone(uint32_t s)
 {
-    const pid_t owner = g_trace_owner;
-    drop_owner();
+    const pid_t owner = g_owners[s].pid;
+    drop_owner(s);
     trace::Started started;
     trace::Mode mode;
-    if (trace::running(&started, &mode) < 0) {
-        trace::cancel_start_from_environment();  // `-- CMD`: the tool died before main
+    if (trace::running(s, &started, &mode) < 0) {
+        if (s == 0) trace::cancel_start_from_environment();  // `-- CMD`: the tool died before main
         return;
     }
     const uint64_t t0 = monotonic_ns();
     std::string why;
     std::string line;
-    if (int r = trace::stop(&why); r < 0)
+    if (int r = trace::stop(s, &why); r < 0)
         line = fmt::format("liveprobe: the trace session's tool (pid {}) is gone; stopping its session failed: {}\n",
                            owner, why);
     else
@@ -151,19 +164,22 @@ void detach(const Request &rq, Out &out)
     const bool force = !rq.args.empty() && rq.args[0] == "force";
     trace::Started started;
     trace::Mode mode;
-    const bool session = trace::running(&started, &mode) == 0;
-    if (session && g_trace_conn >= 0 && !force)
-        return out.error(EBUSY, fmt::format("a trace session of tool pid {} is live ({} probes): end it, or detach "
-                                            "with --force",
-                                            g_trace_owner, started.placed));
+    const std::vector<uint32_t> sessions = trace::running_sessions();
+    for (uint32_t s : sessions)
+        if (g_owners[s].fd >= 0 && !force && trace::running(s, &started, &mode) == 0)
+            return out.error(EBUSY, fmt::format("a trace session of tool pid {} is live ({} probes): end it, or "
+                                                "detach with --force",
+                                                g_owners[s].pid, started.placed));
     const uint64_t t0 = monotonic_ns();
     std::string why;
-    if (session) {
-        if (int r = trace::stop(&why); r < 0) return out.error(-r, "stopping the trace session: " + why);
+    for (uint32_t s : sessions) {
+        if (trace::running(s, &started, &mode) < 0) continue;
+        if (int r = trace::stop(s, &why); r < 0) return out.error(-r, "stopping the trace session: " + why);
         out.line(fmt::format("removed the trace session ({} probes{})", started.placed,
-                             g_trace_conn >= 0 ? fmt::format(", of tool pid {}", g_trace_owner) : std::string()));
+                             g_owners[s].fd >= 0 ? fmt::format(", of tool pid {}", g_owners[s].pid) : std::string()));
+        drop_owner(s);
     }
-    drop_owner();
+    for (uint32_t s = 0; s < trace::kSessions; ++s) drop_owner(s);
     std::vector<std::string> names = module_names();
     for (auto it = names.rbegin(); it != names.rend(); ++it) {  // the last loaded first, as rmmod would
         const std::string &name = *it;
@@ -197,6 +213,97 @@ void guard_if_attached()
     ws.resume();
 }
 
+// The session a request names (its first argument), else the one the requesting tool owns,
+// else the only one: -1 with the reason in out when none (trace-info: the first one).
+int session_of(const Request &rq, Out &out, bool first)
+{
+    const std::vector<uint32_t> sessions = trace::running_sessions();
+    if (!rq.args.empty()) {
+        char *end = nullptr;
+        const unsigned long s = std::strtoul(rq.args[0].c_str(), &end, 10);  // kSessions at most: no overflow
+        if (*end || rq.args[0].empty() || std::find(sessions.begin(), sessions.end(), static_cast<uint32_t>(s)) == sessions.end()) {
+            out.error(ENOENT, fmt::format("no trace session {} runs in this process", rq.args[0]));
+            return -1;
+        }
+        return static_cast<int>(s);
+    }
+    for (uint32_t s : sessions)
+        if (g_owners[s].pid == rq.peer) return static_cast<int>(s);
+    if (sessions.size() == 1 || (first && !sessions.empty())) return static_cast<int>(sessions[0]);
+    if (sessions.empty()) out.error(ENOENT, "no trace session runs in this process");
+    else out.error(EINVAL, fmt::format("{} trace sessions run in this process: name one", sessions.size()));
+    return -1;
+}
+
+// "trace-start MODE MAXACTIVE SPEC...": starts a trace session; "trace-info [SESSION]": one
+// that runs. Lines: "session N" (its slot, what trace-stop takes), "memfd FD", "mode MODE",
+// "probe I ADDR NAME" each, "skipped WHY" each.
+void serve_trace_start(const Request &rq, Out &out)
+{
+    trace::Started started;
+    trace::Mode mode;
+    if (rq.verb == "trace-start") {
+        // MODE[:OPTION...]: nofollow, without following forks; owned, the session lasts as long
+        // as this connection, which the tool keeps open (agents before it ignore it).
+        std::string mode_word = rq.args.empty() ? std::string() : rq.args[0];
+        bool follow = true, owned = false, known = true;
+        for (size_t colon; (colon = mode_word.rfind(':')) != std::string::npos; mode_word.resize(colon)) {
+            const std::string opt = mode_word.substr(colon + 1);
+            if (opt == "nofollow") follow = false;
+            else if (opt == "owned") owned = true;
+            else known = false;
+        }
+        if (rq.args.size() < 3 || !known || !trace::parse_mode(mode_word, &mode))
+            return out.error(EINVAL, "trace-start: MODE[:nofollow][:owned] (events, count, hist) MAXACTIVE SPEC...");
+        std::string why;
+        // Sessions whose tool is gone (killed before its trace-stop, from a tool that did not
+        // hold its connection) are stopped first.
+        for (uint32_t s : trace::running_sessions()) {
+            const Owner &o = g_owners[s];
+            if (o.fd < 0 && o.pid > 0 && o.pid != rq.peer && kill(o.pid, 0) != 0 && errno == ESRCH) {
+                trace::stop(s, &why);
+                drop_owner(s);
+            }
+        }
+        int r = trace::start(mode, {rq.args.begin() + 2, rq.args.end()}, std::atoi(rq.args[1].c_str()), &started,
+                             &why, -1, follow);
+        if (r < 0) return out.error(-r, why);
+        drop_owner(started.session);  // a session of the slot before, stopped by the program itself
+        g_owners[started.session].pid = rq.peer;
+        if (owned) {
+            out.keep = static_cast<int>(started.session);
+            out.line("owned");  // this agent keeps the connection (agents before it did not)
+        }
+    } else {
+        const int s = session_of(rq, out, true);
+        if (s < 0) return;
+        if (trace::running(static_cast<uint32_t>(s), &started, &mode) < 0)
+            return out.error(ENOENT, "no trace session runs in this process");
+    }
+    out.line(fmt::format("session {}", started.session));
+    out.line(fmt::format("memfd {}", started.memfd));
+    out.line(fmt::format("placed {} probes ({} jump-optimized) in {:.1f} ms", started.placed, started.optimized,
+                         started.place_ms));
+    for (size_t i = 0; i < started.slow.size() && i < 3; ++i) out.line("slow " + started.slow[i]);
+    out.line(fmt::format("mode {}", mode == trace::Mode::count ? "count" : mode == trace::Mode::hist ? "hist" : "events"));
+    for (size_t i = 0; i < started.names.size(); ++i)
+        out.line(fmt::format("probe {} {:#x} {}", i, started.addrs[i], started.names[i]));
+    for (const std::string &sk : started.skipped) out.line("skipped " + sk);
+    out.ok();
+}
+
+// "trace-stop [SESSION]": without one, the session of the tool that asks, else the only one.
+void serve_trace_stop(const Request &rq, Out &out)
+{
+    const int s = session_of(rq, out, false);
+    if (s < 0) return;
+    std::string why;
+    if (int r = trace::stop(static_cast<uint32_t>(s), &why); r < 0) return out.error(-r, why);
+    drop_owner(static_cast<uint32_t>(s));
+    g_trim = true;
+    out.ok();
+}
+
 void serve(const Request &rq, Out &out)
 {
     if (rq.verb == "trace-start" || rq.verb == "insmod") guard_if_attached();
@@ -220,13 +327,11 @@ void serve(const Request &rq, Out &out)
         out.line(fmt::format("modules: {}", module_count()));
         trace::Started started;
         trace::Mode mode;
-        if (trace::running(&started, &mode) == 0)
-            out.line(fmt::format("trace session: {} probes, {}", started.placed,
-                                 g_trace_conn >= 0 ? fmt::format("held by tool pid {}", g_trace_owner)
-                                 : g_trace_owner > 0 ? fmt::format("started by pid {}", g_trace_owner)
-                                                     : std::string("started with the program")));
-        else
-            out.line("trace session: none");
+        const std::vector<uint32_t> sessions = trace::running_sessions();
+        for (uint32_t s : sessions)
+            if (trace::running(s, &started, &mode) == 0)
+                out.line(fmt::format("trace session {}: {} probes, {}", s, started.placed, owner_text(s)));
+        if (sessions.empty()) out.line("trace session: none");
         out.line(fmt::format("log: {} lines written, {} records overwritten, {} dropped (ring of {} KiB)",
                              log.lines_written(), log.records_overwritten(), log.records_dropped(),
                              LogRing::kRecords * LogRing::kRecordBytes / 1024));
@@ -277,55 +382,9 @@ void serve(const Request &rq, Out &out)
         if (!why.empty()) out.line("warning: " + why);
         out.ok();
     } else if (rq.verb == "trace-start" || rq.verb == "trace-info") {
-        // "trace-start MODE MAXACTIVE SPEC...": starts the process's trace session;
-        // "trace-info": the one running. Lines: "memfd FD", "mode MODE", "probe I ADDR NAME"
-        // each, "skipped WHY" each.
-        trace::Started started;
-        trace::Mode mode;
-        if (rq.verb == "trace-start") {
-            // MODE[:OPTION...]: nofollow, without following forks; owned, the session lasts as
-            // long as this connection, which the tool keeps open (agents before it ignore it).
-            std::string mode_word = rq.args.empty() ? std::string() : rq.args[0];
-            bool follow = true, owned = false, known = true;
-            for (size_t colon; (colon = mode_word.rfind(':')) != std::string::npos; mode_word.resize(colon)) {
-                const std::string opt = mode_word.substr(colon + 1);
-                if (opt == "nofollow") follow = false;
-                else if (opt == "owned") owned = true;
-                else known = false;
-            }
-            if (rq.args.size() < 3 || !known || !trace::parse_mode(mode_word, &mode))
-                return out.error(EINVAL,
-                                 "trace-start: MODE[:nofollow][:owned] (events, count, hist) MAXACTIVE SPEC...");
-            std::string why;
-            // A session whose tool is gone (killed before its trace-stop, from a tool that did not
-            // hold its connection) is stopped first.
-            if (g_trace_conn < 0 && g_trace_owner > 0 && g_trace_owner != rq.peer && kill(g_trace_owner, 0) != 0 &&
-                errno == ESRCH)
-                trace::stop(&why);
-            int r = trace::start(mode, {rq.args.begin() + 2, rq.args.end()}, std::atoi(rq.args[1].c_str()), &started,
-                                 &why, -1, follow);
-            if (r < 0) return out.error(-r, why);
-            g_trace_owner = rq.peer;
-            out.keep = owned;
-            if (owned) out.line("owned");  // this agent keeps the connection (agents before it did not)
-        } else if (trace::running(&started, &mode) < 0) {
-            return out.error(ENOENT, "no trace session runs in this process");
-        }
-        out.line(fmt::format("memfd {}", started.memfd));
-        out.line(fmt::format("placed {} probes ({} jump-optimized) in {:.1f} ms", started.placed, started.optimized,
-                             started.place_ms));
-        for (size_t i = 0; i < started.slow.size() && i < 3; ++i) out.line("slow " + started.slow[i]);
-        out.line(fmt::format("mode {}", mode == trace::Mode::count ? "count" : mode == trace::Mode::hist ? "hist" : "events"));
-        for (size_t i = 0; i < started.names.size(); ++i)
-            out.line(fmt::format("probe {} {:#x} {}", i, started.addrs[i], started.names[i]));
-        for (const std::string &s : started.skipped) out.line("skipped " + s);
-        out.ok();
+        serve_trace_start(rq, out);
     } else if (rq.verb == "trace-stop") {
-        std::string why;
-        if (int r = trace::stop(&why); r < 0) return out.error(-r, why);
-        drop_owner();
-        g_trim = true;
-        out.ok();
+        serve_trace_stop(rq, out);
     } else if (rq.verb == "detach") {
         detach(rq, out);
     } else if (rq.verb == "lsmod") {
@@ -337,8 +396,9 @@ void serve(const Request &rq, Out &out)
     }
 }
 
-// One connection: one request line, one reply. True when the connection is kept (Out::keep).
-bool handle(int fd)
+// One connection: one request line, one reply. The session whose owner it stays, or -1 when it
+// is not kept (Out::keep).
+int handle(int fd)
 {
     struct ucred cred {};
     socklen_t len = sizeof cred;
@@ -422,32 +482,33 @@ bool serve_one(int lfd)
         if (errno != EINTR && errno != ECONNABORTED && errno != EAGAIN) usleep(10000);
         return true;
     }
-    if (handle(fd)) {
-        if (owner_fd_is_ours()) close(g_trace_conn);  // not reached: one session at a time
-        own(fd);
+    if (const int s = handle(fd); s >= 0) {
+        own(static_cast<uint32_t>(s), fd);
     } else {
         close(fd);
     }
     return true;
 }
 
-// Serves the socket, one connection at a time, and watches the connection of the trace
-// session's owner, if any: its end (the tool's, whatever killed it) stops the session.
+// Serves the socket, one connection at a time, and watches the descriptors of the trace
+// sessions' owners: the end of one (the tool's, whatever killed it) stops its session.
 void *agent_thread(void *arg)
 {
     int lfd = static_cast<int>(reinterpret_cast<intptr_t>(arg));
     for (;;) {
-        struct pollfd p[2] = {{lfd, POLLIN, 0}, {g_trace_conn, POLLIN, 0}};
-        if (poll(p, g_trace_conn >= 0 ? 2 : 1, -1) < 0) {
+        struct pollfd p[1 + trace::kSessions] = {{lfd, POLLIN, 0}};
+        for (uint32_t s = 0; s < trace::kSessions; ++s) p[1 + s] = {g_owners[s].fd, POLLIN, 0};  // -1: ignored
+        if (poll(p, 1 + trace::kSessions, -1) < 0) {
             if (errno != EINTR) usleep(10000);
             continue;
         }
-        if (g_trace_conn >= 0 && p[1].revents) {
-            if (owner_fd_is_ours()) {
-                owner_gone();
+        for (uint32_t s = 0; s < trace::kSessions; ++s) {
+            if (g_owners[s].fd < 0 || !p[1 + s].revents) continue;
+            if (owner_fd_is_ours(s)) {
+                owner_gone(s);
                 g_trim = true;
             } else {
-                g_trace_conn = -1;  // the program closed it (and may use the number): not ours now
+                g_owners[s].fd = -1;  // the program closed it (and may use the number): not ours now
             }
         }
         if (p[0].revents && !serve_one(lfd)) return nullptr;  // closed: the agent stopped
@@ -560,8 +621,8 @@ void adopt_owner_from_environment()
     const int high = fcntl(fd, F_DUPFD_CLOEXEC, 512);
     close(fd);
     if (high < 0) return;
-    own(high);
-    g_trace_owner = getppid();
+    own(0, high);  // the session LIVEPROBE_TRACE starts, the process's first: slot 0
+    g_owners[0].pid = getppid();
 }
 
 [[gnu::constructor]] void start_from_environment()

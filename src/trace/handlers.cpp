@@ -15,16 +15,13 @@
 
 namespace liveprobe::trace {
 
-void *g_base = nullptr;
-uint32_t g_capacity = 0;
-std::atomic<uint64_t> g_generation{0};
-bool g_follow = true;
-std::atomic<bool> g_silent{false};
+Slot g_slots[kSessions];
 bool g_tsc = false;
 
 namespace clk = liveprobe::os::clock;
 
 constinit thread_local ThreadRows t_rows;
+constinit thread_local uint64_t t_other_rings[kSessions - 1];
 
 // What hist_return (hist_return.S) reads.
 static_assert(offsetof(ThreadRows, generation) == LP_ROWS_GENERATION && offsetof(ThreadRows, hists) == LP_ROWS_HISTS &&
@@ -34,100 +31,156 @@ static_assert(kHistBuckets == LP_HIST_BUCKETS);
 static_assert(sizeof(clk::Conversion) == 1 << LP_CONV_SIZE_LOG2 && offsetof(clk::Conversion, mult) == LP_CONV_MULT &&
               clk::kRing == LP_CONV_RING_MASK + 1);
 static_assert(offsetof(EntryData, entry_ns) == 0);  // at LP_RI_DATA (checked in core/kret_hit.cpp)
-static_assert(sizeof(clk::g_gen) == 4 && sizeof(g_generation) == 8);
+static_assert(sizeof(clk::g_gen) == 4 && sizeof(Slot::generation) == 8 && offsetof(Slot, generation) == LP_SLOT_GENERATION);
 
+// A fork: every slot's threads claim rings again (the child's threads are others); a slot whose
+// session does not follow forks goes silent in the child.
 [[gnu::constructor]] static void trace_atfork()
 {
     pthread_atfork(nullptr, nullptr, [] {
-        g_generation.fetch_add(1, std::memory_order_release);
-        if (!g_follow) g_silent.store(true, std::memory_order_relaxed);
+        for (Slot &s : g_slots) {
+            s.generation.fetch_add(1, std::memory_order_release);
+            if (!s.follow) s.silent.store(true, std::memory_order_relaxed);
+        }
     });
 }
 
-// The calling thread's ring, claimed on its first event: -1 when every ring is taken (rings of
-// threads that have exited, drained, are taken back).
-static int32_t my_ring() noexcept
+// A ring of the session at base for the calling thread, claimed now: -1 when every ring is
+// taken (rings of threads that have exited, drained, are taken back). Inline: the engine proves
+// the handlers vector-free through a few levels of calls only (arch::vector_free).
+[[gnu::always_inline]] static inline int32_t claim_ring(void *base) noexcept
 {
-    uint64_t gen = g_generation.load(std::memory_order_acquire);
-    if (t_rows.generation == gen && t_rows.ring >= 0) return t_rows.ring;
-    t_rows.generation = gen;
-    t_rows.ring = -1;
     int32_t tid = os::raw_gettid();
     int32_t pid = os::raw_getpid();
-    for (uint32_t pass = 0; pass < 2 && t_rows.ring < 0; ++pass) {
+    for (uint32_t pass = 0; pass < 2; ++pass) {
         for (uint32_t i = 0; i < kRings; ++i) {
-            RingHead *h = ring_head(g_base, i);
+            RingHead *h = ring_head(base, i);
             int32_t owner = h->tid.load(std::memory_order_relaxed);
             if (pass == 1 && owner != 0 && owner != tid && h->head.load() == h->tail.load() &&
                 os::raw_syscall(SYS_tgkill, pid, owner, 0) == -ESRCH) {
                 // Its thread is gone and the reader has everything: take it.
-                if (h->tid.compare_exchange_strong(owner, tid)) {
-                    t_rows.ring = static_cast<int32_t>(i);
-                    break;
-                }
+                if (h->tid.compare_exchange_strong(owner, tid)) return static_cast<int32_t>(i);
                 continue;
             }
             int32_t free = 0;
-            if (owner == 0 && h->tid.compare_exchange_strong(free, tid)) {
-                t_rows.ring = static_cast<int32_t>(i);
-                break;
-            }
+            if (owner == 0 && h->tid.compare_exchange_strong(free, tid)) return static_cast<int32_t>(i);
         }
     }
-    t_rows.counts = t_rows.ring >= 0 ? count_of(g_base, g_capacity, static_cast<uint32_t>(t_rows.ring), 0) : nullptr;
-    t_rows.hists = t_rows.ring >= 0 ? hist_of(g_base, g_capacity, static_cast<uint32_t>(t_rows.ring), 0) : nullptr;
-    t_rows.tail = t_rows.ring >= 0 ? ring_head(g_base, static_cast<uint32_t>(t_rows.ring))->tail.load(std::memory_order_acquire) : 0;
-    t_rows.pending = t_rows.ring >= 0 ? &ring_head(g_base, static_cast<uint32_t>(t_rows.ring))->hist_pending : nullptr;
+    return -1;
+}
+
+// The calling thread's ring in slot 0's session, claimed on its first event, and its rows.
+static int32_t first_ring() noexcept
+{
+    const Slot &sl = g_slots[0];
+    uint64_t gen = sl.generation.load(std::memory_order_acquire);
+    if (t_rows.generation == gen && t_rows.ring >= 0) return t_rows.ring;
+    t_rows.generation = gen;
+    t_rows.ring = claim_ring(sl.base);
+    const auto ring = static_cast<uint32_t>(t_rows.ring);
+    t_rows.counts = t_rows.ring >= 0 ? count_of(sl.base, sl.capacity, ring, 0) : nullptr;
+    t_rows.hists = t_rows.ring >= 0 ? hist_of(sl.base, sl.capacity, ring, 0) : nullptr;
+    t_rows.tail = t_rows.ring >= 0 ? ring_head(sl.base, ring)->tail.load(std::memory_order_acquire) : 0;
+    t_rows.pending = t_rows.ring >= 0 ? &ring_head(sl.base, ring)->hist_pending : nullptr;
     return t_rows.ring;
 }
 
-// my_ring(), or -1 counted as an event without a ring (every ring taken).
-static int32_t ring_or_count_unringed() noexcept
+// The calling thread's ring in the session of slot s (not 0) if it has one for the slot's
+// generation: -1 otherwise.
+static inline int32_t other_ring_set(uint32_t s) noexcept
 {
-    const int32_t ring = my_ring();
-    if (ring < 0) header_of(g_base)->unringed.fetch_add(1, std::memory_order_relaxed);
+    const uint64_t w = t_other_rings[s - 1];
+    const auto gen = static_cast<uint32_t>(g_slots[s].generation.load(std::memory_order_acquire));
+    return static_cast<uint32_t>(w >> 32) == gen ? static_cast<int32_t>(static_cast<uint32_t>(w)) - 1 : -1;
+}
+
+// ... and claimed on its first event.
+static int32_t other_ring(uint32_t s) noexcept
+{
+    if (int32_t ring = other_ring_set(s); ring >= 0) return ring;
+    const auto gen = static_cast<uint32_t>(g_slots[s].generation.load(std::memory_order_acquire));
+    const int32_t ring = claim_ring(g_slots[s].base);
+    t_other_rings[s - 1] = uint64_t{gen} << 32 | static_cast<uint32_t>(ring + 1);
     return ring;
 }
 
-// count_pre's other cases, out of its line: no row yet or any more (a new session, a fork:
-// both move g_generation), or silent (a child not followed: set with the generation's move).
-[[gnu::noinline]] static int count_slow(uint32_t idx) noexcept
+// The thread's ring in slot s's session (kFirst: s is 0), or -1 counted as an event without a
+// ring (every ring taken).
+template <bool kFirst>
+static int32_t ring_or_count_unringed(uint32_t s) noexcept
 {
-    if (g_silent.load(std::memory_order_relaxed)) return 0;
-    if (ring_or_count_unringed() < 0) return 0;
-    std::atomic<uint64_t> *c = t_rows.counts + idx;
+    const int32_t ring = kFirst ? first_ring() : other_ring(s);
+    if (ring < 0) header_of(g_slots[s].base)->unringed.fetch_add(1, std::memory_order_relaxed);
+    return ring;
+}
+
+static const Probe *probe_of_kp(const struct kprobe *kp) noexcept
+{
+    return reinterpret_cast<const Probe *>(reinterpret_cast<const char *>(kp) - offsetof(Probe, kp));
+}
+
+// The slot of a probe's session: 0 for slot 0's handlers, known at compile time.
+template <bool kFirst>
+static inline uint32_t slot_of(const Probe *p) noexcept
+{
+    return kFirst ? 0 : p->session;
+}
+
+// count_pre's other cases, out of its line: no row yet or any more (a new session, a fork:
+// both move the slot's generation), or silent (a child not followed: set with the generation's
+// move).
+template <bool kFirst>
+[[gnu::noinline]] static int count_slow(uint32_t s, uint32_t idx) noexcept
+{
+    const Slot &sl = g_slots[s];
+    if (sl.silent.load(std::memory_order_relaxed)) return 0;
+    const int32_t ring = ring_or_count_unringed<kFirst>(s);
+    if (ring < 0) return 0;
+    std::atomic<uint64_t> *c = count_of(sl.base, sl.capacity, static_cast<uint32_t>(ring), idx);
     c->store(c->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     return 0;
 }
 
-static uint32_t index_of(const struct kprobe *kp) noexcept
-{
-    return reinterpret_cast<const Probe *>(reinterpret_cast<const char *>(kp) - offsetof(Probe, kp))->index;
-}
-
 // --count's common case: this thread has its row in this session (and generation): the call
 // counted there. False otherwise, nothing done.
-[[gnu::always_inline]] static inline bool count_in_row(uint32_t idx) noexcept
+template <bool kFirst>
+[[gnu::always_inline]] static inline bool count_in_row(const Probe *p) noexcept
 {
-    std::atomic<uint64_t> *row = t_rows.counts;
-    if (row == nullptr || t_rows.generation != g_generation.load(std::memory_order_acquire)) [[unlikely]]
-        return false;
-    std::atomic<uint64_t> *c = row + idx;
+    std::atomic<uint64_t> *c;
+    if constexpr (kFirst) {
+        std::atomic<uint64_t> *row = t_rows.counts;
+        if (row == nullptr || t_rows.generation != g_slots[0].generation.load(std::memory_order_acquire)) [[unlikely]]
+            return false;
+        c = row + p->index;
+    } else {
+        const uint32_t s = p->session;
+        const int32_t ring = other_ring_set(s);
+        if (ring < 0) [[unlikely]]
+            return false;
+        c = count_of(g_slots[s].base, g_slots[s].capacity, static_cast<uint32_t>(ring), p->index);
+    }
     c->store(c->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);  // this thread's row only
     return true;
 }
 
-int count_pre(struct kprobe *kp, struct pt_regs *) noexcept
+template <bool kFirst>
+[[gnu::always_inline]] static inline int count_pre_in(struct kprobe *kp) noexcept
 {
-    const uint32_t idx = index_of(kp);
-    return count_in_row(idx) ? 0 : count_slow(idx);
+    const Probe *p = probe_of_kp(kp);
+    return count_in_row<kFirst>(p) ? 0 : count_slow<kFirst>(slot_of<kFirst>(p), p->index);
 }
+int count_pre(struct kprobe *kp, struct pt_regs *) noexcept { return count_pre_in<true>(kp); }
+int count_pre_other(struct kprobe *kp, struct pt_regs *) noexcept { return count_pre_in<false>(kp); }
 
 // count_pre's light variant (core::set_light_variant), what the light entry calls: the common
 // case only, which writes four caller-saved registers, so that the light entry saves only those
 // (count_pre's rare case calls out, and may write any). Anything else returns 1: the hit takes
 // the full entry, which runs count_pre.
-int count_light(struct kprobe *kp, struct pt_regs *) noexcept { return count_in_row(index_of(kp)) ? 0 : 1; }
+int count_light(struct kprobe *kp, struct pt_regs *) noexcept { return count_in_row<true>(probe_of_kp(kp)) ? 0 : 1; }
+int count_light_other(struct kprobe *kp, struct pt_regs *) noexcept
+{
+    return count_in_row<false>(probe_of_kp(kp)) ? 0 : 1;
+}
 
 // The entry's stamp: the TSC read unordered when the clock is the TSC (cheaper than an ordered
 // clock read by about 10 ns here), else the clock.
@@ -170,25 +223,30 @@ int entry_regs(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept
     return 0;
 }
 
-// Writes one event of `slots` records into the thread's ring: the record, then `payload` in the
-// records after it. Returns false when the ring was full (counted).
-static bool put_event(uint32_t idx, uint32_t slots, uint32_t tid, uint64_t entry_ns, uint64_t exit_ns, uint64_t retval,
-               const unsigned char *payload, size_t bytes) noexcept
+// Writes one event of `slots` records into the thread's ring in slot s's session: the record,
+// then `payload` in the records after it. Returns false when the ring was full (counted).
+template <bool kFirst>
+static bool put_event(uint32_t s, uint32_t idx, uint32_t slots, uint32_t tid, uint64_t entry_ns, uint64_t exit_ns,
+                      uint64_t retval, const unsigned char *payload, size_t bytes) noexcept
 {
-    const int32_t ring = ring_or_count_unringed();
+    const int32_t ring = ring_or_count_unringed<kFirst>(s);
     if (ring < 0) return false;
-    RingHead *h = ring_head(g_base, static_cast<uint32_t>(ring));
+    void *base = g_slots[s].base;
+    RingHead *h = ring_head(base, static_cast<uint32_t>(ring));
     // No call counter: the reader counts the events it reads, and the calls are those and the
-    // ones dropped here.
+    // ones dropped here. The ring's tail as this thread last read it (slot 0's; the others read
+    // it when the ring may be full).
+    uint64_t other_tail = 0;
+    uint64_t &tail = kFirst ? t_rows.tail : other_tail;
     uint64_t head = h->head.load(std::memory_order_relaxed);
-    if (head + slots - t_rows.tail > kRingRecords) [[unlikely]] {
-        t_rows.tail = h->tail.load(std::memory_order_acquire);
-        if (head + slots - t_rows.tail > kRingRecords) {
+    if (head + slots - tail > kRingRecords) [[unlikely]] {
+        tail = h->tail.load(std::memory_order_acquire);
+        if (head + slots - tail > kRingRecords) {
             h->dropped.fetch_add(1, std::memory_order_relaxed);
             return false;
         }
     }
-    Record *recs = ring_records(g_base, static_cast<uint32_t>(ring));
+    Record *recs = ring_records(base, static_cast<uint32_t>(ring));
     Record *r = recs + head % kRingRecords;
     r->probe = idx;
     r->tid = tid;
@@ -204,52 +262,75 @@ static bool put_event(uint32_t idx, uint32_t slots, uint32_t tid, uint64_t entry
     return true;
 }
 
-static const Probe *probe_of_kp(const struct kprobe *kp) noexcept
-{
-    return reinterpret_cast<const Probe *>(reinterpret_cast<const char *>(kp) - offsetof(Probe, kp));
-}
-
 // p:, FUNC+OFF: an event at the instruction, with its values.
-int fetch_pre(struct kprobe *kp, struct pt_regs *regs) noexcept
+template <bool kFirst>
+[[gnu::always_inline]] static inline int fetch_pre_in(struct kprobe *kp, struct pt_regs *regs) noexcept
 {
-    if (g_silent.load(std::memory_order_relaxed)) return 0;
-    uint64_t now = liveprobe_ktime_ns();
     const Probe *p = probe_of_kp(kp);
+    const uint32_t s = slot_of<kFirst>(p);
+    if (g_slots[s].silent.load(std::memory_order_relaxed)) return 0;
+    uint64_t now = liveprobe_ktime_ns();
     alignas(8) unsigned char payload[kMaxPayload];
     FetchContext ctx;
     ctx.regs = regs;
     fetch_all(*p->spec, ctx, payload);
-    put_event(p->index, p->slots, static_cast<uint32_t>(os::raw_gettid()), now, now, regs->ip, payload,
-              p->bytes);
+    put_event<kFirst>(s, p->index, p->slots, static_cast<uint32_t>(os::raw_gettid()), now, now, regs->ip, payload,
+                      p->bytes);
     return 0;
 }
+int fetch_pre(struct kprobe *kp, struct pt_regs *regs) noexcept { return fetch_pre_in<true>(kp, regs); }
+int fetch_pre_other(struct kprobe *kp, struct pt_regs *regs) noexcept { return fetch_pre_in<false>(kp, regs); }
 
 // r:: at the return, with its values ($argN as they were at the entry).
-int fetch_return(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept
+template <bool kFirst>
+[[gnu::always_inline]] static inline int fetch_return_in(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept
 {
-    if (g_silent.load(std::memory_order_relaxed)) return 0;
+    const Probe *p = probe_of_rp(ri->rp);
+    const uint32_t s = slot_of<kFirst>(p);
+    if (g_slots[s].silent.load(std::memory_order_relaxed)) return 0;
     const auto *d = reinterpret_cast<const EntryData *>(ri->data);
     const auto [entry, now] = return_times(d->entry_ns);
-    const Probe *p = probe_of_rp(ri->rp);
     alignas(8) unsigned char payload[kMaxPayload];
     FetchContext ctx;
     ctx.regs = regs;
     ctx.entry = d->regs;
     fetch_all(*p->spec, ctx, payload);
-    put_event(p->index, p->slots, static_cast<uint32_t>(ri->tid), entry, now, regs->ax, payload, p->bytes);
+    put_event<kFirst>(s, p->index, p->slots, static_cast<uint32_t>(ri->tid), entry, now, regs->ax, payload, p->bytes);
     return 0;
 }
+int fetch_return(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept { return fetch_return_in<true>(ri, regs); }
+int fetch_return_other(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept
+{
+    return fetch_return_in<false>(ri, regs);
+}
 
-int event_return(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept
+// FUNC: the call, its times and return value.
+template <bool kFirst>
+[[gnu::always_inline]] static inline int event_return_in(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept
 {
     // regs->ax only, read first: then regs is dead before anything else runs, and the engine
     // proves that this handler uses no other field (the light return: kretprobe_trampoline.S).
     uint64_t retval = regs->ax;
     asm volatile("" : "+r"(retval));
-    if (g_silent.load(std::memory_order_relaxed)) return 0;
+    const Probe *p = probe_of_rp(ri->rp);
+    const uint32_t s = slot_of<kFirst>(p);
+    if (g_slots[s].silent.load(std::memory_order_relaxed)) return 0;
     const auto [entry, now] = return_times(reinterpret_cast<const EntryData *>(ri->data)->entry_ns);
-    put_event(index_of(ri->rp), 1, static_cast<uint32_t>(ri->tid), entry, now, retval, nullptr, 0);
+    put_event<kFirst>(s, p->index, 1, static_cast<uint32_t>(ri->tid), entry, now, retval, nullptr, 0);
     return 0;
+}
+int event_return(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept { return event_return_in<true>(ri, regs); }
+int event_return_other(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept
+{
+    return event_return_in<false>(ri, regs);
+}
+
+// The call's nanoseconds, from its entry's stamp (the TSC's cycles, or the clock's time).
+[[gnu::always_inline]] static inline uint64_t call_ns(const struct kretprobe_instance *ri) noexcept
+{
+    uint64_t stamp = reinterpret_cast<const EntryData *>(ri->data)->entry_ns;
+    uint64_t end = g_tsc ? clk::tsc_unordered() : liveprobe_ktime_ns();
+    return g_tsc ? tsc_delta_ns(stamp, end) : end <= stamp ? 0 : end - stamp;
 }
 
 // hist_return's rare cases (hist_return.S), through lp_call_keeping: no rows yet, or not any
@@ -257,16 +338,27 @@ int event_return(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept
 // again then). The whole return, as hist_return does it; hist_return_clock's, without the TSC.
 int hist_return_slow(void *arg) noexcept
 {
-    if (g_silent.load(std::memory_order_relaxed)) return 0;
+    if (g_slots[0].silent.load(std::memory_order_relaxed)) return 0;
     auto *ri = static_cast<struct kretprobe_instance *>(arg);
-    uint64_t stamp = reinterpret_cast<const EntryData *>(ri->data)->entry_ns;
-    uint64_t end = g_tsc ? clk::tsc_unordered() : liveprobe_ktime_ns();
-    uint64_t delta = g_tsc ? tsc_delta_ns(stamp, end) : end <= stamp ? 0 : end - stamp;
-    if (ring_or_count_unringed() < 0) return 0;  // my_ring() sets the rows (hists) with the ring
-    hist_add(index_of(ri->rp), delta);
+    const uint64_t delta = call_ns(ri);
+    if (ring_or_count_unringed<true>(0) < 0) return 0;  // first_ring() sets the rows (hists) with the ring
+    hist_add(t_rows.hists + size_t{index_of(ri->rp)} * kHistBuckets, delta);
     return 0;
 }
 
 int hist_return_clock(struct kretprobe_instance *ri, struct pt_regs *) noexcept { return hist_return_slow(ri); }
+
+// The other slots' --hist, with the TSC or not.
+int hist_return_other(struct kretprobe_instance *ri, struct pt_regs *) noexcept
+{
+    const Probe *p = probe_of_rp(ri->rp);
+    const Slot &sl = g_slots[p->session];
+    if (sl.silent.load(std::memory_order_relaxed)) return 0;
+    const uint64_t delta = call_ns(ri);
+    const int32_t ring = ring_or_count_unringed<false>(p->session);
+    if (ring < 0) return 0;
+    hist_add(hist_of(sl.base, sl.capacity, static_cast<uint32_t>(ring), p->index), delta);
+    return 0;
+}
 
 }  // namespace liveprobe::trace

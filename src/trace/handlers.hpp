@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "trace/session.hpp"
 #include "trace/spec.hpp"
 
 namespace liveprobe::trace {
@@ -22,6 +23,7 @@ struct alignas(64) Probe {
     uint32_t index = 0;
     uint32_t slots = 1;          // ring records an event takes
     uint32_t bytes = 0;          // its values' size (payload_bytes(*spec); a call has none)
+    uint32_t session = 0;        // its session's slot (g_slots)
     const Spec *spec = nullptr;  // what to fetch
     struct kprobe kp {};         // an instruction (p:, FUNC+OFF), or any probe of --count
     struct kretprobe rp {};      // a call or a return probe (rp.kp is the entry kprobe)
@@ -36,26 +38,46 @@ struct EntryData {  // a kretprobe instance's data: at the entry, the time, then
     uint64_t regs[7];
 };
 
-// Set by session.cpp while no probe is registered; read by the handlers (hidden: the handlers
-// in other files than the one defining them reach them without the GOT).
+// Sessions side by side: each runs in a slot of g_slots, whose state its handlers read. Slot
+// 0's handlers (count_pre, ...) know their slot at compile time and keep this thread's rows in
+// t_rows, as when one session ran alone: the common case costs what it did. The others' (the
+// _other handlers) read the slot from their Probe and keep a ring number per slot. (kSessions:
+// trace/session.hpp.)
+
+// A session's state on the hit path. Set by session.cpp while none of the slot's probes is
+// registered (under its lock); the handlers only read it, but for silent and generation, which
+// the fork handler moves.
+struct alignas(64) Slot {
+    void *base = nullptr;                    // the shared memory (trace/rings.hpp)
+    uint32_t capacity = 0;                   // its per-probe areas' stride
+    bool follow = true;                      // a forked child goes on tracing
+    std::atomic<bool> silent{false};         // a forked child that does not
+    std::atomic<uint64_t> generation{0};     // moved by a new session in the slot and by fork
+};
+// Hidden: the handlers in other files than the one defining them reach them without the GOT.
 #pragma GCC visibility push(hidden)
-extern void *g_base;
-extern uint32_t g_capacity;
-extern std::atomic<uint64_t> g_generation;  // moved by a new session and by fork
-extern bool g_follow;                        // a forked child goes on tracing
-extern std::atomic<bool> g_silent;           // a child that does not
+extern Slot g_slots[kSessions];
 extern bool g_tsc;                           // the clock is the TSC: entries stamp its cycles
 #pragma GCC visibility pop
 
+// Slot 0's handlers.
 int count_pre(struct kprobe *kp, struct pt_regs *regs) noexcept;      // --count
 int count_light(struct kprobe *kp, struct pt_regs *regs) noexcept;    // its light variant
 int fetch_pre(struct kprobe *kp, struct pt_regs *regs) noexcept;      // p:, FUNC+OFF
-int entry_cycles(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;  // FUNC, --hist: the TSC
-int entry_regs(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;  // r:: the time, arguments, sp
 int event_return(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;  // FUNC
 int fetch_return(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;  // r:
 int hist_return(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;   // --hist (g_tsc)
 int hist_return_clock(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;  // --hist, no TSC
+// The other slots' (Probe::session).
+int count_pre_other(struct kprobe *kp, struct pt_regs *regs) noexcept;
+int count_light_other(struct kprobe *kp, struct pt_regs *regs) noexcept;
+int fetch_pre_other(struct kprobe *kp, struct pt_regs *regs) noexcept;
+int event_return_other(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;
+int fetch_return_other(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;
+int hist_return_other(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;  // with or without the TSC
+// Every slot's: they write only into the instance.
+int entry_cycles(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;  // FUNC, --hist: the TSC
+int entry_regs(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;  // r:: the time, arguments, sp
 // hist_return's common case as the light return's inline body (hist_return.S; core::
 // set_kret_return_inline): not a C function, an address to jump to.
 extern "C" void lp_trace_hist_inline();

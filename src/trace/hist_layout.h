@@ -6,6 +6,7 @@
 #define LP_ROWS_GENERATION 0x08  /* ThreadRows::generation */
 #define LP_ROWS_HISTS 0x10       /* ThreadRows::hists */
 #define LP_ROWS_PENDING 0x28     /* ThreadRows::pending */
+#define LP_SLOT_GENERATION 0x10  /* Slot::generation (g_slots[0]'s: slot 0's session) */
 #define LP_HIST_BUCKETS 40       /* kHistBuckets */
 #define LP_PROBE_INDEX_FROM_RP (-0x80)  /* Probe::index, from its rp */
 #define LP_HIST_ROW_BYTES (LP_HIST_BUCKETS * 8)  /* one probe's row */

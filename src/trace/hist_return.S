@@ -1,10 +1,11 @@
 /* --hist's return handler when the clock is the TSC (trace/handlers.hpp hist_return), in
  * assembly: it writes no general register but rax, rdx, rsi and rdi and calls nothing but
  * lp_call_keeping, which keeps the rest, so the light return saves six registers around it, not
- * eleven (core/kretprobe.hpp, KretState::return_few); and it is short. Its common case only:
- * this thread has its rows in this session (t_rows: set for g_generation). The rest is
- * hist_return_slow's (handlers.cpp), through lp_call_keeping. It does not test g_silent: a child
- * that is silent moved g_generation, and its rows are never set again.
+ * eleven (core/kretprobe.hpp, KretState::return_few); and it is short. Slot 0's session's only
+ * (handlers.hpp g_slots; the others' is hist_return_other, in C). Its common case only: this
+ * thread has its rows in this session (t_rows: set for g_slots[0].generation). The rest is
+ * hist_return_slow's (handlers.cpp), through lp_call_keeping. It does not test the slot's silent:
+ * a child that is silent moved the generation, and its rows are never set again.
  *
  *   int hist_return(struct kretprobe_instance *ri, struct pt_regs *regs)
  *
@@ -16,7 +17,7 @@
 #include "trace/hist_layout.h"
 
 #define T_ROWS _ZN9liveprobe5trace6t_rowsE
-#define G_GENERATION _ZN9liveprobe5trace12g_generationE
+#define G_SLOTS _ZN9liveprobe5trace7g_slotsE
 #define G_GEN _ZN9liveprobe2os5clock5g_genE
 #define G_CONV _ZN9liveprobe2os5clock6g_convE
 #define HIST_RETURN _ZN9liveprobe5trace11hist_returnEP18kretprobe_instanceP7pt_regs
@@ -71,7 +72,7 @@
     testq %rax, %rax
     jz \slow
     movq %fs:LP_ROWS_GENERATION(%rsi), %rdx
-    cmpq G_GENERATION(%rip), %rdx
+    cmpq G_SLOTS + LP_SLOT_GENERATION(%rip), %rdx
     jne \slow
 .endm
 

@@ -1,5 +1,4 @@
 #include "trace/session.hpp"
-#include "core/immortal.hpp"
 #include "core/kretprobe.hpp"
 #include "core/registry.hpp"
 
@@ -56,8 +55,10 @@ struct Target {
 constexpr uint32_t kLateCapacity = 16384;
 constexpr size_t kLateNameBytes = 256;  // names room a late probe
 
-// The session (the hit path's state and handlers are in trace/handlers). Under g_mu.
+// A session (the hit path's state and handlers are in trace/handlers). Under g_mu.
 struct Session {
+    uint32_t slot = 0;                              // g_slots[slot], g_sessions[slot]
+    Started started;                                // what start() said
     Mode mode = Mode::events;
     int maxactive = 0;
     void *base = nullptr;
@@ -70,6 +71,10 @@ struct Session {
     std::vector<uint32_t> pending;                  // user specs whose library is not loaded yet
     std::set<std::pair<uint32_t, uint64_t>> seen;   // (spec or UINT32_MAX for calls, address)
 };
+// Lock order: g_life_mu, g_mu, g_watch_mu. g_life_mu: a session's start and stop, whole
+// (what the watcher and the dlopen probes serve changes with them; stopping those waits for
+// threads that take g_mu, so it is done without g_mu, under g_life_mu). g_mu: the sessions.
+std::mutex g_life_mu;
 std::mutex g_mu;
 thread_local bool t_holds_session = false;  // this thread holds g_mu (SessionLock)
 // g_mu, saying so for this thread: dlopen_returned must not wait for a lock its thread holds.
@@ -86,11 +91,12 @@ struct SessionLock {
     SessionLock(const SessionLock &) = delete;
     SessionLock &operator=(const SessionLock &) = delete;
 };
-bool g_running = false;
-Session *g_session = nullptr;
-core::Immortal<Started> g_started_storage;
-Started &g_started = g_started_storage.value;
-// The thread that places probes in libraries loaded after the start (when specs wait for one).
+// The sessions by slot, null where none runs (under g_mu). Never freed at exit: the agent's
+// thread may still read them then.
+Session *g_sessions[kSessions];
+
+// The thread that places probes in libraries loaded after the start (when specs wait for one),
+// for every session (under g_watch_mu; started and stopped under g_life_mu).
 std::thread *g_watcher = nullptr;
 pid_t g_watcher_pid = 0;
 std::mutex g_watch_mu;
@@ -142,14 +148,14 @@ std::string probe_text(const std::string &name, const Spec &spec)
     return spec.offset ? fmt::format("{}+{:#x}", name, spec.offset) : name;
 }
 
-// Copies each kretprobe's nmissed into the shared memory (the reader may outlive the process).
-void publish_missed() noexcept
+// Copies each kretprobe's nmissed into the session's shared memory (the reader may outlive the
+// process).
+void publish_missed(const Session &ss) noexcept
 {
-    if (!g_running || !g_session) return;
-    for (auto &p : g_session->list)
-        missed_of(g_base, p->index)
+    for (auto &p : ss.list)
+        missed_of(ss.base, p->index)
             ->store(static_cast<uint64_t>(p->rp.nmissed) + p->rp.kp.nmissed + p->kp.nmissed, std::memory_order_relaxed);
-    header_of(g_base)->final.store(1, std::memory_order_release);
+    header_of(ss.base)->final.store(1, std::memory_order_release);
 }
 
 void stop_watcher();
@@ -157,9 +163,14 @@ void stop_watcher();
 [[gnu::constructor]] void publish_at_exit()
 {
     std::atexit([] {
-        stop_watcher();  // it may be adding probes to the list
-        publish_missed();
+        stop_watcher();  // it may be adding probes to the lists
+        SessionLock lk;
+        for (Session *ss : g_sessions)
+            if (ss) publish_missed(*ss);
     });
+    // A child forked while another thread started or stopped a session: that thread is not in
+    // the child, which must be able to start sessions of its own.
+    pthread_atfork(nullptr, nullptr, [] { new (&g_life_mu) std::mutex(); });
 }
 
 
@@ -248,25 +259,33 @@ void place(Session &ss, std::vector<Target> fns, Started *out)
     std::vector<struct kprobe *> kps;
     std::vector<struct kretprobe *> rps;
     std::vector<uint32_t> kp_index, rp_index;
+    // Slot 0's handlers, or the other slots' (trace/handlers.hpp).
+    const bool first_slot = ss.slot == 0;
     for (uint32_t i = 0; i < n; ++i) {
         auto p = std::make_unique<Probe>();
         const Spec &spec = ss.specs[placed[i].spec];
         p->index = first + i;
+        p->session = ss.slot;
         p->spec = &spec;
         p->bytes = static_cast<uint32_t>(event_bytes(spec));
         p->slots = record_slots(p->bytes);
         if (ss.mode == Mode::count || spec.kind == SpecKind::probe) {
             p->kp.addr = reinterpret_cast<kprobe_opcode_t *>(placed[i].addr);
-            p->kp.pre_handler = ss.mode == Mode::count ? count_pre : fetch_pre;
+            p->kp.pre_handler = ss.mode == Mode::count ? (first_slot ? count_pre : count_pre_other)
+                                : first_slot                ? fetch_pre
+                                                            : fetch_pre_other;
             kps.push_back(&p->kp);
             kp_index.push_back(i);
         } else {
             p->rp.kp.addr = reinterpret_cast<kprobe_opcode_t *>(placed[i].addr);
             bool regs = ss.mode == Mode::events && spec.kind == SpecKind::ret;
             p->rp.entry_handler = regs ? entry_regs : entry_cycles;
-            p->rp.handler = ss.mode == Mode::hist ? (g_tsc ? hist_return : hist_return_clock)
-                            : spec.kind == SpecKind::ret  ? fetch_return
-                                                          : event_return;
+            p->rp.handler = ss.mode == Mode::hist        ? (!first_slot ? hist_return_other
+                                                              : g_tsc     ? hist_return
+                                                                          : hist_return_clock)
+                            : spec.kind == SpecKind::ret ? (first_slot ? fetch_return : fetch_return_other)
+                            : first_slot                 ? event_return
+                                                         : event_return_other;
             p->rp.data_size = regs ? sizeof(EntryData) : sizeof(uint64_t);
             p->rp.maxactive = spec.maxactive ? spec.maxactive : ss.maxactive;
             rps.push_back(&p->rp);
@@ -282,6 +301,7 @@ void place(Session &ss, std::vector<Target> fns, Started *out)
     // would only cost a cache line per hit.
     core::UncountedRegistrations uncounted;
     core::set_light_variant(count_pre, count_light);
+    core::set_light_variant(count_pre_other, count_light_other);
     core::set_kret_entry_stamp(g_tsc ? entry_cycles : nullptr);  // what entry_cycles does then
     core::set_kret_return_inline(hist_return, g_tsc ? reinterpret_cast<const void *>(lp_trace_hist_inline) : nullptr);
     if (!kps.empty())
@@ -352,7 +372,8 @@ void watch()
         wl.unlock();
         {
             SessionLock lk;
-            if (g_running && g_session) place_pending(*g_session);
+            for (Session *ss : g_sessions)
+                if (ss && !ss->pending.empty()) place_pending(*ss);
         }
         wl.lock();
     }
@@ -371,7 +392,9 @@ int dlopen_returned(struct kretprobe_instance *, struct pt_regs *regs) noexcept
 {
     if (regs_return_value(regs) == 0 || t_holds_session) return 0;  // it failed, or it is ours
     SessionLock lk = getpid() == g_watcher_pid ? SessionLock() : SessionLock(std::try_to_lock);
-    if (lk.owns() && g_running && g_session && !g_session->pending.empty()) place_pending(*g_session);
+    if (!lk.owns()) return 0;
+    for (Session *ss : g_sessions)
+        if (ss && !ss->pending.empty()) place_pending(*ss);
     return 0;
 }
 
@@ -403,6 +426,18 @@ void disarm_dlopen()
         if (rp.kp.symbol_name) unregister_kretprobe(&rp);
 }
 
+// Starts the watcher unless it runs in this process (under g_life_mu). A forked child has the
+// parent's std::thread but not its thread: left alone (never destroyed: a joinable
+// std::thread's destructor would end the process).
+void ensure_watcher()
+{
+    std::lock_guard wl(g_watch_mu);
+    if (g_watcher && g_watcher_pid == getpid()) return;
+    g_watch_stop = false;
+    g_watcher_pid = getpid();
+    g_watcher = new std::thread(watch);
+}
+
 void stop_watcher()
 {
     std::thread *t = nullptr;
@@ -414,9 +449,7 @@ void stop_watcher()
     }
     g_watch_cv.notify_all();
     if (!t) return;
-    // A forked child has the parent's std::thread but not its thread: left alone (never
-    // destroyed: a joinable std::thread's destructor would end the process).
-    if (g_watcher_pid == getpid()) {
+    if (g_watcher_pid == getpid()) {  // not the parent's, in a forked child (ensure_watcher)
         t->join();
         delete t;
     }
@@ -432,26 +465,26 @@ bool g_env_start_cancelled = false;
 void cancel_start_from_environment()
 {
     SessionLock lk;
-    if (!g_running) g_env_start_cancelled = true;
+    if (!g_sessions[0]) g_env_start_cancelled = true;
 }
 
 int start(Mode mode, const std::vector<std::string> &spec_texts, int maxactive, Started *out, std::string *why,
           int given_fd, bool follow_forks)
 {
-    stop_watcher();  // of a session stopped before (it ends with its session)
+    std::lock_guard life(g_life_mu);
     SessionLock lk;
     if (given_fd >= 0 && g_env_start_cancelled) {
         *why = "the tool that started this program is gone: not tracing";
         return -ECANCELED;
     }
     uint64_t t0 = liveprobe_ktime_ns();
-    g_follow = follow_forks;
-    g_silent.store(false);
-    if (g_running) {
-        *why = "a trace session already runs in this process";
+    const auto free_slot = std::find(std::begin(g_sessions), std::end(g_sessions), nullptr);
+    if (free_slot == std::end(g_sessions)) {
+        *why = fmt::format("{} trace sessions already run in this process, the most at once: end one", kSessions);
         return -EBUSY;
     }
     auto ss = std::make_unique<Session>();
+    ss->slot = static_cast<uint32_t>(free_slot - std::begin(g_sessions));
     ss->mode = mode;
     ss->maxactive = maxactive;
     // The specs, parsed and checked against the mode.
@@ -529,45 +562,57 @@ int start(Mode mode, const std::vector<std::string> &spec_texts, int maxactive, 
     ss->base = base;
     ss->bytes = bytes;
     ss->fd = fd;
-    g_base = base;
-    g_capacity = capacity;
+    // The slot's hit-path state, while none of its probes is registered; the new generation
+    // sends every thread to claim a ring in this session's memory.
+    Slot &slot = g_slots[ss->slot];
+    slot.base = base;
+    slot.capacity = capacity;
+    slot.follow = follow_forks;
+    slot.silent.store(false, std::memory_order_relaxed);
     g_tsc = os::clock::is_tsc();
-    g_generation.fetch_add(1, std::memory_order_release);
+    slot.generation.fetch_add(1, std::memory_order_release);
 
     place(*ss, std::move(fns), out);
     if (out->placed == 0 && ss->pending.empty()) {
         munmap(base, bytes);
         if (given_fd < 0) close(fd);
-        g_base = nullptr;
+        slot.base = nullptr;
         *why = out->skipped.empty() ? "no probe could be registered" : "no probe could be registered: " + out->skipped.back();
         out->names.clear();
         out->addrs.clear();
         return -ENOENT;
     }
     out->place_ms = static_cast<double>(liveprobe_ktime_ns() - t0) / 1e6;
-    bool waits = !ss->pending.empty();
-    g_session = ss.release();
-    g_running = true;
+    out->session = ss->slot;
     out->memfd = fd;
-    g_started = *out;
+    ss->started = *out;
+    bool waits = !ss->pending.empty();
+    const uint32_t at = ss->slot;
+    g_sessions[at] = ss.release();
     h->ready.store(1, std::memory_order_release);
     if (waits) {
         arm_dlopen();
-        std::lock_guard wl(g_watch_mu);
-        g_watch_stop = false;
-        g_watcher_pid = getpid();
-        g_watcher = new std::thread(watch);
+        ensure_watcher();
     }
     return 0;
 }
 
-int running(Started *out, Mode *mode)
+int running(uint32_t session, Started *out, Mode *mode)
 {
     SessionLock lk;
-    if (!g_running) return -ENOENT;
-    *out = g_started;
-    *mode = g_session->mode;
+    if (session >= kSessions || !g_sessions[session]) return -ENOENT;
+    *out = g_sessions[session]->started;
+    *mode = g_sessions[session]->mode;
     return 0;
+}
+
+std::vector<uint32_t> running_sessions()
+{
+    SessionLock lk;
+    std::vector<uint32_t> out;
+    for (uint32_t i = 0; i < kSessions; ++i)
+        if (g_sessions[i]) out.push_back(i);
+    return out;
 }
 
 bool parse_mode(const std::string &word, Mode *mode)
@@ -622,34 +667,48 @@ int start_from_environment()
     return 0;
 }
 
-int stop(std::string *why)
+// Stopping a session:
+//  1. Under g_life_mu, whole: no session starts or stops meanwhile.
+//  2. Whether another session still waits for a library; if none does, the watcher and the
+//     dlopen probes stop, without g_mu (they wait for threads that take it).
+//  3. Under g_mu: its kretprobes' misses published, its probes unregistered in batches (which
+//     waits for every handler of theirs), the misses of the calls in flight meanwhile published.
+//  4. It leaves the table; its memory is unmapped (the tool keeps its own mapping). The slot's
+//     hit-path state stays until a session takes the slot again: no handler reads it now.
+int stop(uint32_t session, std::string *why)
 {
-    stop_watcher();
-    disarm_dlopen();
-    SessionLock lk;
-    if (!g_running) {
-        *why = "no trace session runs in this process";
-        return -ENOENT;
+    std::lock_guard life(g_life_mu);  // 1
+    bool others_wait = false;         // 2
+    {
+        SessionLock lk;
+        if (session >= kSessions || !g_sessions[session]) {
+            *why = "no trace session runs in this process";
+            return -ENOENT;
+        }
+        for (Session *ss : g_sessions)
+            if (ss && ss != g_sessions[session] && !ss->pending.empty()) others_wait = true;
     }
-    publish_missed();
+    if (!others_wait) {
+        stop_watcher();
+        disarm_dlopen();
+    }
+    SessionLock lk;  // 3
+    Session *ss = g_sessions[session];
+    publish_missed(*ss);
     // Each probe of the list as it was registered (a failed one has no address); in batches.
     std::vector<struct kprobe *> kps;
     std::vector<struct kretprobe *> rps;
-    for (auto &p : g_session->list) {
+    for (auto &p : ss->list) {
         if (p->kp.addr) kps.push_back(&p->kp);
         if (p->rp.kp.addr) rps.push_back(&p->rp);
     }
     if (!kps.empty()) unregister_kprobes(kps.data(), static_cast<int>(kps.size()));
     if (!rps.empty()) unregister_kretprobes(rps.data(), static_cast<int>(rps.size()));
-    publish_missed();  // the misses of the calls in flight meanwhile
-    g_running = false;
-    // Unregistering waited for every handler: nothing touches the mapping any more. The probes'
-    // memory goes; the mapping stays the tool's through its own descriptor.
-    munmap(g_session->base, g_session->bytes);
-    close(g_session->fd);
-    delete g_session;
-    g_session = nullptr;
-    g_base = nullptr;
+    publish_missed(*ss);
+    g_sessions[session] = nullptr;  // 4
+    munmap(ss->base, ss->bytes);
+    close(ss->fd);
+    delete ss;
     return 0;
 }
 

@@ -1,6 +1,7 @@
-// The tracer inside the target (`liveprobe trace`): one session per process at a time, a probe
-// on each function the specs name, and handlers that write into the shared memory of
-// trace/rings.hpp, which the tool reads.
+// The tracer inside the target (`liveprobe trace`): sessions, up to kSessions side by side in a
+// process (trace/handlers.hpp), each with a probe on each function its specs name and handlers
+// that write into its own shared memory (trace/rings.hpp), which its tool reads. Two sessions
+// on one function each place their probe there (an aggregate probe): each sees every call.
 //
 // Each spec (trace/spec.hpp) names functions; each function it names gets a probe:
 //   events  FUNC: a kretprobe; each call that returns becomes a Record in the calling thread's
@@ -22,11 +23,15 @@
 
 namespace liveprobe::trace {
 
+// The most sessions that run in a process at once (each in a slot: Started::session).
+constexpr uint32_t kSessions = 8;
+
 enum class Mode { events, count, hist };
 // "events", "count" or "hist".
 bool parse_mode(const std::string &word, Mode *mode);
 
 struct Started {
+    uint32_t session = 0;              // its slot, what running() and stop() take
     int memfd = -1;                    // the shared memory, a descriptor of this process
     std::vector<std::string> names;    // probe i's function, as resolve() takes it back
     std::vector<uint64_t> addrs;       // and its address (the function's plus the spec's offset)
@@ -37,16 +42,19 @@ struct Started {
     double place_ms = 0;               // the time start() took
 };
 
-// Starts the session: each spec as trace/spec.hpp parses it ("do_sys_open", "libz.so.1:*",
-// "p:open +0(%di):string"). 0, or -errno with *why: -EBUSY (a session runs), -ENOENT (no
-// function at all), -EINVAL (a malformed spec: *why points at the mistake).
+// Starts a session in a free slot: each spec as trace/spec.hpp parses it ("do_sys_open",
+// "libz.so.1:*", "p:open +0(%di):string"). 0, or -errno with *why: -EBUSY (kSessions run),
+// -ENOENT (no function at all), -EINVAL (a malformed spec: *why points at the mistake).
 // `given_fd`: a memfd of the tool's to use (a program it started), else -1: one is made.
 int start(Mode mode, const std::vector<std::string> &specs, int maxactive, Started *out, std::string *why,
           int given_fd = -1, bool follow_forks = true);
 
-// What start() said of the running session (for a tool that connects to a session started
-// before main by LIVEPROBE_TRACE): 0, or -ENOENT when none runs.
-int running(Started *out, Mode *mode);
+// What start() said of session `session` (for a tool that connects to a session started before
+// main by LIVEPROBE_TRACE: slot 0): 0, or -ENOENT when none runs there.
+int running(uint32_t session, Started *out, Mode *mode);
+
+// The sessions that run, their slots in order.
+std::vector<uint32_t> running_sessions();
 
 // Starts the session LIVEPROBE_TRACE describes ("MODE MAXACTIVE SPEC...", each word encoded as
 // the agent's protocol encodes arguments) in the memfd LIVEPROBE_TRACE_FD names, before the
@@ -58,8 +66,9 @@ int start_from_environment();
 // runs on untraced).
 void cancel_start_from_environment();
 
-// Stops it: unregisters every probe (each one's nmissed is copied into the shared memory
-// first), closes the descriptor. -ENOENT when none runs.
-int stop(std::string *why);
+// Stops session `session`: unregisters every probe of its (each one's nmissed is copied into the
+// shared memory first), closes its descriptor. -ENOENT when none runs there. The other
+// sessions go on.
+int stop(uint32_t session, std::string *why);
 
 }  // namespace liveprobe::trace

@@ -12,10 +12,11 @@
 
 namespace liveprobe::trace {
 
-// This thread's ring and rows, in one thread-local block (one address to compute per event).
+// This thread's ring and rows in slot 0's session, in one thread-local block (one address to
+// compute per event).
 struct ThreadRows {
     std::atomic<uint64_t> *counts = nullptr;  // the ring's row of counters
-    uint64_t generation = 0;                  // g_generation when they were set
+    uint64_t generation = 0;                  // g_slots[0].generation when they were set
     std::atomic<uint64_t> *hists = nullptr;   // its row of histograms (--hist)
     int32_t ring = -1;
     // The ring's tail as this thread last read it: the reader only moves it forward, so the ring
@@ -26,6 +27,11 @@ struct ThreadRows {
 // constinit: no initializer runs, so other files reach it without a TLS wrapper call; hidden:
 // without the GOT (as handlers.hpp's globals).
 extern constinit thread_local ThreadRows t_rows __attribute__((visibility("hidden")));
+// This thread's ring in the other slots' sessions, a word each (slot s at s - 1): the ring + 1
+// (0: none) in the low half, the low half of the slot's generation when it was claimed in the
+// high half. A word, not a ThreadRows: the library's thread-local storage is static (initial-exec,
+// it may be loaded by dlopen into a running process), and glibc keeps little room for that.
+extern constinit thread_local uint64_t t_other_rings[kSessions - 1] __attribute__((visibility("hidden")));
 
 // The probe a kretprobe of the tracer belongs to, and its index.
 inline const Probe *probe_of_rp(const struct kretprobe *rp) noexcept
@@ -41,12 +47,12 @@ inline uint64_t tsc_delta_ns(uint64_t stamp, uint64_t end) noexcept
     return end <= stamp ? 0 : os::clock::cycles_to_ns(end - stamp);
 }
 
-// One call of probe idx that took delta ns, into this thread's rows (set: t_rows.hists).
-inline void hist_add(uint32_t idx, uint64_t delta) noexcept
+// One call that took delta ns, into a probe's row of buckets (this thread's row only).
+inline void hist_add(std::atomic<uint64_t> *row, uint64_t delta) noexcept
 {
     uint32_t bucket = delta == 0 ? 0 : 64 - static_cast<uint32_t>(__builtin_clzll(delta));
     if (bucket >= kHistBuckets) bucket = kHistBuckets - 1;
-    std::atomic<uint64_t> *b = t_rows.hists + size_t{idx} * kHistBuckets + bucket;  // this thread's row only
+    std::atomic<uint64_t> *b = row + bucket;
     b->store(b->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);  // the count: the buckets' sum
 }
 

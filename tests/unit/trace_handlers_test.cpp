@@ -31,35 +31,45 @@ void expect_proven(Fn *fn, const char *name)
     EXPECT_TRUE(liveprobe::arch::vector_free(reinterpret_cast<uint64_t>(fn), 2, &why)) << name << ": " << (why ? why : "");
 }
 
-// A session's shared memory for 8 probes, mapped privately and made the handlers' (g_base):
-// this thread claims a ring in it at its first event. Unmapped, and no handler writes into it
-// any more, when the object goes.
+// A session's shared memory for 8 probes, mapped privately and made the handlers' of a slot
+// (g_slots[slot]): this thread claims a ring in it at its first event. Unmapped, and no handler
+// writes into it any more, when the object goes.
 struct SessionMapping {
     size_t bytes;
     void *base;
-    explicit SessionMapping(bool hist)
+    uint32_t slot;
+    explicit SessionMapping(bool hist, uint32_t slot_ = 0)
         : bytes(liveprobe::trace::names_offset(8, hist) + 4096),
-          base(mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0))
+          base(mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)),
+          slot(slot_)
     {
         using namespace liveprobe::trace;
         if (base == MAP_FAILED) return;
         new (base) Header{};
         header_of(base)->hist = hist ? 1 : 0;
         for (uint32_t i = 0; i < kRings; ++i) new (ring_head(base, i)) RingHead{};
-        g_base = base;
-        g_capacity = 8;
+        g_slots[slot].base = base;
+        g_slots[slot].capacity = 8;
         g_tsc = liveprobe::os::clock::is_tsc();
-        g_generation.fetch_add(1);  // this thread claims a ring again, in this mapping
+        g_slots[slot].generation.fetch_add(1);  // this thread claims a ring again, in this mapping
     }
     ~SessionMapping()
     {
         using namespace liveprobe::trace;
         if (base == MAP_FAILED) return;
-        g_silent.store(true);  // nothing more into this mapping
-        g_base = nullptr;
+        g_slots[slot].silent.store(true);  // nothing more into this mapping
+        g_slots[slot].base = nullptr;
         munmap(base, bytes);
-        g_generation.fetch_add(1);
-        g_silent.store(false);
+        g_slots[slot].generation.fetch_add(1);
+        g_slots[slot].silent.store(false);
+    }
+    // The ring this thread claimed in it: -1 when none.
+    int32_t claimed_ring() const
+    {
+        using namespace liveprobe::trace;
+        for (uint32_t i = 0; i < kRings; ++i)
+            if (ring_head(base, i)->tid.load() != 0) return static_cast<int32_t>(i);
+        return -1;
     }
     SessionMapping(const SessionMapping &) = delete;
     SessionMapping &operator=(const SessionMapping &) = delete;
@@ -82,6 +92,12 @@ TEST(TraceHandlers, EveryHandlerIsProvenVectorFree)
     expect_proven(hist_return_slow, "hist_return_slow");
     expect_proven(fetch_pre, "fetch_pre");
     expect_proven(fetch_return, "fetch_return");
+    expect_proven(count_pre_other, "count_pre_other");
+    expect_proven(count_light_other, "count_light_other");
+    expect_proven(event_return_other, "event_return_other");
+    expect_proven(hist_return_other, "hist_return_other");
+    expect_proven(fetch_pre_other, "fetch_pre_other");
+    expect_proven(fetch_return_other, "fetch_return_other");
 }
 
 // --count's handler takes the light entry (arch/x86_64/detour.hpp): it never reads its regs,
@@ -90,12 +106,14 @@ TEST(TraceHandlers, EveryHandlerIsProvenVectorFree)
 TEST(TraceHandlers, CountHandlerTakesTheLightEntryWithCallerSavedRegistersOnly)
 {
     LP_SKIP_IF_SANITIZED();
-    const auto h = reinterpret_cast<uint64_t>(&liveprobe::trace::count_pre);
-    const char *why = nullptr;
-    EXPECT_TRUE(liveprobe::arch::ignores_second_arg(h, 2, &why)) << why;
-    uint32_t writes = 0;
-    ASSERT_TRUE(liveprobe::arch::vector_free(h, 2, &why, &writes)) << why;
-    EXPECT_EQ(writes & ~liveprobe::arch::kCallerSavedGprs, 0u) << std::hex << writes;
+    for (auto fn : {&liveprobe::trace::count_pre, &liveprobe::trace::count_pre_other}) {
+        const auto h = reinterpret_cast<uint64_t>(fn);
+        const char *why = nullptr;
+        EXPECT_TRUE(liveprobe::arch::ignores_second_arg(h, 2, &why)) << why;
+        uint32_t writes = 0;
+        ASSERT_TRUE(liveprobe::arch::vector_free(h, 2, &why, &writes)) << why;
+        EXPECT_EQ(writes & ~liveprobe::arch::kCallerSavedGprs, 0u) << std::hex << writes;
+    }
 }
 
 // The per-event and --hist return handlers take the light return (kretprobe_trampoline.S): they
@@ -107,6 +125,7 @@ TEST(TraceHandlers, ReturnHandlersTakeTheLightReturn)
     using namespace liveprobe::trace;
     using Handler = int (*)(struct kretprobe_instance *, struct pt_regs *) noexcept;
     for (auto [h, name] : {std::pair<Handler, const char *>{event_return, "event_return"},
+                           std::pair<Handler, const char *>{event_return_other, "event_return_other"},
                            std::pair<Handler, const char *>{hist_return, "hist_return"}}) {
         const auto a = reinterpret_cast<uint64_t>(h);
         const char *why = nullptr;
@@ -279,3 +298,80 @@ TEST(TraceHandlers, AHistReturnBucketsTheCallsNanoseconds)
                   0u);
 }
 
+
+// Sessions side by side: one thread's calls into probes of two sessions, slot 0's (its
+// handlers keep the thread's rows in t_rows) and another slot's (Probe::session, a ring number
+// per slot), each land in that session's memory only, in every mode: events, counts and
+// histograms. A new session in a slot (its generation moved) sends the thread to claim a ring
+// in the new memory.
+TEST(TraceHandlers, TwoSessionsEachGetOnlyTheirOwnEvents)
+{
+    using namespace liveprobe::trace;
+    SessionMapping first(true, 0), other(true, 5);
+    ASSERT_NE(first.base, MAP_FAILED);
+    ASSERT_NE(other.base, MAP_FAILED);
+    Probe p0, p5;
+    p0.index = 1;
+    p5.index = 2;
+    p5.session = 5;
+    alignas(16) unsigned char inst[sizeof(kretprobe_instance) + sizeof(EntryData)] = {};
+    auto *ri = reinterpret_cast<kretprobe_instance *>(inst);
+    pt_regs regs{};
+    regs.ax = 99;
+    auto call = [&](Probe &p, auto ret) {
+        ri->rp = &p.rp;
+        entry_cycles(ri, &regs);
+        ret(ri, &regs);
+    };
+    for (int k = 0; k < 3; ++k) call(p0, event_return);
+    for (int k = 0; k < 5; ++k) call(p5, event_return_other);
+    const int32_t r0 = first.claimed_ring(), r5 = other.claimed_ring();
+    ASSERT_GE(r0, 0);
+    ASSERT_GE(r5, 0);
+    EXPECT_EQ(ring_head(first.base, static_cast<uint32_t>(r0))->head.load(), 3u);
+    EXPECT_EQ(ring_head(other.base, static_cast<uint32_t>(r5))->head.load(), 5u);
+    EXPECT_EQ(ring_records(other.base, static_cast<uint32_t>(r5))[4].probe, 2u);
+    EXPECT_EQ(ring_records(other.base, static_cast<uint32_t>(r5))[4].retval, 99u);
+
+    // --count: the light variant counts once the thread has its ring in the slot.
+    EXPECT_EQ(count_pre(&p0.kp, &regs), 0);
+    EXPECT_EQ(count_pre_other(&p5.kp, &regs), 0);
+    EXPECT_EQ(count_light_other(&p5.kp, &regs), 0);
+    EXPECT_EQ(count_light(&p0.kp, &regs), 0);
+    EXPECT_EQ(count_of(first.base, 8, static_cast<uint32_t>(r0), 1)->load(), 2u);
+    EXPECT_EQ(count_of(other.base, 8, static_cast<uint32_t>(r5), 2)->load(), 2u);
+    EXPECT_EQ(count_of(first.base, 8, static_cast<uint32_t>(r0), 2)->load() +
+                  count_of(other.base, 8, static_cast<uint32_t>(r5), 1)->load(),
+              0u);
+
+    // --hist.
+    auto sum = [](void *base, int32_t ring, uint32_t probe) {
+        uint64_t n = 0;
+        for (uint32_t b = 0; b < kHistBuckets; ++b) n += hist_of(base, 8, static_cast<uint32_t>(ring), probe)[b].load();
+        return n;
+    };
+    for (int k = 0; k < 4; ++k) call(p5, hist_return_other);
+    call(p0, hist_return_clock);
+    EXPECT_EQ(sum(other.base, r5, 2), 4u);
+    EXPECT_EQ(sum(first.base, r0, 1), 1u);
+    EXPECT_EQ(sum(first.base, r0, 2) + sum(other.base, r5, 1), 0u);
+
+    // A silent slot (a forked child that does not follow) writes nothing; the other goes on.
+    g_slots[5].silent.store(true);
+    call(p5, event_return_other);
+    call(p0, event_return);
+    EXPECT_EQ(ring_head(other.base, static_cast<uint32_t>(r5))->head.load(), 5u);
+    EXPECT_EQ(ring_head(first.base, static_cast<uint32_t>(r0))->head.load(), 4u);
+    g_slots[5].silent.store(false);
+
+    // A new session in slot 5: the thread's next event claims a ring in its memory.
+    {
+        SessionMapping again(false, 5);
+        ASSERT_NE(again.base, MAP_FAILED);
+        call(p5, event_return_other);
+        const int32_t ra = again.claimed_ring();
+        ASSERT_GE(ra, 0);
+        EXPECT_EQ(ring_head(again.base, static_cast<uint32_t>(ra))->head.load(), 1u);
+    }
+    EXPECT_EQ(ring_head(other.base, static_cast<uint32_t>(r5))->head.load(), 5u) << "the old memory was written";
+}

@@ -422,6 +422,9 @@ Runner add_trace(CLI::App &app)
         // write end of a pipe whose read end the program's agent watches (closing it, or dying,
         // stops the program's tracing).
         int owner_conn = -1;
+        // What trace-stop names: -p, the session the agent started for us (others may run beside
+        // it); -- CMD, none: the agent stops the one its tool, we, started.
+        std::vector<std::string> stop_args;
         int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
         std::string why;
         if (o->pid != 0) {
@@ -462,6 +465,7 @@ Runner add_trace(CLI::App &app)
                              o->pid);
             }
             for (const std::string &l : reply.lines) {
+                if (l.rfind("session ", 0) == 0) stop_args = {l.substr(8)};  // agents before sessions side by side: none
                 if (l.rfind("memfd ", 0) == 0) fd = std::atoi(l.c_str() + 6);
                 if (l.rfind("placed ", 0) == 0) std::fprintf(stderr, "liveprobe: %s\n", l.c_str());
                 if (l.rfind("slow ", 0) == 0) std::fprintf(stderr, "liveprobe: on the breakpoint path: %s\n", l.c_str() + 5);
@@ -473,7 +477,7 @@ Runner add_trace(CLI::App &app)
             if (mfd < 0 || fstat(mfd, &st) != 0) {
                 complain(fmt::format("trace: cannot open the trace's shared memory in process {}: {}", o->pid,
                                      std::strerror(errno)));
-                agent::request(info->uid, o->pid, "trace-stop", {}, &reply, &why);
+                agent::request(info->uid, o->pid, "trace-stop", stop_args, &reply, &why);
                 return kExitFailure;
             }
             shm.bytes = static_cast<size_t>(st.st_size);
@@ -600,7 +604,7 @@ Runner add_trace(CLI::App &app)
         bool running_on = false;  // -- CMD: the program outlives the trace (--duration, output gone)
         if (o->pid && !child) {
             agent::Reply reply;
-            agent::request(getuid(), o->pid, "trace-stop", {}, &reply, &why);  // publishes the misses
+            agent::request(getuid(), o->pid, "trace-stop", stop_args, &reply, &why);  // publishes the misses
             if (owner_conn >= 0) close(owner_conn);
         } else if (child && !child_done) {
             // The program runs on, untraced: its session stopped (its misses published), and

@@ -1,7 +1,7 @@
 #!/bin/bash
 # The kretprobe's and the tracer's hot paths of two builds, interleaved (base, new, base, new,
 # ...), in TSC cycles a call: liveprobe-kret-cycles (an empty kretprobe), and
-# liveprobe-call-cycles traced with --hist and with -o (each build's own tool and library).
+# liveprobe-call-cycles traced with --hist, --count and -o (each build's own tool and library).
 # Prints the median of each and new/base.
 #
 #   bash bench/hot_paths_ab.sh BASE_BUILD_DIR NEW_BUILD_DIR [PAIRS]
@@ -18,12 +18,14 @@ fi
 base=$1 new=$2 pairs=${3:-7}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-# one BUILD: a line "kret N", "hist N", "file N" (TSC cycles a call)
+# one BUILD: a line "kret N", "hist N", "count N", "file N" (TSC cycles a call)
 one() {
     local b=$1
     "$b/bench/liveprobe-kret-cycles" | sed -n 's/.*kretprobe (jump path) \([0-9.]*\)$/kret \1/p'
     "$b/tools/liveprobe/liveprobe" trace --hist cc_target -- "$b/bench/liveprobe-call-cycles" 2>&1 |
         sed -n 's/^TSC cycles per call of cc_target: \([0-9.]*\)$/hist \1/p'
+    "$b/tools/liveprobe/liveprobe" trace --count cc_target -- "$b/bench/liveprobe-call-cycles" 2>&1 |
+        sed -n 's/^TSC cycles per call of cc_target: \([0-9.]*\)$/count \1/p'
     "$b/tools/liveprobe/liveprobe" trace -o "$out/t.lptrace" cc_target -- "$b/bench/liveprobe-call-cycles" 2>&1 |
         sed -n 's/^TSC cycles per call of cc_target: \([0-9.]*\)$/file \1/p'
     rm -f "$out/t.lptrace"
@@ -34,7 +36,7 @@ for i in $(seq "$pairs"); do
     one "$new" | sed 's/^/new /' >>"$out/all"
 done
 echo "clocksource: $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource), $pairs interleaved pairs, TSC cycles a call (medians)"
-for k in kret hist file; do
+for k in kret hist count file; do
     b=$(awk -v k=$k '$1 == "base" && $2 == k { print $3 }' "$out/all" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')
     n=$(awk -v k=$k '$1 == "new" && $2 == k { print $3 }' "$out/all" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')
     awk -v k=$k -v b="$b" -v n="$n" 'BEGIN { printf "%-5s base %7.1f  new %7.1f  new/base %.3f\n", k, b, n, n / b }'

@@ -11,6 +11,10 @@
 // then no longer fits in the first-level caches, as when a real program calls hundreds of
 // functions (jq under `trace '*'`). Trace them with 'lp_gen_f*':
 //   build/tools/liveprobe/liveprobe trace --hist 'lp_gen_f*' -- build/bench/liveprobe-call-cycles 512
+//
+// With LP_CC_WAIT=1 in its environment it says "waiting" and starts only at SIGUSR1: time to
+// attach traces to it with -p first (bench/sessions_cost.sh: a trace in a session after the first).
+#include <signal.h>
 #include <x86intrin.h>
 
 #include <cstdint>
@@ -31,6 +35,16 @@ int main(int argc, char **argv)
     if (argc > 2 || n < 1 || n > 10000) {
         std::fprintf(stderr, "usage: %s [N]   (N: 1 to 10000 functions called in turn; 1: cc_target)\n", argv[0]);
         return 2;
+    }
+    if (std::getenv("LP_CC_WAIT")) {
+        sigset_t usr1;
+        sigemptyset(&usr1);
+        sigaddset(&usr1, SIGUSR1);
+        sigprocmask(SIG_BLOCK, &usr1, nullptr);
+        std::printf("waiting\n");
+        std::fflush(stdout);
+        int sig = 0;
+        sigwait(&usr1, &sig);
     }
     double best = 1e18;
     long x = 1;

@@ -4,9 +4,12 @@
 
 namespace liveprobe {
 namespace {
-// Plain C types: initial-exec TLS without constructors, destructors or lazy init.
+// Plain C types: initial-exec TLS without constructors, destructors or lazy init. 512 bytes,
+// not more: the library's static TLS must fit glibc's surplus for libraries loaded by dlopen
+// (about 1.5 KB for all of them together: `liveprobe attach` loads it so), and a reason is a
+// line.
 thread_local int tl_err;
-thread_local char tl_reason[1024];
+thread_local char tl_reason[512];
 }  // namespace
 
 int record(const Status &s)

@@ -312,11 +312,11 @@ template <bool kFirst>
     // proves that this handler uses no other field (the light return: kretprobe_trampoline.S).
     uint64_t retval = regs->ax;
     asm volatile("" : "+r"(retval));
-    const Probe *p = probe_of_rp(ri->rp);
-    const uint32_t s = slot_of<kFirst>(p);
+    const uint32_t s = kFirst ? 0 : probe_of_rp(ri->rp)->session;
     if (g_slots[s].silent.load(std::memory_order_relaxed)) return 0;
     const auto [entry, now] = return_times(reinterpret_cast<const EntryData *>(ri->data)->entry_ns);
-    put_event<kFirst>(s, p->index, 1, static_cast<uint32_t>(ri->tid), entry, now, retval, nullptr, 0);
+    // The index read after the clock (slot 0's: as with one session, nothing kept across it).
+    put_event<kFirst>(s, index_of(ri->rp), 1, static_cast<uint32_t>(ri->tid), entry, now, retval, nullptr, 0);
     return 0;
 }
 int event_return(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept { return event_return_in<true>(ri, regs); }

@@ -124,7 +124,7 @@ HIST_RETURN:
     .globl lp_trace_hist_inline
     .hidden lp_trace_hist_inline
     .type lp_trace_hist_inline, @function
-    .p2align 5
+    .p2align 6                               /* a line's start: at 32 past one it ran 1.5 cycles slower */
 lp_trace_hist_inline:
     .cfi_startproc simple
     .cfi_def_cfa %rsp, 96

@@ -13,8 +13,9 @@
 namespace liveprobe::trace {
 
 // This thread's ring and rows in slot 0's session, in one thread-local block (one address to
-// compute per event).
-struct ThreadRows {
+// compute per event) on one cache line: where the library's static TLS lands depends on the
+// process, and a ThreadRows across two lines cost --hist 1.5 cycles a call.
+struct alignas(64) ThreadRows {
     std::atomic<uint64_t> *counts = nullptr;  // the ring's row of counters
     uint64_t generation = 0;                  // g_slots[0].generation when they were set
     std::atomic<uint64_t> *hists = nullptr;   // its row of histograms (--hist)

@@ -2,12 +2,14 @@
 
 #include <elfutils/libdw.h>
 #include <elfutils/libdwelf.h>
+#include <dwarf.h>
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "symbols/names.hpp"
 
@@ -350,6 +352,36 @@ bool ElfObject::fde_range(uint64_t addr, uint64_t *start, uint64_t *end) {
     *start = s;
     *end = e;
     return true;
+}
+
+int ElfObject::return_address_at_sp(uint64_t addr, std::string *cfa) {
+    if (!cfi_tried_) {
+        cfi_tried_ = true;
+        cfi_ = dwarf_getcfi_elf(elf_);
+    }
+    if (cfi_ == nullptr) return -1;
+    Dwarf_Frame *frame = nullptr;
+    if (dwarf_cfi_addrframe(cfi_, addr, &frame) != 0 || frame == nullptr) return -1;
+    // A register-plus-offset rule comes back as one DW_OP_bregx (libdw's form of it).
+    Dwarf_Op *ops = nullptr;
+    size_t nops = 0;
+    int r = -1;
+    if (dwarf_frame_cfa(frame, &ops, &nops) == 0) {
+        constexpr Dwarf_Word kRsp = 7;  // the x86-64 psABI's DWARF number of rsp
+        const char *regs[] = {"rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp"};
+        if (nops == 1 && ops[0].atom == DW_OP_bregx && ops[0].number == kRsp && ops[0].number2 == 8) {
+            r = 1;
+        } else {
+            r = 0;
+            if (nops == 1 && ops[0].atom == DW_OP_bregx && ops[0].number <= kRsp)
+                *cfa = std::string(regs[ops[0].number]) + (static_cast<int64_t>(ops[0].number2) < 0 ? "" : "+") +
+                       std::to_string(static_cast<int64_t>(ops[0].number2));
+            else
+                *cfa = "an expression";
+        }
+    }
+    std::free(frame);
+    return r;
 }
 
 }  // namespace liveprobe::symbols

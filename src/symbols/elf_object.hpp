@@ -69,6 +69,12 @@ class ElfObject {
     // The [*start, *end) range of the .eh_frame FDE covering file address `addr`.
     bool fde_range(uint64_t addr, uint64_t *start, uint64_t *end);
 
+    // Whether the return address is at the stack pointer at file address `addr`, as at a
+    // function's first instruction, by the call frame information: 1 when the CFA there is
+    // rsp + 8; 0 when it is anything else (*cfa: "rsp+48", "rbp+16", "an expression"); -1
+    // when no FDE covers addr.
+    int return_address_at_sp(uint64_t addr, std::string *cfa);
+
   private:
     ElfObject() = default;
     bool read_tables(Elf *elf, bool from_debug_file);

@@ -2,6 +2,8 @@
 // (dl_iterate_phdr), their parsed tables (ElfObject, cached by path and load bias), and the
 // name rules of API.md "Symbol names".
 #include "symbols/symbols.hpp"
+
+#include <fmt/format.h>
 #include "core/immortal.hpp"
 
 #include <dlfcn.h>
@@ -417,6 +419,37 @@ bool object_at(uint64_t addr, std::string *open_path, std::string *path, uint64_
     return true;
 }
 
+bool is_cold_part(std::string_view name) {
+    name = name.substr(0, name.find('@'));
+    if (name.size() > 14 && name.substr(name.size() - 14) == " [clone .cold]") return true;
+    const size_t dot = name.rfind(".cold");
+    if (dot == std::string_view::npos || dot == 0) return false;
+    std::string_view rest = name.substr(dot + 5);  // "" or ".N"
+    if (rest.empty()) return true;
+    return rest.size() > 1 && rest[0] == '.' && rest.find_first_not_of("0123456789", 1) == std::string_view::npos;
+}
+
+int function_entry(uint64_t addr, std::string *why) {
+    std::lock_guard lock(g_mutex);
+    refresh();
+    Module *m = module_at(addr);
+    ElfObject *elf = m ? tables(*m) : nullptr;
+    if (elf == nullptr) return -1;
+    const uint64_t file_addr = addr - m->bias;
+    if (const Symbol *s = elf->function_starting(file_addr); s && is_cold_part(s->name)) {
+        *why = fmt::format("{} is a cold part of a function (code it jumps to from inside, never called)",
+                           s->name.substr(0, s->name.find('@')));
+        return 0;
+    }
+    std::string cfa;
+    const int r = elf->return_address_at_sp(file_addr, &cfa);
+    if (r == 0)
+        *why = fmt::format("the call frame information puts the frame at {} there, not rsp+8: the return address "
+                           "is not at the stack pointer (not a function's entry)",
+                           cfa);
+    return r;
+}
+
 std::optional<Function> function_at(uint64_t addr) {
     std::lock_guard lock(g_mutex);
     Module *m = nullptr;
@@ -512,6 +545,9 @@ int match(std::string_view pattern, std::vector<Match> *out, std::string *why) {
             if (!hit) continue;
             uint64_t addr = m.bias + sym.value;
             if (found.count(addr)) continue;
+            // Not functions: cold parts, and anything entered with a frame already set up.
+            std::string cfa;
+            if (is_cold_part(base) || elf->return_address_at_sp(sym.value, &cfa) == 0) continue;
             const Symbol *best = elf->function_starting(sym.value);
             std::string name = best ? best->name.substr(0, best->name.find('@')) : base;
             found.emplace(addr, Match{addr, sym.size, prefix + name});

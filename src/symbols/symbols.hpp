@@ -42,6 +42,17 @@ struct Function {
 // The function containing addr, from symbols or FDEs; nullopt when none is known.
 std::optional<Function> function_at(uint64_t addr);
 
+// Whether a symbol name (as in the file, or demangled) names a part GCC split out of a function
+// ("NAME.cold", "NAME.cold.3", "f(int) [clone .cold]"): code the function jumps to from
+// inside, never called. Clones ("NAME.part.0", ".isra.0", ".constprop.0") are functions.
+bool is_cold_part(std::string_view name);
+
+// Whether addr is a function's entry as a return probe needs it, the return address at the
+// stack pointer: 1 yes (the call frame information says CFA = rsp + 8 there); 0 no, with *why
+// (a cold part, or the CFA elsewhere: inside a function's frame); -1 unknown (no FDE covers
+// it, and no cold part's symbol starts there).
+int function_entry(uint64_t addr, std::string *why);
+
 // Whether an object of this process is named `object` (as resolve()'s OBJECT: base name, with or
 // without version suffix).
 bool object_loaded(std::string_view object);
@@ -62,7 +73,9 @@ std::string describe(uint64_t addr);
 // "OBJECT:GLOB" those of one object (OBJECT as in resolve(); liveprobe's own object never). A
 // name matches by its symbol name (without "@VERSION") or its demangled name. Sized FUNC
 // symbols only (an IFUNC's resolver is not the function), one per address (the best alias),
-// without _start, _init and _fini; sorted by address. -EINVAL (malformed) or -ENOENT (no such
+// without _start, _init and _fini, and not a function's cold part nor any symbol where the
+// call frame information says the return address is not at the stack pointer (function_entry);
+// sorted by address. -EINVAL (malformed) or -ENOENT (no such
 // object) with *why; an empty result is not an error.
 struct Match {
     uint64_t addr = 0;

@@ -1,5 +1,6 @@
 #include "trace/session.hpp"
 #include "core/kretprobe.hpp"
+#include "core/error.hpp"
 #include "core/registry.hpp"
 
 #include <pthread.h>
@@ -295,7 +296,8 @@ void place(Session &ss, std::vector<Target> fns, Started *out)
     }
     // The reader knows of them before any can fire.
     h->probes.store(first + n, std::memory_order_release);
-    std::vector<int> results(n), kp_results(kps.size()), rp_results(rps.size());
+    // Each probe's outcome, with its reason (the core's calls: the C API's keep a number only).
+    std::vector<Status> results(n), kp_results(kps.size()), rp_results(rps.size());
     int registered = 0;
     // trace counts calls itself (count_pre, the return handlers): the engine's own hit counters
     // would only cost a cache line per hit.
@@ -304,24 +306,25 @@ void place(Session &ss, std::vector<Target> fns, Started *out)
     core::set_light_variant(count_pre_other, count_light_other);
     core::set_kret_entry_stamp(g_tsc ? entry_cycles : nullptr);  // what entry_cycles does then
     core::set_kret_return_inline(hist_return, g_tsc ? reinterpret_cast<const void *>(lp_trace_hist_inline) : nullptr);
-    if (!kps.empty())
-        registered += std::max(0, liveprobe_register_kprobes_each(kps.data(), static_cast<int>(kps.size()), kp_results.data()));
-    if (!rps.empty())
-        registered += std::max(0, liveprobe_register_kretprobes_each(rps.data(), static_cast<int>(rps.size()), rp_results.data()));
+    if (!kps.empty()) core::register_probes_each(kps.data(), static_cast<int>(kps.size()), kp_results.data());
+    if (!rps.empty()) core::register_kretprobes_each(rps.data(), static_cast<int>(rps.size()), rp_results.data());
     for (size_t k = 0; k < kps.size(); ++k) results[kp_index[k]] = kp_results[k];
     for (size_t k = 0; k < rps.size(); ++k) results[rp_index[k]] = rp_results[k];
+    for (const Status &r : results) registered += r.ok() ? 1 : 0;
     // The failed ones stay in the list (their index is the shared memory's), unregistered.
     std::map<std::string, size_t> reasons;
     for (uint32_t i = 0; i < n; ++i) {
         Probe &p = *ss.list[first + i];
         out->names.push_back(placed[i].name);
         out->addrs.push_back(placed[i].addr);
-        if (results[i] < 0) {
+        if (!results[i].ok()) {
             p.kp.addr = nullptr;  // not to be unregistered
             p.rp.kp.addr = nullptr;
+            const Status &r = results[i];
             out->skipped.push_back(fmt::format("{}: {}", probe_text(placed[i].name, ss.specs[placed[i].spec]),
-                                               results[i] == -EILSEQ ? "not the start of an instruction"
-                                                                     : std::strerror(-results[i])));
+                                               r.err == -EILSEQ      ? std::string("not the start of an instruction")
+                                               : r.reason.empty() ? std::string(std::strerror(-r.err))
+                                                                  : r.reason));
             continue;
         }
         // Which take the jump path; the reasons of the others, most common first (a probe on

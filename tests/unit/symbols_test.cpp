@@ -514,3 +514,23 @@ TEST(SymbolsMatch, OneLibraryAndErrors) {
     EXPECT_EQ(symbols::match("nothing_is_called_this_*", &found, &why), 0);
     EXPECT_TRUE(found.empty());
 }
+
+// What '*' and return probes take for functions (issue 31): a cold part GCC splits out of a
+// function (landing pads, unlikely paths) is not one, whatever its suffix's number; its clones
+// are.
+TEST(SymbolNames, ColdPartsAreNotFunctions) {
+    using liveprobe::symbols::is_cold_part;
+    EXPECT_TRUE(is_cold_part("_Z4leafi.cold"));
+    EXPECT_TRUE(is_cold_part("main.cold"));
+    EXPECT_TRUE(is_cold_part("do_work.cold.3"));
+    EXPECT_TRUE(is_cold_part("leaf(int) [clone .cold]"));
+    EXPECT_TRUE(is_cold_part("f.cold@@VERS_1"));
+    EXPECT_FALSE(is_cold_part("f.part.0"));
+    EXPECT_FALSE(is_cold_part("f.isra.0"));
+    EXPECT_FALSE(is_cold_part("f.constprop.0"));
+    EXPECT_FALSE(is_cold_part("cold"));
+    EXPECT_FALSE(is_cold_part(".cold"));
+    EXPECT_FALSE(is_cold_part("f.coldstart"));
+    EXPECT_FALSE(is_cold_part("f.cold.x"));
+    EXPECT_FALSE(is_cold_part("get_cold"));
+}

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Every function of a C++ program that throws, probed (issue 31, parts 1 and 2): `'*'` takes
+# function entries only, never the NAME.cold parts GCC splits landing pads into (a return probe
+# there replaced a word of the frame: the program aborted in free()), and exceptions cross
+# return-probed frames in every mode: the program's output is the same as untraced, and the
+# counts of --count are its own, exactly. A return probe asked for on a cold part is refused
+# with the reason; an instruction probe there (p:) works.
+source "$(dirname "${BASH_SOURCE[0]}")/../support/script_common.sh" exceptions
+target=$bin/tests/lp_throw_target
+
+colds=$(nm -C "$target" | grep -c ' \[clone \.cold\]$')
+[ "$colds" -ge 3 ] && pass "the target has $colds cold parts (landing pads split out by -O2)" ||
+    fail "the target has $colds cold parts: this test needs GCC's -O2 splitting"
+want=$("$target")
+echo "    untraced: $want"
+# own NAME: the program's own count of NAME's calls.
+own() { sed -n "s/\(^\|.* \)$1 \([0-9]*\).*/\2/p" <<<"$want"; }
+
+# mode NAME ARGS...: traces the target with ARGS '*'; its output must be the untraced one.
+mode() {
+    local name=$1 rc; shift
+    "$lp" trace "$@" '*' -- "$target" >"$tmp/$name.out" 2>"$tmp/$name.err"; rc=$?
+    if [ "$rc" -eq 0 ] && grep -qxF "$want" "$tmp/$name.out"; then pass "$name: the program's output is the same"
+    else fail "$name: exit $rc:"; cat "$tmp/$name.out" "$tmp/$name.err" | grep -v '^\[' | tail -5 | sed 's/^/    /'; fi
+    grep -q 'cold' "$tmp/$name.out" "$tmp/$name.err" && fail "$name: a cold part was traced" ||
+        pass "$name: no cold part traced"
+}
+mode count --count
+for f in top dive flat mid leaf; do
+    n=$(sed -n "s/^$f(.*)  *\([0-9]*\)$/\1/p" "$tmp/count.out")
+    [ "$n" = "$(own "$f")" ] && pass "count: $f called $n times, as the program counted" ||
+        fail "count: $f ${n:-not} counted, the program counted $(own "$f")"
+done
+mode hist --hist
+# Under --hist, the calls that returned: those that threw did not.
+n=$(sed -n 's/^@ns\[top(int, int)\]: \([0-9]*\) calls$/\1/p' "$tmp/hist.out")
+[ "$n" = "$(own top)" ] && pass "hist: every call of top returned and was timed ($n)" || fail "hist: top ${n:-none}"
+mode events -o "$tmp/t.lptrace"
+
+# A return probe on a cold part: refused, saying why; an instruction probe there works.
+out=$("$lp" trace 'r:_Z4leafi.cold' -- "$target" 2>&1); rc=$?
+[ "$rc" -ne 0 ] && grep -q "cold part of a function" <<<"$out" && pass "r: on a cold part refused: $(grep -o '_Z4leafi.cold: .*' <<<"$out")" ||
+    { fail "r: on a cold part: exit $rc:"; sed 's/^/    /' <<<"$out"; }
+"$lp" trace --count 'p:_Z4leafi.cold' -- "$target" >"$tmp/p.out" 2>&1
+n=$(sed -n 's/^leaf(int) \[clone \.cold\]  *\([0-9]*\)$/\1/p' "$tmp/p.out")
+[ "$n" = "$(own caught)" ] && pass "p: at leaf's cold part counts each throw ($n)" ||
+    { fail "p: at the cold part: ${n:-nothing}, $(own caught) throws:"; sed 's/^/    /' "$tmp/p.out"; }
+
+[ "$failures" -eq 0 ] && echo "exceptions: all passed" || echo "exceptions: $failures failure(s)"
+[ "$failures" -eq 0 ]

@@ -225,6 +225,10 @@ Status register_kretprobes(struct kretprobe **rps, int num)
             return s;
         }
     }
+    // The unwinders first: once a probe is armed, a call may throw through its replaced return
+    // address at once (a program attached to while it throws), and an unwinder that does not
+    // know the trampoline finds no frame there and terminates the program.
+    hook_unwinders();
     std::vector<KretState *> states;
     std::vector<struct kprobe *> kps;
     for (int i = 0; i < num; ++i) {
@@ -259,7 +263,6 @@ Status register_kretprobes(struct kretprobe **rps, int num)
         std::lock_guard lk(g_mu);
         for (int i = 0; i < num; ++i) g_krets[rps[i]] = states[i];
     }
-    hook_unwinders();
     describe_trampoline_to_debuggers();
     return Status::Ok();
 }
@@ -296,7 +299,9 @@ void register_kretprobes_each(struct kretprobe **rps, int num, Status *each)
         rps[i]->nmissed = 0;
         kps[i] = &kp;
     }
-    // The ones still in the running, in one batch (a null entry fails there and is skipped).
+    // The ones still in the running, in one batch (a null entry fails there and is skipped);
+    // the unwinders hooked first (register_kretprobes).
+    hook_unwinders();
     std::vector<Status> outcome(static_cast<size_t>(num));
     register_probes_each(kps.data(), num, outcome.data());
     bool any = false;
@@ -313,10 +318,7 @@ void register_kretprobes_each(struct kretprobe **rps, int num, Status *each)
         g_krets[rps[i]] = states[i];
         any = true;
     }
-    if (any) {
-        hook_unwinders();
-        describe_trampoline_to_debuggers();
-    }
+    if (any) describe_trampoline_to_debuggers();
 }
 
 // Step 6 of unregister_kretprobe: the pages of the pool that hold only free instances go back to

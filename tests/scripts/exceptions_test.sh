@@ -46,5 +46,24 @@ n=$(sed -n 's/^leaf(int) \[clone \.cold\]  *\([0-9]*\)$/\1/p' "$tmp/p.out")
 [ "$n" = "$(own caught)" ] && pass "p: at leaf's cold part counts each throw ($n)" ||
     { fail "p: at the cold part: ${n:-nothing}, $(own caught) throws:"; sed 's/^/    /' "$tmp/p.out"; }
 
+# Attached while it throws (a third of its calls do): return probes armed before the unwinder
+# was hooked let a throw meet the trampoline unknown, and the program terminated at once
+# ("terminate called after throwing"). Each session ended by Ctrl-C with throws in flight.
+"${launch[@]}" "$target" 100000000 10 >"$tmp/long.out" 2>&1 &
+pid=$!
+pids+=("$pid")
+sleep 0.3
+for spec in 'mid(int)' '*'; do
+    for m in --hist '' --count; do
+        "$lp" trace -p "$pid" $m "$spec" >"$tmp/p.trace" 2>&1 &
+        tr=$!
+        sleep 1
+        kill -INT "$tr"; wait "$tr"; rc=$?
+        if kill -0 "$pid" 2>/dev/null && [ "$rc" -eq 0 ]; then pass "attached while it throws: lives after 'trace ${m:+$m }$spec', Ctrl-C"
+        else fail "attached while it throws: 'trace ${m:+$m }$spec': exit $rc:"; tail -3 "$tmp/long.out" "$tmp/p.trace" | sed 's/^/    /'; break 2; fi
+    done
+done
+kill "$pid" 2>/dev/null
+
 [ "$failures" -eq 0 ] && echo "exceptions: all passed" || echo "exceptions: $failures failure(s)"
 [ "$failures" -eq 0 ]

@@ -214,7 +214,8 @@ std::string prepare(ProbePoint *pp, const std::map<uint64_t, ProbePoint *> &poin
     for (auto it = points.lower_bound(fn->start); it != points.end() && it->first < fn->end; ++it)
         if (it->second != pp) others.push_back(it->first);
     arch::Region region;
-    if (const char *why = arch::plan_region(pp->addr, range, cold, others, &region, os::peek_data)) return why;
+    if (const char *why = arch::plan_region(pp->addr, range, cold, others, &region, os::peek_data, symbols::jump_is_return))
+        return why;
     const BranchIndex *bi = branch_index_for(pp->addr, points);
     if (!bi) return "the address is not in an executable mapping";
     if (uint64_t t = branch_into(*bi, pp->addr, region.len))

@@ -384,4 +384,25 @@ int ElfObject::return_address_at_sp(uint64_t addr, std::string *cfa) {
     return r;
 }
 
+int ElfObject::return_address_register(uint64_t addr) {
+    if (!cfi_tried_) {
+        cfi_tried_ = true;
+        cfi_ = dwarf_getcfi_elf(elf_);
+    }
+    if (cfi_ == nullptr) return -1;
+    Dwarf_Frame *frame = nullptr;
+    if (dwarf_cfi_addrframe(cfi_, addr, &frame) != 0 || frame == nullptr) return -1;
+    constexpr int kReturnAddress = 16;  // the x86-64 psABI's return address column
+    Dwarf_Op mem[3];
+    Dwarf_Op *ops = nullptr;
+    size_t nops = 0;
+    int reg = -1;
+    // libdw gives a register rule as one DW_OP_regx.
+    if (dwarf_frame_register(frame, kReturnAddress, mem, &ops, &nops) == 0 && ops && nops == 1 &&
+        ops[0].atom == DW_OP_regx && ops[0].number < 16)
+        reg = static_cast<int>(ops[0].number);
+    std::free(frame);
+    return reg;
+}
+
 }  // namespace liveprobe::symbols

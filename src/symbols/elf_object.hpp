@@ -75,6 +75,11 @@ class ElfObject {
     // when no FDE covers addr.
     int return_address_at_sp(uint64_t addr, std::string *cfa);
 
+    // The register (DWARF number) that holds the frame's return address at file address
+    // `addr` by the call frame information (a DW_CFA_register rule), else -1: it is saved in
+    // memory, undefined, or no FDE covers addr.
+    int return_address_register(uint64_t addr);
+
   private:
     ElfObject() = default;
     bool read_tables(Elf *elf, bool from_debug_file);

@@ -450,6 +450,14 @@ int function_entry(uint64_t addr, std::string *why) {
     return r;
 }
 
+bool jump_is_return(uint64_t site, int dwarf_reg) {
+    std::lock_guard lock(g_mutex);
+    refresh();
+    Module *m = module_at(site);
+    ElfObject *elf = m ? tables(*m) : nullptr;
+    return elf && dwarf_reg >= 0 && elf->return_address_register(site - m->bias) == dwarf_reg;
+}
+
 std::optional<Function> function_at(uint64_t addr) {
     std::lock_guard lock(g_mutex);
     Module *m = nullptr;

@@ -53,6 +53,10 @@ bool is_cold_part(std::string_view name);
 // it, and no cold part's symbol starts there).
 int function_entry(uint64_t addr, std::string *why);
 
+// Whether the call frame information at `site` puts the frame's return address in register
+// `dwarf_reg` (x86-64 DWARF numbering): a `jmp *%REG` there is a return (arch::JumpIsReturn).
+bool jump_is_return(uint64_t site, int dwarf_reg);
+
 // Whether an object of this process is named `object` (as resolve()'s OBJECT: base name, with or
 // without version suffix).
 bool object_loaded(std::string_view object);

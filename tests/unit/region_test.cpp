@@ -512,6 +512,45 @@ TEST(Region, IndirectJumpAnywhereInTheFunction) {
         << cwhy;
 }
 
+// __builtin_eh_return's end (libgcc's _Unwind_Resume): the stack switched to the landing pad's
+// frame, then `pop %rcx; jmp *%rcx`, where the call frame information says the return address
+// is in rcx. A jump that is a return goes to the caller's code: it does not refuse the function
+// (the hooks liveprobe puts on the unwinder then take the jump path, and a throw through
+// return-probed frames no longer costs a trap per frame). Only through the register the
+// information names, at that site.
+TEST(Region, IndirectJumpThatIsAReturn) {
+    const Bytes fn = {
+        0xb8, 0x01, 0x00, 0x00, 0x00,  // 0: mov $1,%eax
+        0x48, 0x89, 0xcc,              // 5: mov %rcx,%rsp
+        0x59,                          // 8: pop %rcx
+        0xff, 0xe1,                    // 9: jmp *%rcx
+    };
+    static uint64_t asked_site;
+    static int asked_reg;
+    auto rcx_at_9 = [](uint64_t site, int reg) {
+        asked_site = site;
+        asked_reg = reg;
+        return site == kFn + 9 && reg == 2;  // rcx is DWARF register 2
+    };
+    Region r;
+    EXPECT_EQ(plan_region(kFn, range(fn), {}, {}, &r, nullptr, rcx_at_9), nullptr);
+    EXPECT_EQ(asked_site, kFn + 9);
+    EXPECT_EQ(asked_reg, 2);
+    EXPECT_NE(plan_refused(fn, 0).find("indirect jump at +0x9"), std::string::npos) << "without the information";
+
+    const Bytes through_rax = {
+        0xb8, 0x01, 0x00, 0x00, 0x00,  // 0: mov $1,%eax
+        0xff, 0xe0,                    // 5: jmp *%rax
+    };
+    EXPECT_NE(plan_region(kFn, range(through_rax), {}, {}, &r, nullptr, rcx_at_9), nullptr);
+    const Bytes through_memory = {
+        0xb8, 0x01, 0x00, 0x00, 0x00,  // 0: mov $1,%eax
+        0xff, 0x21,                    // 5: jmp *(%rcx)
+    };
+    EXPECT_NE(plan_region(kFn, range(through_memory), {}, {}, &r, nullptr, [](uint64_t, int) { return true; }),
+              nullptr);
+}
+
 TEST(Region, IndirectCallInTheRegion) {
     const Bytes fn = {
         0xff, 0xd0,                    // 0: call *%rax

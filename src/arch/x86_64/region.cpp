@@ -49,7 +49,21 @@ struct IndirectJmp {
     uint64_t site;
     size_t part;
     size_t n_before;  // instructions of its part before it (Walk::starts)
+    int dwarf_reg;    // jmp *%REG: the register's DWARF number; -1 through memory
 };
+
+// The DWARF number (x86-64 psABI) of a 64-bit general register, -1 for any other.
+int dwarf_number(ZydisRegister r) {
+    static constexpr ZydisRegister kOrder[] = {ZYDIS_REGISTER_RAX, ZYDIS_REGISTER_RDX, ZYDIS_REGISTER_RCX,
+                                               ZYDIS_REGISTER_RBX, ZYDIS_REGISTER_RSI, ZYDIS_REGISTER_RDI,
+                                               ZYDIS_REGISTER_RBP, ZYDIS_REGISTER_RSP, ZYDIS_REGISTER_R8,
+                                               ZYDIS_REGISTER_R9,  ZYDIS_REGISTER_R10, ZYDIS_REGISTER_R11,
+                                               ZYDIS_REGISTER_R12, ZYDIS_REGISTER_R13, ZYDIS_REGISTER_R14,
+                                               ZYDIS_REGISTER_R15};
+    for (int i = 0; i < 16; ++i)
+        if (kOrder[i] == r) return i;
+    return -1;
+}
 
 struct Walk {
     std::vector<Branch> branches;
@@ -89,7 +103,10 @@ const char *walk(const CodeRange &r, bool is_cold, uint64_t addr, Walk *w) {
         // (plan_region reads those).
         if (zi.mnemonic == ZYDIS_MNEMONIC_JMP &&
             !(zi.operand_count_visible > 0 && ops[0].type == ZYDIS_OPERAND_TYPE_IMMEDIATE))
-            w->indirect.push_back({at, part, starts.size()});
+            w->indirect.push_back({at, part, starts.size(),
+                                   zi.operand_count_visible > 0 && ops[0].type == ZYDIS_OPERAND_TYPE_REGISTER
+                                       ? dwarf_number(ops[0].reg.value)
+                                       : -1});
         starts.push_back(static_cast<uint32_t>(off));
         off += zi.length;
     }
@@ -188,7 +205,7 @@ bool in_parts(uint64_t target, const void *ctx) {
 // why one is not. A table's dispatch must be entered at its top only: no known target may land
 // after its first instruction, up to the jmp.
 const char *read_tables(const CodeRange &fn, const std::vector<CodeRange> &cold, ReadMemory read,
-                        Walk *w) {
+                        JumpIsReturn is_return, Walk *w) {
     struct Span {
         uint64_t from, to;
     };
@@ -203,6 +220,8 @@ const char *read_tables(const CodeRange &fn, const std::vector<CodeRange> &cold,
         const char *why = read_jump_table(r.start, r.bytes, r.len, before,
                                           static_cast<uint32_t>(ij.site - r.start), read, in_parts,
                                           &parts, &t);
+        if (why && ij.dwarf_reg >= 0 && is_return && is_return(ij.site, ij.dwarf_reg))
+            continue;  // a return: its target is the caller's
         if (why) {
             if (in_cold)
                 return reason("a cold part of the function has an indirect jump at 0x%" PRIx64
@@ -228,7 +247,8 @@ const char *read_tables(const CodeRange &fn, const std::vector<CodeRange> &cold,
 }  // namespace
 
 const char *plan_region(uint64_t addr, const CodeRange &fn, const std::vector<CodeRange> &cold,
-                        const std::vector<uint64_t> &other_probes, Region *out, ReadMemory read) {
+                        const std::vector<uint64_t> &other_probes, Region *out, ReadMemory read,
+                        JumpIsReturn is_return) {
     if (fn.bytes == nullptr || addr < fn.start || addr >= fn.start + fn.len)
         return "the probe address is outside the function's bounds";
 
@@ -239,7 +259,7 @@ const char *plan_region(uint64_t addr, const CodeRange &fn, const std::vector<Co
         return "the probe address is not on an instruction boundary of the function";
     for (const CodeRange &part : cold)
         if (const char *why = walk(part, true, addr, &w)) return why;
-    if (const char *why = read_tables(fn, cold, read, &w)) return why;
+    if (const char *why = read_tables(fn, cold, read, is_return, &w)) return why;
 
     // 2. The instructions the jump replaces, each relocatable.
     Region region;

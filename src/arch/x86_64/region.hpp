@@ -46,15 +46,22 @@ struct Region {
 //   - every indirect jmp of fn (and of its cold parts) is a jump table that `read` can read
 //     (jump_table.hpp), whose targets then count as direct branches; any other (a tail call
 //     through a pointer, a computed goto, or any with `read` null) has invisible targets and
-//     refuses the function, as the kernel's optprobes refuse every indirect jump;
+//     refuses the function, as the kernel's optprobes refuse every indirect jump, unless
+//     `is_return` says it is a return (its target is outside the function);
 //   - no other probe point inside (addr, addr + len).
 // Returns nullptr and fills *out, or a fixed, precise reason (static storage), e.g.
 // "the function has an indirect jump at +0x1c whose targets are unknown (...)",
 // "a jump at 0x... targets byte 3 of the region", "the function ends 2 bytes after the
 // probe", "a call is not the last instruction of the region", "another probe at +2".
+// Whether the indirect `jmp *%REG` at `site` is a return: the call frame information there says
+// the frame's return address is in that register (DWARF number `dwarf_reg`), as at the end of
+// __builtin_eh_return (libgcc's _Unwind_Resume and _Unwind_RaiseException jump so to a landing
+// pad): its target is the caller's code, never this function's. Null: none is.
+using JumpIsReturn = bool (*)(uint64_t site, int dwarf_reg);
+
 const char *plan_region(uint64_t addr, const CodeRange &fn, const std::vector<CodeRange> &cold,
                         const std::vector<uint64_t> &other_probes, Region *out,
-                        ReadMemory read = nullptr);
+                        ReadMemory read = nullptr, JumpIsReturn is_return = nullptr);
 
 // Where a relocated instruction of a region landed in the detour, so a thread stopped inside
 // the region, or faulting in the copy, can be mapped between the two.

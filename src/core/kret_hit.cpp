@@ -413,6 +413,16 @@ void kret_unref(KretState *ks) noexcept
 
 namespace {
 
+// Whether a call of ks is in flight on rec's thread with its return slot at `slot`.
+bool in_flight_at(const ThreadRecord *rec, const KretState *ks, uint64_t slot) noexcept
+{
+    for (const Inst *e = static_cast<const Inst *>(rec->ret_top); e; e = e->below) {
+        if (e->slot == slot && e->ks == ks) return true;
+        if (e->slot > slot && os::stack_region(e->slot) == os::stack_region(slot)) return false;  // outer calls
+    }
+    return false;
+}
+
 // A call's entry, for kret_pre and the light entry: reaps what left, takes an instance, runs
 // the entry handler by `call_entry(in, ri)` (true: it accepted the call), records the call and
 // replaces the return slot. The instance recorded, or null (missed, or declined).
@@ -424,6 +434,11 @@ template <typename CallEntry>
 
     uint64_t ret = *reinterpret_cast<const uint64_t *>(slot);
     if (ret == trampoline()) [[unlikely]] {
+        // The function jumped back to its own entry (a loop whose head is its first
+        // instruction, a tail call to itself): the frame is the same, and so is the call, whose
+        // instance of this probe is in flight at this slot. For a probe that counts calls (the
+        // tracer's), not a call: no instance, no miss. The kernel's kretprobes take one.
+        if (ks->calls_only && in_flight_at(rec, ks, slot)) return nullptr;
         // A tail call: this function returns through its caller's slot, already ours.
         ret = return_address_of(rec, slot);
         if (ret == 0) {

@@ -123,6 +123,8 @@ bool lazy_memory_is_free()
     return free;
 }
 
+thread_local bool tl_calls_only = false;  // CallsOnlyRegistrations
+
 // The state and instance pool of rp, in one mapping.
 Status make_state(struct kretprobe *rp, KretState **out)
 {
@@ -193,6 +195,7 @@ Status make_state(struct kretprobe *rp, KretState **out)
                       rp->entry_handler == g_entry_stamp.load(std::memory_order_relaxed);
     ks->return_inline = ks->return_few && rp->handler &&  // g_return_inline is null without a body
                         rp->handler == g_return_inline.load(std::memory_order_relaxed);
+    ks->calls_only = tl_calls_only;
     *out = ks;
     return Status::Ok();
 }
@@ -388,6 +391,9 @@ bool unregister_kretprobe(struct kretprobe *rp)
 }
 
 int64_t retired_kretprobes() noexcept { return g_kret_retired.load(std::memory_order_relaxed); }
+
+CallsOnlyRegistrations::CallsOnlyRegistrations() : prev_(tl_calls_only) { tl_calls_only = true; }
+CallsOnlyRegistrations::~CallsOnlyRegistrations() { tl_calls_only = prev_; }
 
 void set_kret_entry_stamp(kretprobe_handler_t fn) noexcept { g_entry_stamp.store(fn, std::memory_order_relaxed); }
 

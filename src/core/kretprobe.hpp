@@ -122,6 +122,11 @@ struct alignas(64) KretState {
     // by unregister_kretprobe before it drops the registration's reference; counted in
     // g_kret_retired until the mapping goes).
     bool retired = false;
+    // Registered under CallsOnlyRegistrations (the tracer's): a jump of the function back to its
+    // own entry (a loop whose head is its first instruction, a tail call to itself) is not a
+    // new call: no instance is taken for it (core/kret_hit.cpp enter). Otherwise every entry
+    // hit is a call, as the kernel's kretprobes take it.
+    bool calls_only = false;
 
     Inst *at(uint32_t i) noexcept { return reinterpret_cast<Inst *>(pool + size_t(i) * stride); }
 };
@@ -183,6 +188,19 @@ int kret_walk_enter(struct kprobe *kp, struct pt_regs *regs) noexcept;
 int kret_walk_exit(struct kprobe *kp, struct pt_regs *regs) noexcept;
 int kret_throw_enter(struct kprobe *kp, struct pt_regs *regs) noexcept;
 int kret_catch_enter(struct kprobe *kp, struct pt_regs *regs) noexcept;
+
+// While one lives, the return probes this thread registers count calls, not entries
+// (KretState::calls_only): for `liveprobe trace`, which counts and times calls.
+class CallsOnlyRegistrations {
+public:
+    CallsOnlyRegistrations();
+    ~CallsOnlyRegistrations();
+    CallsOnlyRegistrations(const CallsOnlyRegistrations &) = delete;
+    CallsOnlyRegistrations &operator=(const CallsOnlyRegistrations &) = delete;
+
+private:
+    bool prev_;
+};
 
 // An entry handler that stores the TSC, read with `rdtsc`, in the first 8 bytes of ri->data
 // and returns 0, and does nothing else (null: none): kretprobes registered after this with it

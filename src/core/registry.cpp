@@ -21,6 +21,7 @@
 #include "core/detour_cache.hpp"
 #include "core/jprobe.hpp"
 #include "core/kretprobe.hpp"
+#include "arch/x86_64/region.hpp"
 #include "core/optimizer.hpp"
 #include "core/probe_table.hpp"
 #include "core/slot.hpp"
@@ -285,6 +286,22 @@ Status check_function_entry(const struct kprobe &kp, const char *what, uint64_t 
         return Fail(-EINVAL, "{} must be at a function's entry; {:#x} is not: {}", what, addr, why);
     if (out) *out = addr;
     return Status::Ok();
+}
+
+bool entry_is_jumped_to(uint64_t entry)
+{
+    auto fn = symbols::function_at(entry);
+    if (!fn || fn->start != entry || fn->end <= fn->start) return false;
+    RegistryLock lk;  // the original bytes under liveprobe's own int3s and jumps
+    std::vector<uint8_t> body = original_code(fn->start, fn->end, g_points);
+    std::vector<std::vector<uint8_t>> cold_bodies;
+    std::vector<arch::CodeRange> cold;
+    cold_bodies.reserve(fn->cold.size());
+    for (auto [start, end] : fn->cold) {
+        cold_bodies.push_back(original_code(start, end, g_points));
+        cold.push_back({start, cold_bodies.back().data(), cold_bodies.back().size()});
+    }
+    return arch::branches_to({fn->start, body.data(), body.size()}, cold, entry);
 }
 
 namespace {

@@ -14,6 +14,11 @@
 namespace liveprobe::core {
 
 Status register_probe(struct kprobe *p);
+
+// Whether the function whose entry is `entry` jumps back to it from inside (a loop whose head is
+// its first instruction, a tail call to itself): a probe there is hit once a turn, not once a
+// call. False when unknown (no function bounds).
+bool entry_is_jumped_to(uint64_t entry);
 // All or nothing; the probes that can be are optimized in one stop of the other threads.
 // `internal`: liveprobe's own probes (KprobeState::internal).
 Status register_probes(struct kprobe **kps, int num, bool internal = false);

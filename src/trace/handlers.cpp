@@ -182,6 +182,21 @@ int count_light_other(struct kprobe *kp, struct pt_regs *) noexcept
     return count_in_row<false>(probe_of_kp(kp)) ? 0 : 1;
 }
 
+// --count through a kretprobe's entry: counted as count_pre counts, and always accepted (0): the
+// recorded call is what lets the engine tell the function's jumps back to its entry from calls.
+int count_entry(struct kretprobe_instance *ri, struct pt_regs *) noexcept
+{
+    const Probe *p = probe_of_rp(ri->rp);
+    if (!count_in_row<true>(p)) count_slow<true>(0, p->index);
+    return 0;
+}
+int count_entry_other(struct kretprobe_instance *ri, struct pt_regs *) noexcept
+{
+    const Probe *p = probe_of_rp(ri->rp);
+    if (!count_in_row<false>(p)) count_slow<false>(p->session, p->index);
+    return 0;
+}
+
 // The entry's stamp: the TSC read unordered when the clock is the TSC (cheaper than an ordered
 // clock read by about 10 ns here), else the clock.
 static uint64_t entry_stamp() noexcept { return g_tsc ? clk::tsc_unordered() : liveprobe_ktime_ns(); }

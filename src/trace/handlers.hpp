@@ -75,6 +75,10 @@ int fetch_pre_other(struct kprobe *kp, struct pt_regs *regs) noexcept;
 int event_return_other(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;
 int fetch_return_other(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;
 int hist_return_other(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;  // with or without the TSC
+// --count of a function that jumps back to its own entry (core::entry_is_jumped_to): a
+// kretprobe's entry handler, which the engine runs once a call, not once a turn.
+int count_entry(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;
+int count_entry_other(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;
 // Every slot's: they write only into the instance.
 int entry_cycles(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;  // FUNC, --hist: the TSC
 int entry_regs(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;  // r:: the time, arguments, sp

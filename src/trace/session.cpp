@@ -270,7 +270,17 @@ void place(Session &ss, std::vector<Target> fns, Started *out)
         p->spec = &spec;
         p->bytes = static_cast<uint32_t>(event_bytes(spec));
         p->slots = record_slots(p->bytes);
-        if (ss.mode == Mode::count || spec.kind == SpecKind::probe) {
+        // --count of a function that jumps back to its own entry: a kretprobe counts it, once
+        // a call (an entry kprobe there is hit once a turn of the loop).
+        const bool count_calls = ss.mode == Mode::count && spec.kind != SpecKind::probe && spec.offset == 0 &&
+                                 core::entry_is_jumped_to(placed[i].addr);
+        if (count_calls) {
+            p->rp.kp.addr = reinterpret_cast<kprobe_opcode_t *>(placed[i].addr);
+            p->rp.entry_handler = first_slot ? count_entry : count_entry_other;
+            p->rp.maxactive = spec.maxactive ? spec.maxactive : ss.maxactive;
+            rps.push_back(&p->rp);
+            rp_index.push_back(i);
+        } else if (ss.mode == Mode::count || spec.kind == SpecKind::probe) {
             p->kp.addr = reinterpret_cast<kprobe_opcode_t *>(placed[i].addr);
             p->kp.pre_handler = ss.mode == Mode::count ? (first_slot ? count_pre : count_pre_other)
                                 : first_slot                ? fetch_pre
@@ -302,6 +312,7 @@ void place(Session &ss, std::vector<Target> fns, Started *out)
     // trace counts calls itself (count_pre, the return handlers): the engine's own hit counters
     // would only cost a cache line per hit.
     core::UncountedRegistrations uncounted;
+    core::CallsOnlyRegistrations calls_only;  // a function's jumps back to its entry are no calls
     core::set_light_variant(count_pre, count_light);
     core::set_light_variant(count_pre_other, count_light_other);
     core::set_kret_entry_stamp(g_tsc ? entry_cycles : nullptr);  // what entry_cycles does then

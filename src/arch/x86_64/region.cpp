@@ -289,6 +289,16 @@ const char *plan_region(uint64_t addr, const CodeRange &fn, const std::vector<Co
     return nullptr;
 }
 
+bool branches_to(const CodeRange &fn, const std::vector<CodeRange> &cold, uint64_t target) {
+    Walk w;
+    if (walk(fn, false, fn.start, &w)) return false;
+    for (const CodeRange &part : cold)
+        if (walk(part, true, fn.start, &w)) return false;
+    for (const Branch &b : w.branches)
+        if (b.target == target) return true;
+    return false;
+}
+
 // ---------------------------------------------------------------------------------------------
 // The relocated copy
 // ---------------------------------------------------------------------------------------------

@@ -63,6 +63,11 @@ const char *plan_region(uint64_t addr, const CodeRange &fn, const std::vector<Co
                         const std::vector<uint64_t> &other_probes, Region *out,
                         ReadMemory read = nullptr, JumpIsReturn is_return = nullptr);
 
+// Whether a direct branch of fn or of its cold parts targets `target` (fn's entry: a loop whose
+// head is the function's first instruction, or a tail call to itself, jumps there). False
+// when a part cannot be decoded.
+bool branches_to(const CodeRange &fn, const std::vector<CodeRange> &cold, uint64_t target);
+
 // Where a relocated instruction of a region landed in the detour, so a thread stopped inside
 // the region, or faulting in the copy, can be mapped between the two.
 struct RelocMap {

@@ -87,6 +87,53 @@ TEST(Optimize, StateFlagsAndReasons)
     EXPECT_EQ(lp_o_tiny(3), 4);
 }
 
+// A probe placed later inside the bytes an optimized probe's jmp replaced (another session's or
+// module's probe a few bytes into the same function): its int3 went into the middle of the jmp
+// and the next call crashed. The optimized one goes back to the breakpoint path, both count
+// every call, and once the inner one goes the outer one is optimized again.
+std::atomic<int> g_outer_hits{0}, g_inner_hits{0};
+int count_outer(kprobe *, pt_regs *)
+{
+    g_outer_hits.fetch_add(1, std::memory_order_relaxed);
+    return 0;
+}
+int count_inner(kprobe *, pt_regs *)
+{
+    g_inner_hits.fetch_add(1, std::memory_order_relaxed);
+    return 0;
+}
+
+TEST(Optimize, AProbeInsideAnotherProbesJmpPutsThatOneBackOnTheBreakpointPath)
+{
+    g_outer_hits = 0;
+    g_inner_hits = 0;
+    kprobe outer = at(reinterpret_cast<void *>(&lp_o_tiny), count_outer);
+    ASSERT_EQ(register_kprobe(&outer), 0) << liveprobe_strerror(-1);
+    if (optimizing()) {
+        EXPECT_TRUE(outer.flags & KPROBE_FLAG_OPTIMIZED) << why(outer);
+    }
+    // lp_o_tiny: lea 1(%rdi),%rax (4 bytes), ret: the inner probe on the ret, byte 4 of the jmp.
+    kprobe inner = at(reinterpret_cast<char *>(&lp_o_tiny) + 4, count_inner);
+    ASSERT_EQ(register_kprobe(&inner), 0) << liveprobe_strerror(-1);
+    EXPECT_FALSE(outer.flags & KPROBE_FLAG_OPTIMIZED);
+    if (optimizing()) {
+        EXPECT_NE(why(outer).find("another probe at +4"), std::string::npos) << why(outer);
+    }
+    for (long i = 0; i < 1000; ++i) ASSERT_EQ(lp_o_tiny(i), i + 1);
+    EXPECT_EQ(g_outer_hits.load(), 1000);
+    EXPECT_EQ(g_inner_hits.load(), 1000);
+    unregister_kprobe(&inner);
+    if (optimizing()) {
+        EXPECT_TRUE(outer.flags & KPROBE_FLAG_OPTIMIZED) << why(outer);
+        EXPECT_EQ(*reinterpret_cast<volatile unsigned char *>(&lp_o_tiny), 0xe9);
+    }
+    for (long i = 0; i < 1000; ++i) ASSERT_EQ(lp_o_tiny(i), i + 1);
+    EXPECT_EQ(g_outer_hits.load(), 2000);
+    EXPECT_EQ(g_inner_hits.load(), 1000);
+    unregister_kprobe(&outer);
+    EXPECT_EQ(*reinterpret_cast<volatile unsigned char *>(&lp_o_tiny), 0x48);
+}
+
 // A switch's jump table: its targets are read, so the function is optimized, and one of them
 // landing inside the entry's region keeps the other function on the breakpoint path.
 std::atomic<int> g_table_hits{0};

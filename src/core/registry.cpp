@@ -562,6 +562,18 @@ void optimize_batch(const std::vector<ProbePoint *> &batch)
     for (ProbePoint *pp : batch) publish_opt_flags(pp);
 }
 
+// The point whose jmp covers addr, past its first byte (optimized, or being optimized, by an
+// earlier registration), else null. Registry mutex held.
+ProbePoint *covering_jump(uint64_t addr)
+{
+    auto it = g_points.lower_bound(addr);
+    if (it == g_points.begin()) return nullptr;
+    ProbePoint *pp = std::prev(it)->second;
+    const int opt = pp->opt.load();
+    if (opt != kOptPending && opt != kOptDone) return nullptr;
+    return addr > pp->addr && addr < pp->addr + pp->region.len ? pp : nullptr;
+}
+
 // Registers p with the registry mutex held; *out_pp gets its point, *old_members the
 // snapshot to retire once the mutex is released.
 Status register_locked(struct kprobe *p, bool internal, const os::MapsSnapshot &maps, ProbePoint **out_pp,
@@ -582,6 +594,16 @@ Status register_locked(struct kprobe *p, bool internal, const os::MapsSnapshot &
         np->addr = addr;
         np->object = object;
         if (Status s = check_instruction(addr, maps, np->insn); !s.ok()) return s;
+        // Inside the bytes another point's jmp replaced (a probe placed before, by another
+        // session or module): that one goes back to the breakpoint path first, its original
+        // bytes back, so that this one's int3 lands on the instruction and not in the middle
+        // of the jmp (which crashed the program), as the kernel unoptimizes such a probe.
+        if (ProbePoint *cover = covering_jump(addr)) {
+            unoptimize_point(cover, true);
+            cover->why_not = fmt::format("another probe at +{} lies inside the {} bytes a jmp would replace",
+                                         addr - cover->addr, cover->region.len);
+            publish_opt_flags(cover);
+        }
         os::peek_text(addr, &np->orig_byte, 1);
         if (Status s = prepare_slot(np.get()); !s.ok()) return s;
         pp = np.release();
@@ -709,6 +731,19 @@ Status register_probe(struct kprobe *p)
     return register_probes(&p, 1);
 }
 
+// The point just before addr, kept off the jump path only by the probe at addr, which went:
+// on the jump path again, if it can. Registry mutex held.
+void reoptimize_neighbour(uint64_t addr)
+{
+    auto it = g_points.lower_bound(addr);
+    if (it == g_points.begin()) return;
+    ProbePoint *prev = std::prev(it)->second;
+    if (!prev->armed || prev->gone || prev->opt.load() != kOptNone || addr - prev->addr > arch::kMaxInsnLen * 2 ||
+        prev->why_not.rfind("another probe at +", 0) != 0)
+        return;
+    optimize_batch({prev});
+}
+
 bool unregister_probe(struct kprobe *p)
 {
     RegistryLock lk;
@@ -731,6 +766,7 @@ bool unregister_probe(struct kprobe *p)
         if (!pp->gone) {
             probe_table().remove(pp->addr);
             g_points.erase(pp->addr);
+            reoptimize_neighbour(pp->addr);
         }
         // 3. Its detour waits until no thread can be inside it (core/detour_cache.hpp), unless
         //    a new point at the address (this one being gone) uses it already.

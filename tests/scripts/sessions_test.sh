@@ -92,6 +92,20 @@ if ready "$tmp/k.out"; then
         { fail "left after both:"; sed 's/^/    /' <<<"$out"; }
 fi
 
+# 2b. A session's probe inside the bytes another session's jmp replaced (nap+1, after nap's
+# one-byte push): its int3 went into the middle of the jmp, and the program died at its next
+# call. Now the first probe goes back to the breakpoint path while the second is there.
+"$lp" trace -p "$pid" --count nap >"$tmp/o1.out" 2>&1 &
+o1=$!
+for _ in $(seq 500); do grep -q '^liveprobe: placed' "$tmp/o1.out" && break; sleep 0.01; done
+"$lp" trace -p "$pid" --duration 1 --count 'nap+1' >"$tmp/o2.out" 2>&1; rc=$?
+sleep 0.3
+if kill -0 "$pid" 2>/dev/null && [ "$rc" -eq 0 ] && [ "$(sed -n 's/^nap+0x1  *\([0-9]*\)$/\1/p' "$tmp/o2.out")" -gt 0 ]; then
+    pass "a probe inside another session's jmp (nap+1): the program lives, both count"
+else fail "nap+1 beside nap: exit $rc, the target $(kill -0 "$pid" 2>/dev/null && echo lives || echo died):"; sed 's/^/    /' "$tmp/o2.out"; fi
+kill -INT "$o1"; wait "$o1"
+[ "$(count_of "$tmp/o1.out")" -gt 0 ] 2>/dev/null && pass "nap's own session counted on" || fail "nap's session: $(tail -1 "$tmp/o1.out")"
+
 # 3. A trace beside a module probing the same function: each gets every call; removing the
 # module leaves the trace's probe, ending the trace leaves the module's.
 if [ -e "$samples/kretprobe_example.so" ]; then

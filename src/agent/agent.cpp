@@ -61,6 +61,7 @@ struct Owner {
     int fd = -1;
     dev_t dev = 0;
     ino_t ino = 0;
+    pid_t process = 0;  // the process the session was started in (a forked child has its copy)
 };
 Owner g_owners[trace::kSessions];
 
@@ -72,6 +73,7 @@ void own(uint32_t s, int fd)
     g_owners[s].fd = fd;
     g_owners[s].dev = st.st_dev;
     g_owners[s].ino = st.st_ino;
+    g_owners[s].process = getpid();
 }
 
 // Whether session s's owner descriptor is still the one own() was given.
@@ -133,6 +135,9 @@ void drop_owner(uint32_t s)
 void owner_gone(uint32_t s)
 {
     const pid_t owner = g_owners[s].pid;
+    // In a forked child, the end of the tool's connection is the end of the session, however
+    // it ended: the tool spoke to the parent's agent only.
+    const bool child = g_owners[s].process != 0 && g_owners[s].process != getpid();
     drop_owner(s);
     trace::Started started;
     trace::Mode mode;
@@ -146,6 +151,10 @@ void owner_gone(uint32_t s)
     if (int r = trace::stop(s, &why); r < 0)
         line = fmt::format("liveprobe: the trace session's tool (pid {}) is gone; stopping its session failed: {}\n",
                            owner, why);
+    else if (child)
+        line = fmt::format("liveprobe: the trace session of tool pid {} ended: removed its {} probes from this forked "
+                           "child in {:.1f} ms\n",
+                           owner, started.placed, static_cast<double>(monotonic_ns() - t0) / 1e6);
     else
         line = fmt::format("liveprobe: the trace session's tool (pid {}) is gone without stopping it: removed its {} "
                            "probes in {:.1f} ms\n",
@@ -593,15 +602,20 @@ bool wanted_by_environment()
 
 // After fork(): the child has no agent thread and must not answer on the parent's socket. Under
 // `liveprobe run` (LIVEPROBE_AGENT set), children inherit the agent: a child that goes on
-// without exec starts its own (one that execs gets it again from LD_PRELOAD); otherwise a
-// child's agent is started by attaching to it.
+// without exec starts its own (one that execs gets it again from LD_PRELOAD). So does the
+// child of a process whose trace sessions a tool holds (attached): it has the sessions' probes
+// too, and only an agent of its own sees the tool's end and removes them (the parent's agent
+// removed only the parent's; the child traced on, and `status` found no agent in it).
+// Otherwise a child's agent is started by attaching to it.
 void after_fork_in_child()
 {
     bool had = g_running;
     g_running = false;
     if (g_listen_fd >= 0) close(g_listen_fd);
     g_listen_fd = -1;
-    if (had && wanted_by_environment()) {
+    bool owned = false;  // read in the child, the only thread now
+    for (const Owner &o : g_owners) owned = owned || o.fd >= 0;
+    if (had && (wanted_by_environment() || owned)) {
         std::string why;
         start_locked(&why);
     }

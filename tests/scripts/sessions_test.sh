@@ -159,6 +159,32 @@ kill -TERM "$pid"; wait "$pid"; rc=$?
 [ "$rc" -eq 0 ] && grep -Eq '^naps [1-9][0-9]* bad 0$' "$tmp/k.out" && pass "the target: $(tail -1 "$tmp/k.out")" ||
     { fail "the target exited $rc:"; sed 's/^/    /' "$tmp/k.out"; }
 
+# 4b. A child forked by an attached process while a session runs has the session's probes
+# too: it gets an agent of its own (`status` answers for it), which removes them when the
+# session ends (before, the child traced on, with no agent to ask).
+"${launch[@]}" "$bin/tests/lp_fork_target" 1 4 >"$tmp/f.out" 2>&1 &
+fpid=$!
+pids+=("$fpid")
+if ready "$tmp/f.out"; then
+    "$lp" trace -p "$fpid" --count in_child >"$tmp/f.trace" 2>&1 &
+    ft=$!
+    for _ in $(seq 300); do child=$(pgrep -P "$fpid" -x lp_fork_target) && break; sleep 0.01; done
+    sleep 0.5
+    out=$("$lp" status -p "${child:-0}" 2>&1)
+    grep -q "^trace session 0: 1 probes, held by tool pid $ft" <<<"$out" && pass "the forked child has an agent that lists the session" ||
+        { fail "the forked child ${child:-?}:"; sed 's/^/    /' <<<"$out"; }
+    kill -INT "$ft"; wait "$ft"
+    for _ in $(seq 100); do "$lp" status -p "${child:-0}" 2>/dev/null | grep -q '^probes: 0$' && break; sleep 0.02; done
+    out=$("$lp" status -p "${child:-0}" 2>&1)
+    grep -q '^probes: 0$' <<<"$out" && grep -q '^trace session: none$' <<<"$out" &&
+        pass "the session's end removed its probes from the child too" || { fail "the child after the end:"; sed 's/^/    /' <<<"$out"; }
+    "$lp" dmesg -p "${child:-0}" 2>/dev/null | grep -q "the trace session of tool pid $ft ended: removed its 1 probes from this forked child" &&
+        pass "the child's log says the session ended" || fail "the child's log: $("$lp" dmesg -p "${child:-0}" 2>&1 | tail -1)"
+    wait "$fpid"
+    grep -q '^parent in_parent [0-9]* child status 0$' "$tmp/f.out" && pass "parent and child ran their time" ||
+        { fail "the forking target:"; sed 's/^/    /' "$tmp/f.out"; }
+fi
+
 # 5. Two users: the process's owner (nobody) and root trace it at once; another user (daemon)
 # is refused, and nothing changes.
 if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null && id daemon >/dev/null 2>&1; then

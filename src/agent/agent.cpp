@@ -19,6 +19,7 @@
 #include <string>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "agent/channel.hpp"
 #include "agent/log_ring.hpp"
@@ -174,11 +175,15 @@ void detach(const Request &rq, Out &out)
     trace::Started started;
     trace::Mode mode;
     const std::vector<uint32_t> sessions = trace::running_sessions();
+    std::vector<std::string> live;  // "tool pid N (M probes)" of each session a tool holds
     for (uint32_t s : sessions)
-        if (g_owners[s].fd >= 0 && !force && trace::running(s, &started, &mode) == 0)
-            return out.error(EBUSY, fmt::format("a trace session of tool pid {} is live ({} probes): end it, or "
-                                                "detach with --force",
-                                                g_owners[s].pid, started.placed));
+        if (g_owners[s].fd >= 0 && trace::running(s, &started, &mode) == 0)
+            live.push_back(fmt::format("tool pid {} ({} probes)", g_owners[s].pid, started.placed));
+    if (live.size() == 1 && !force)
+        return out.error(EBUSY, fmt::format("a trace session of {} is live: end it, or detach with --force", live[0]));
+    if (!live.empty() && !force)
+        return out.error(EBUSY, fmt::format("{} trace sessions are live, of {}: end them, or detach with --force",
+                                            live.size(), fmt::join(live, ", ")));
     const uint64_t t0 = monotonic_ns();
     std::string why;
     for (uint32_t s : sessions) {
@@ -331,7 +336,9 @@ void serve(const Request &rq, Out &out)
         // Removed return probes whose memory a thread still reaches (blocked inside a probed call,
         // or not yet past its next probe): a small record each (core/kretprobe.cpp).
         if (int64_t held = core::retired_kretprobes(); held > 0)
-            out.line(fmt::format("removed return probes still held by calls in flight: {}", held));
+            out.line(fmt::format("removed return probes still held by threads (a call in flight, or a thread's "
+                                 "cache until its next return probe): {}",
+                                 held));
         for (const auto &p : probes) out.line("  " + describe(p));
         out.line(fmt::format("modules: {}", module_count()));
         trace::Started started;

@@ -77,6 +77,9 @@ if ready "$tmp/k.out"; then
     sleep 1.5
     n=$(sessions "$pid")
     [ "$n" -eq 2 ] && pass "two sessions before the SIGKILL" || fail "$n sessions before the SIGKILL, not 2"
+    out=$("$lp" detach -p "$pid" 2>&1); rc=$?
+    [ "$rc" -ne 0 ] && grep -q "2 trace sessions are live, of tool pid $k1 (1 probes), tool pid $k2 (1 probes)" <<<"$out" &&
+        pass "detach refused, naming both sessions: $out" || fail "detach with two sessions live: exit $rc: $out"
     kill -KILL "$k2"; wait "$k2" 2>/dev/null
     for _ in $(seq 100); do [ "$(sessions "$pid")" -eq 1 ] && break; sleep 0.02; done
     n=$(sessions "$pid")

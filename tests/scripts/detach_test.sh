@@ -93,7 +93,7 @@ killed() {
 }
 if start killed; then
     killed kill-1 KILL 1.5 nap
-    "$lp" dmesg -p "$pid" 2>/dev/null | grep -q "liveprobe: the trace session's tool (pid [0-9]*) is gone without stopping it: removed its 1 probes" &&
+    grep -q "liveprobe: the trace session's tool (pid [0-9]*) is gone without stopping it: removed its 1 probes" <<<"$("$lp" dmesg -p "$pid" 2>/dev/null)" &&
         pass "killed: the agent's log says it removed the dead tool's probes" || fail "killed: no line in the agent's log"
     killed hup HUP 1.5 --hist nap
     for i in $(seq 6); do

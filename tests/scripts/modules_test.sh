@@ -85,7 +85,7 @@ if grep -q "^kprobe registered$" <<<"$log" &&
     pass "kprobe_example dmesg: $(echo "$log" | grep -m1 '^pre_handler')"
 else fail "kprobe_example dmesg (probe at $addr):"; echo "$log" | grep -v do_sys_open | tail -12 | sed 's/^/    /'; fi
 "$lp" rmmod -p "$pid" kprobe_example.so || fail "rmmod kprobe_example.so (by file name)"
-"$lp" dmesg -t -p "$pid" | grep -q "^kprobe unregistered$" || fail "kprobe_example: no 'kprobe unregistered'"
+grep -q "^kprobe unregistered$" <<<"$("$lp" dmesg -t -p "$pid")" || fail "kprobe_example: no 'kprobe unregistered'"
 
 # 4. jprobe_example: do_fork's arguments, as the target passes them.
 expect "insmod jprobe_example" 0 "loaded jprobe_example" "$lp" insmod -p "$pid" "$samples/jprobe_example.so"
@@ -94,7 +94,7 @@ if until_log "$pid" "^jprobe: clone_flags=0x11,  stack_size=0x0, pt_regs=0x0$" &
     pass "jprobe_example dmesg: $("$lp" dmesg -t -p "$pid" | grep -m1 '^jprobe:')"
 else fail "jprobe_example dmesg:"; "$lp" dmesg -t -p "$pid" | grep jprobe | tail -3 | sed 's/^/    /'; fi
 "$lp" rmmod -p "$pid" jprobe_example || fail "rmmod jprobe_example"
-"$lp" dmesg -t -p "$pid" | grep -q "^jprobe unregistered$" || fail "jprobe_example: no 'jprobe unregistered'"
+grep -q "^jprobe unregistered$" <<<"$("$lp" dmesg -t -p "$pid")" || fail "jprobe_example: no 'jprobe unregistered'"
 
 # 5. Parameters of every type, and current.
 expect "insmod params_module with a value of every type" 0 loaded "$lp" insmod -p "$pid" "$mods/params_module.so" \
@@ -142,7 +142,7 @@ expect "a symbol the target lacks (init fails)" 1 "its init failed with -1 \(Ope
     "$lp" insmod -p "$pid" "$samples/kretprobe_example.so" func=no_such_function
 expect "a module whose init fails" 1 "module failing_init: its init failed with -19 \(No such device\)" \
     "$lp" insmod -p "$pid" "$mods/failing_init.so"
-"$lp" dmesg -t -p "$pid" | grep -q "^failing_init: registered: 0; now failing with -ENODEV$" || fail "failing_init did not run"
+grep -q "^failing_init: registered: 0; now failing with -ENODEV$" <<<"$("$lp" dmesg -t -p "$pid")" || fail "failing_init did not run"
 left=$("$lp" lsmod -p "$pid" | grep -Ev "^Module" || true)
 if [ -z "$left" ] && ! grep -Eq "params_module|failing_init|kretprobe_example" /proc/"$pid"/maps; then
     pass "after every failed insmod: no module loaded or mapped, no probe left"

@@ -30,6 +30,7 @@
 #include "os/linux/signals.hpp"
 #include "os/linux/stop_threads.hpp"
 #include "symbols/symbols.hpp"
+#include "core/thread_state.hpp"
 #include "trace/session.hpp"
 
 #ifndef LIVEPROBE_VERSION
@@ -511,6 +512,7 @@ bool serve_one(int lfd)
 void *agent_thread(void *arg)
 {
     int lfd = static_cast<int>(reinterpret_cast<intptr_t>(arg));
+    core::QuietThread quiet;  // its calls into probed code are liveprobe's, not the program's
     for (;;) {
         struct pollfd p[1 + trace::kSessions] = {{lfd, POLLIN, 0}};
         for (uint32_t s = 0; s < trace::kSessions; ++s) p[1 + s] = {g_owners[s].fd, POLLIN, 0};  // -1: ignored

@@ -12,6 +12,9 @@ namespace liveprobe::agent {
 GuardedOutcome run_module_function(int (*init)(), void (*exit_fn)())
 {
     GuardedOutcome out;
+    // The module's code is the program's: its calls hit probes, as they would on its own threads
+    // (the agent's thread is otherwise liveprobe's own: core::QuietThread).
+    core::QuietThread loud(false);
     core::ThreadRecord *rec = core::this_thread_claim();
     if (rec == nullptr || !core::prepare_guarded_calls().ok()) {  // cannot guard: run it as it is
         if (init) out.result = init();

@@ -226,6 +226,36 @@ inline ThreadRecord *this_thread() noexcept
     return this_thread_claim();
 }
 
+// While one lives, the calling thread is liveprobe's own (the agent's): its hits run no handler
+// and count nowhere, as while it holds the registry (quiet), so that the agent's own calls into
+// probed code (malloc, snprintf: a trace of libc's) are never taken for the program's. `quiet`
+// false: the other way round, for the program's code that thread runs (a module's init).
+class QuietThread {
+public:
+    explicit QuietThread(bool quiet = true) noexcept : rec_(this_thread()), d_(quiet ? 1 : -1)
+    {
+        if (rec_ && (quiet || rec_->quiet > 0)) {
+            rec_->in_handler += d_;
+            rec_->quiet += d_;
+        } else {
+            rec_ = nullptr;
+        }
+    }
+    ~QuietThread()
+    {
+        if (rec_) {
+            rec_->in_handler -= d_;
+            rec_->quiet -= d_;
+        }
+    }
+    QuietThread(const QuietThread &) = delete;
+    QuietThread &operator=(const QuietThread &) = delete;
+
+private:
+    ThreadRecord *rec_;
+    int d_;
+};
+
 // The calling thread's record if it has one (never claims).
 ThreadRecord *this_thread_if_any() noexcept;
 

@@ -2,6 +2,7 @@
 #include "core/kretprobe.hpp"
 #include "core/error.hpp"
 #include "core/registry.hpp"
+#include "core/thread_state.hpp"
 
 #include <pthread.h>
 #include <sys/mman.h>
@@ -375,6 +376,7 @@ void place_pending(Session &ss)
 // Every 10 ms, whether the loader loaded something since; if so, the pending specs' turn.
 void watch()
 {
+    core::QuietThread quiet;  // its lookups' calls into probed code (malloc) are not the program's
     unsigned long long seen = 0;  // a first look at once: a dlopen may have come before this thread
     std::unique_lock wl(g_watch_mu);
     while (!g_watch_stop) {

@@ -208,6 +208,32 @@ TEST(Kretprobe, RiTidIsTheCallingThreadsInAForkedChildToo)
     unregister_kretprobe(&rp);
 }
 
+// A call entered before fork() returns twice, in the parent and in the child: each return is
+// its own thread's (ri->tid), as a tracer files the call under the thread it returns in.
+__attribute__((noinline)) pid_t kr_fork_inside()
+{
+    const pid_t p = fork();
+    asm volatile("" ::: "memory");
+    return p;
+}
+
+TEST(Kretprobe, ACallEnteredBeforeForkReturnsAsTheChildsInTheChild)
+{
+    kretprobe rp = make(reinterpret_cast<void *>(&kr_fork_inside));
+    rp.handler = tid_return;
+    ASSERT_EQ(register_kretprobe(&rp), 0) << liveprobe_strerror(-1);
+    g_return_tid = 0;
+    const pid_t child = kr_fork_inside();
+    ASSERT_GE(child, 0);
+    if (child == 0) _exit(g_return_tid == gettid() ? 0 : 1);
+    EXPECT_EQ(g_return_tid.load(), gettid());
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << "the child's return was filed under another thread (status " << status << ")";
+    unregister_kretprobe(&rp);
+}
+
 // KPROBE_FLAG_NOVEC and KPROBE_FLAG_FPREGS are input flags: unregistering gives rp back with
 // the ones its caller set and no other, so that registering it again means the same (a
 // kretprobe's own kprobe is flagged NOVEC while registered, and FPREGS moves into its state).

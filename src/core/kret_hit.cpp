@@ -545,8 +545,16 @@ void kret_thread_gone(ThreadRecord *rec) noexcept
         if (c.ks) flush(c);
 }
 
+// In a forked child: the calls the forking thread had in flight return in the child too, under
+// the child's thread (a call entered before fork() that returns in the child is the child's).
+// The instances in its cache entries are set when taken (lp_kret_light_pre compares ri->tid).
+void kret_thread_forked(ThreadRecord *rec, int tid) noexcept
+{
+    for (Inst *e = static_cast<Inst *>(rec->ret_top); e; e = e->below) e->ri()->tid = tid;
+}
+
 namespace {
-const bool g_hooked = (g_thread_gone_hook = kret_thread_gone, true);
+const bool g_hooked = (g_thread_gone_hook = kret_thread_gone, g_thread_forked_hook = kret_thread_forked, true);
 }
 
 }  // namespace liveprobe::core

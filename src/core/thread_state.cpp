@@ -11,6 +11,7 @@ namespace liveprobe::core {
 
 constinit thread_local ThreadRecord *tl_rec = nullptr;
 void (*g_thread_gone_hook)(ThreadRecord *) noexcept = nullptr;
+void (*g_thread_forked_hook)(ThreadRecord *, int) noexcept = nullptr;
 
 namespace {
 
@@ -150,6 +151,7 @@ void reset_after_fork()
     for (ThreadRecord *r = all_threads(); r; r = r->next) {
         if (r == self) {
             r->owner.store(tid);
+            if (g_thread_forked_hook) g_thread_forked_hook(r, tid);
             continue;
         }
         r->busy.clear();

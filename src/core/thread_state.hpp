@@ -182,6 +182,9 @@ struct alignas(64) ThreadRecord {
 // Called with a record whose thread is gone (its exit, or a new owner finding calls left by
 // a thread that died without running its exit handlers); set by core/kretprobe.cpp.
 extern void (*g_thread_gone_hook)(ThreadRecord *) noexcept;
+// Called in a forked child with the forking thread's record, now owned by the child's thread
+// `tid`; set by core/kret_hit.cpp.
+extern void (*g_thread_forked_hook)(ThreadRecord *, int tid) noexcept;
 
 // The calling thread's record (plain pointer: initial-exec TLS with no constructor, safe in
 // signal handlers; the library is built with -ftls-model=initial-exec).

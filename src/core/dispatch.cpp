@@ -130,7 +130,9 @@ const char kNudgeTag = 0;  // is_nudge: the value of liveprobe's own SIGTRAP
 
 bool reset_abandoned_handler_once(ThreadRecord *rec, uint64_t sp) noexcept
 {
-    if (rec->in_handler <= 0 || rec->quiet || rec->kret_entry || rec->kret_rsb) return false;
+    // A handler left, or a level of busy taken and left before or after its handler (the light
+    // dispatcher records its frame first: jump_light).
+    if ((rec->in_handler <= 0 && rec->busy.depth == 0) || rec->quiet || rec->kret_entry || rec->kret_rsb) return false;
     // The outermost of the frames named: every one must be gone.
     uint64_t outer = rec->handler_sp;
     for (uint64_t m : {reinterpret_cast<uint64_t>(rec->jump_light), reinterpret_cast<uint64_t>(rec->jump_regs),

@@ -157,8 +157,9 @@ void breakpoint_trap_handler(int sig, siginfo_t *info, ucontext_t *uc)
         break;
     }
 
-    // A handler left by a longjmp out of a signal handler: the record set back first.
-    if (rec->in_handler) [[unlikely]]
+    // A handler (or a level of busy) left by a longjmp out of a signal handler: the record
+    // set back first.
+    if (rec->in_handler || rec->busy.depth) [[unlikely]]
         reset_abandoned_handler(rec, static_cast<uint64_t>(uc->uc_mcontext.gregs[REG_RSP]));
     BusyMark prev = rec->busy.mark();
     ProbePoint *pp;

@@ -274,8 +274,9 @@ void emit_light_leave(Writer &w, int32_t rz)
 
 // The light entry's finish, right after its call (jump_light.S): with rec = core::tl_rec, read
 // at its thread-pointer offset `tls`, in rdx, and rdi = 0 (registers the dispatcher writes):
-// in_handler, jump_light, busy's level 0 slot and then its depth, all 0. Fixed encodings: the dispatcher
-// skips exactly LP_LIGHT_FINISH_SIZE bytes to leave it out.
+// in_handler, busy's level 0 slot, its depth, and last jump_light (the level's frame, set
+// before the level was taken), all 0. Fixed encodings: the dispatcher skips exactly
+// LP_LIGHT_FINISH_SIZE bytes to leave it out.
 void emit_light_finish(Writer &w, int32_t tls)
 {
     const size_t start = w.pos;
@@ -283,9 +284,9 @@ void emit_light_finish(Writer &w, int32_t tls)
     w.u32(static_cast<uint32_t>(tls));
     w.bytes({0x31, 0xff});                               // xor %edi,%edi
     w.bytes({0x89, 0x7a, LP_REC_IN_HANDLER});            // mov %edi,in_handler(%rdx)
-    w.bytes({0x48, 0x89, 0x7a, LP_REC_JUMP_LIGHT});      // mov %rdi,jump_light(%rdx)
     w.bytes({0x48, 0x89, 0x7a, LP_REC_BUSY_SLOT0});      // mov %rdi,busy.slot[0](%rdx)
     w.bytes({0x89, 0x7a, LP_REC_BUSY_DEPTH});            // mov %edi,busy.depth(%rdx)
+    w.bytes({0x48, 0x89, 0x7a, LP_REC_JUMP_LIGHT});      // mov %rdi,jump_light(%rdx)
     if (w.ok && w.pos - start != LP_LIGHT_FINISH_SIZE) w.ok = false;
 }
 

@@ -85,7 +85,11 @@
     testq %rdx, %rdx
     jz \l6                                  /* going away: the original instructions */
     /* Publish the point in level 0 of busy (depth first, then the slot), then look it up
-     * again: the reader's half of the quiescence protocol (dispatch.hpp publish_busy). */
+     * again: the reader's half of the quiescence protocol (dispatch.hpp publish_busy). The
+     * frame first: while the level is taken, jump_light says where its dispatch runs, so that
+     * a level left by a siglongjmp out of a signal that landed here (before the handler runs,
+     * or in the finish) is seen as abandoned (core::reset_abandoned_handler). */
+    movq %rsp, LP_REC_JUMP_LIGHT(%rax)
     movl $1, LP_REC_BUSY_DEPTH(%rax)
     movq %rdx, LP_REC_BUSY_SLOT0(%rax)
     .if \fenced
@@ -110,7 +114,6 @@
     /* What a fault in the handler needs (light_fault_resume), then the handler, with this
      * call's return address: it returns into the light entry's finish. */
     movq %rdx, LP_REC_JUMP_KS(%rax)
-    movq %rsp, LP_REC_JUMP_LIGHT(%rax)
     movl $1, LP_REC_IN_HANDLER(%rax)
     movq LP_KS_KP(%rdx), %rdi
 .endm

@@ -54,7 +54,7 @@ bool light_fault_resume(int sig, ucontext_t *uc) noexcept
 {
     (void)sig;
     ThreadRecord *rec = core::this_thread_if_any();
-    if (!rec || !rec->jump_light) return false;
+    if (!rec || !rec->jump_light || !rec->in_handler) return false;  // jump_light outlives the handler a little
     greg_t *g = uc->uc_mcontext.gregs;
     core::count(rec, rec->jump_ks->fault_id);  // a light kprobe has no fault_handler
     if (uint64_t *sp = rec->kret_light_sp) {

@@ -100,21 +100,31 @@ extern "C" int lp_jump_pre(uint64_t site, struct pt_regs *regs) noexcept
 {
     if constexpr (!kSaveAroundAll) {
         ThreadRecord *rec = core::tl_rec;
-        if (rec && !rec->in_handler) [[likely]] {
+        // Nothing dispatched on this thread (a level of busy left by a siglongjmp out of a
+        // signal handler goes to jump_pre, which sets the record back).
+        if (rec && !rec->in_handler && !rec->busy.depth) [[likely]] {
+            // The level's frame, from before it is taken until after it is released: a level
+            // left by a siglongjmp out of a signal that landed in between is seen as abandoned
+            // (core::reset_abandoned_handler).
+            rec->jump_regs = regs;
+            std::atomic_signal_fence(std::memory_order_seq_cst);
             core::BusyMark prev;
             ProbePoint *pp = core::acquire_site_saving(rec, reinterpret_cast<const void *>(site), &prev);
-            if (!pp) [[unlikely]]
+            if (!pp) [[unlikely]] {
+                rec->jump_regs = nullptr;
                 return kJumpPlain;  // the probe is going away: run the original instructions
+            }
             core::KprobeState *ks = pp->solo.load(std::memory_order_relaxed);
-            if (!ks || must_save_vectors(pp)) [[unlikely]]
+            if (!ks || must_save_vectors(pp)) [[unlikely]] {
+                rec->jump_regs = nullptr;
                 return jump_pre_acquired(rec, pp, prev, regs);
+            }
             int action = kJumpPlain;
             if (ks->enabled.load(std::memory_order_relaxed)) [[likely]] {
                 if (!ks->uncounted) core::count(rec, ks->id);
                 struct kprobe *kp = ks->kp;
                 rec->jump_ks = ks;
                 rec->jump_prev = prev;
-                rec->jump_regs = regs;
                 rec->in_handler = 1;
                 std::atomic_signal_fence(std::memory_order_seq_cst);
                 if (kp->pre_handler(kp, regs) != 0) [[unlikely]]
@@ -123,9 +133,10 @@ extern "C" int lp_jump_pre(uint64_t site, struct pt_regs *regs) noexcept
                 // A kretprobe that replaced the return slot: through lp_kret_rsb_call.
                 if (core::kret_take_rsb(rec, action == kJumpPlain && pp->layout.kret_path)) action = kJumpKret;
                 rec->in_handler = 0;
-                rec->jump_regs = nullptr;
             }
             core::release(rec, prev);
+            std::atomic_signal_fence(std::memory_order_seq_cst);
+            rec->jump_regs = nullptr;
             return action;
         }
     }
@@ -181,8 +192,9 @@ int jump_pre(uint64_t site, struct pt_regs *regs) noexcept
 {
     ThreadRecord *rec = core::this_thread();
     if (!rec) return kJumpPlain;
-    // A handler left by a longjmp out of a signal handler: the record set back first.
-    if (rec->in_handler) [[unlikely]]
+    // A handler (or a level of busy) left by a longjmp out of a signal handler: the record
+    // set back first.
+    if (rec->in_handler || rec->busy.depth) [[unlikely]]
         core::reset_abandoned_handler(rec, regs->sp);
     core::BusyMark prev;
     ProbePoint *pp = core::acquire_site_saving(rec, reinterpret_cast<const void *>(site), &prev);

@@ -257,19 +257,23 @@ void serve_trace_start(const Request &rq, Out &out)
 {
     trace::Started started;
     trace::Mode mode;
+    bool verbose = false;
     if (rq.verb == "trace-start") {
         // MODE[:OPTION...]: nofollow, without following forks; owned, the session lasts as long
         // as this connection, which the tool keeps open (agents before it ignore it).
         std::string mode_word = rq.args.empty() ? std::string() : rq.args[0];
+        // verbose: a line for each probe on the breakpoint path ("slowprobe FUNC: REASON").
         bool follow = true, owned = false, known = true;
         for (size_t colon; (colon = mode_word.rfind(':')) != std::string::npos; mode_word.resize(colon)) {
             const std::string opt = mode_word.substr(colon + 1);
             if (opt == "nofollow") follow = false;
             else if (opt == "owned") owned = true;
+            else if (opt == "verbose") verbose = true;
             else known = false;
         }
         if (rq.args.size() < 3 || !known || !trace::parse_mode(mode_word, &mode))
-            return out.error(EINVAL, "trace-start: MODE[:nofollow][:owned] (events, count, hist) MAXACTIVE SPEC...");
+            return out.error(EINVAL,
+                             "trace-start: MODE[:nofollow][:owned][:verbose] (events, count, hist) MAXACTIVE SPEC...");
         std::string why;
         // Sessions whose tool is gone (killed before its trace-stop, from a tool that did not
         // hold its connection) are stopped first.
@@ -300,6 +304,7 @@ void serve_trace_start(const Request &rq, Out &out)
     out.line(fmt::format("placed {} probes ({} jump-optimized) in {:.1f} ms", started.placed, started.optimized,
                          started.place_ms));
     for (size_t i = 0; i < started.slow.size() && i < 3; ++i) out.line("slow " + started.slow[i]);
+    for (size_t i = 0; verbose && i < started.slow_each.size(); ++i) out.line("slowprobe " + started.slow_each[i]);
     out.line(fmt::format("mode {}", mode == trace::Mode::count ? "count" : mode == trace::Mode::hist ? "hist" : "events"));
     for (size_t i = 0; i < started.names.size(); ++i)
         out.line(fmt::format("probe {} {:#x} {}", i, started.addrs[i], started.names[i]));

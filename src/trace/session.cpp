@@ -344,8 +344,14 @@ void place(Session &ss, std::vector<Target> fns, Started *out)
         const struct kprobe *kp = p.kp.addr ? &p.kp : &p.rp.kp;
         struct liveprobe_info info {};
         if (liveprobe_kprobe_info(kp, &info) != 0) continue;
-        if (kp->flags & KPROBE_FLAG_OPTIMIZED) ++out->optimized;
-        else ++reasons[info.why_not_optimized ? info.why_not_optimized : "unknown"];
+        if (kp->flags & KPROBE_FLAG_OPTIMIZED) {
+            ++out->optimized;
+            continue;
+        }
+        const char *why_not = info.why_not_optimized ? info.why_not_optimized : "unknown";
+        ++reasons[why_not];
+        out->slow_each.push_back(
+            fmt::format("{}: {}", probe_text(placed[i].name, ss.specs[placed[i].spec]), why_not));
     }
     out->placed += static_cast<size_t>(registered);
     std::vector<std::pair<size_t, std::string>> by_count;
@@ -664,8 +670,13 @@ int start_from_environment()
         if (r == 0)
             std::fprintf(stderr, "liveprobe: placed %zu probes (%zu jump-optimized) in %.1f ms\n", started.placed,
                          started.optimized, started.place_ms);
-        for (size_t i = 0; r == 0 && i < started.slow.size() && i < 3; ++i)
+        // LIVEPROBE_TRACE_VERBOSE (`trace --verbose`): each probe on the breakpoint path, named.
+        const bool verbose = std::getenv("LIVEPROBE_TRACE_VERBOSE") != nullptr;
+        unsetenv("LIVEPROBE_TRACE_VERBOSE");
+        for (size_t i = 0; r == 0 && i < started.slow.size() && i < 3 && !verbose; ++i)
             std::fprintf(stderr, "liveprobe: on the breakpoint path: %s\n", started.slow[i].c_str());
+        for (size_t i = 0; r == 0 && verbose && i < started.slow_each.size(); ++i)
+            std::fprintf(stderr, "liveprobe: on the breakpoint path: %s\n", started.slow_each[i].c_str());
         // As `liveprobe trace -p` says them: the first five, then how many more.
         for (size_t i = 0; r == 0 && i < started.skipped.size() && i < 5; ++i)
             std::fprintf(stderr, "liveprobe: not traced: %s\n", started.skipped[i].c_str());

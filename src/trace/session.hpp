@@ -39,6 +39,7 @@ struct Started {
     size_t placed = 0;                 // probes registered
     size_t optimized = 0;              // of which hits take the jump path
     std::vector<std::string> slow;     // "N: REASON" for the others, most common reasons first
+    std::vector<std::string> slow_each;  // "FUNC: REASON" for each of those, by address
     double place_ms = 0;               // the time start() took
 };
 

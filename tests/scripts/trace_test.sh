@@ -262,5 +262,25 @@ out=$("$lp" trace --count --hist lp_tr_leaf -- "$target" 2>&1); rc=$?
 out=$("$lp" trace -p 999999999 lp_tr_leaf 2>&1); rc=$?
 [ "$rc" -eq 1 ] && grep -q "no process" <<<"$out" && pass "a nonexistent process: $out" || fail "no process: exit $rc: $out"
 
+# --verbose names each probe left on the breakpoint path, with its reason (issue 31, item 7):
+# as many lines as the probes placed less those jump-optimized, through -- CMD and through -p.
+verbose_check() {  # NAME FILE
+    local placed fast lines
+    placed=$(sed -n 's/^liveprobe: placed \([0-9]*\) probes (\([0-9]*\) jump-optimized).*/\1/p' "$2")
+    fast=$(sed -n 's/^liveprobe: placed \([0-9]*\) probes (\([0-9]*\) jump-optimized).*/\2/p' "$2")
+    lines=$(grep -c '^liveprobe: on the breakpoint path: libc.so.6:[^ ]*: .' "$2")
+    [ -n "$placed" ] && [ "$lines" -eq $((placed - fast)) ] && [ "$lines" -gt 0 ] &&
+        pass "$1: --verbose names the $lines probes on the breakpoint path of $placed" ||
+        { fail "$1: --verbose: placed ${placed:-?}, ${fast:-?} optimized, $lines named:"; grep breakpoint "$2" | head -3 | sed 's/^/    /'; }
+}
+"$lp" trace --verbose --count 'libc.so.6:*' -- "$bin/tests/lp_nap_target" 1000 0.3 >"$tmp/verbose.out" 2>&1
+verbose_check "-- CMD" "$tmp/verbose.out"
+"${launch[@]}" "$bin/tests/lp_nap_target" 1000 2 >"$tmp/vt.out" 2>&1 &
+vt=$!
+pids+=("$vt")
+sleep 0.3
+"$lp" trace -p "$vt" --verbose --duration 0.3 --count 'libc.so.6:*' >"$tmp/verbose_p.out" 2>&1
+verbose_check "-p" "$tmp/verbose_p.out"
+
 echo "$failures failure(s)"
 [ "$failures" -eq 0 ]

@@ -53,7 +53,7 @@ using trace::Record;
 
 struct Opts {
     int pid = 0;
-    bool count = false, hist = false, no_follow = false;
+    bool count = false, hist = false, no_follow = false, verbose = false;
     std::string chrome;  // --chrome FILE
     std::string output;  // -o FILE: a trace file
     std::string input;   // -i FILE: show a trace file
@@ -306,6 +306,8 @@ Runner add_trace(CLI::App &app)
                                             "--count, --hist, --tid, --min-duration)")
         ->excludes(out);
     cmd->add_flag("--no-follow", o->no_follow, "Do not trace the children the process forks (they are by default)");
+    cmd->add_flag("--verbose", o->verbose,
+                  "Name each probe left on the breakpoint path (microseconds a hit), with its reason");
     cmd->add_option("--chrome", o->chrome, "Write the calls to FILE as Chrome trace events (chrome://tracing, Perfetto)");
     cmd->add_option("--maxactive", o->maxactive,
                     "Calls of one function followed at once, per function (default 16384: recursion that deep; "
@@ -438,7 +440,8 @@ Runner add_trace(CLI::App &app)
             }
             // :owned: the session lasts as long as this tool's connection (held below): if the
             // tool dies, however, the agent removes the probes.
-            std::vector<std::string> args{std::string(mode) + (o->no_follow ? ":nofollow" : "") + ":owned",
+            std::vector<std::string> args{std::string(mode) + (o->no_follow ? ":nofollow" : "") + ":owned" +
+                                              (o->verbose ? ":verbose" : ""),
                                           std::to_string(o->maxactive)};
             args.insert(args.end(), o->specs.begin(), o->specs.end());
             std::fprintf(stderr, "liveprobe: placing probes in process %d...\n", o->pid);
@@ -470,7 +473,10 @@ Runner add_trace(CLI::App &app)
                 if (l.rfind("session ", 0) == 0) stop_args = {l.substr(8)};  // agents before sessions side by side: none
                 if (l.rfind("memfd ", 0) == 0) fd = std::atoi(l.c_str() + 6);
                 if (l.rfind("placed ", 0) == 0) std::fprintf(stderr, "liveprobe: %s\n", l.c_str());
-                if (l.rfind("slow ", 0) == 0) std::fprintf(stderr, "liveprobe: on the breakpoint path: %s\n", l.c_str() + 5);
+                if (l.rfind("slow ", 0) == 0 && !o->verbose)
+                    std::fprintf(stderr, "liveprobe: on the breakpoint path: %s\n", l.c_str() + 5);
+                if (l.rfind("slowprobe ", 0) == 0)
+                    std::fprintf(stderr, "liveprobe: on the breakpoint path: %s\n", l.c_str() + 10);
                 if (l.rfind("skipped ", 0) == 0 && skipped++ < 5) std::fprintf(stderr, "liveprobe: not traced: %s\n", l.c_str() + 8);
             }
             if (skipped > 5) std::fprintf(stderr, "liveprobe: ... and %zu more not traced\n", skipped - 5);
@@ -518,6 +524,7 @@ Runner add_trace(CLI::App &app)
                 setenv("LIVEPROBE_TRACE", spec.c_str(), 1);
                 setenv("LIVEPROBE_TRACE_FD", std::to_string(mfd).c_str(), 1);
                 if (o->no_follow) setenv("LIVEPROBE_TRACE_NOFOLLOW", "1", 1);
+                if (o->verbose) setenv("LIVEPROBE_TRACE_VERBOSE", "1", 1);
                 exec_with_agent(command, library, start);
             }
             close(mfd);

@@ -31,6 +31,8 @@
 #include "os/linux/stop_threads.hpp"
 #include "symbols/symbols.hpp"
 #include "core/thread_state.hpp"
+#include "symbols/dwarf_params.hpp"
+#include "os/linux/text_poke.hpp"
 #include "trace/session.hpp"
 
 #ifndef LIVEPROBE_VERSION
@@ -203,6 +205,12 @@ void detach(const Request &rq, Out &out)
         out.line(fmt::format("removed module {}{}", name, why.empty() ? std::string() : " (warning: " + why + ")"));
         why.clear();
     }
+    // No descriptor of liveprobe's stays in the program: the object files its symbol tables and
+    // DWARF read, /proc/self/mem. Whatever needs them later (the program's own probes, the next
+    // attach) opens them again.
+    symbols::invalidate();
+    symbols::close_dwarf();
+    os::close_text_fd();
     out.line(fmt::format("agent stopped, socket {} removed, in {:.1f} ms", g_socket,
                          static_cast<double>(monotonic_ns() - t0) / 1e6));
     g_detach = g_trim = true;

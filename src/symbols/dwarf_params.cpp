@@ -188,6 +188,16 @@ bool open_dwarf(const std::string &open_path, const std::string &path)
 
 }  // namespace
 
+void close_dwarf()
+{
+    std::lock_guard lock(g_dwarf_mu);
+    DwarfFile &d = g_dwarf.value;
+    if (d.dw) dwarf_end(d.dw);
+    if (d.debug_fd >= 0) close(d.debug_fd);
+    if (d.fd >= 0) close(d.fd);
+    d = DwarfFile{};
+}
+
 int function_params(uint64_t entry, std::vector<Param> *out, std::string *why)
 {
     std::string open_path, path;

@@ -24,4 +24,8 @@ struct Param {
 // -ENOENT with *why (no DWARF for its object, no subprogram there).
 int function_params(uint64_t entry, std::vector<Param> *out, std::string *why);
 
+// Closes the object file whose DWARF function_params keeps open (the next call opens one again):
+// for `liveprobe detach`, which leaves no descriptor of liveprobe's in the program.
+void close_dwarf();
+
 }  // namespace liveprobe::symbols

@@ -106,8 +106,9 @@ fi
 # says why); it removes the session and every module, stops the agent's thread and removes its
 # socket; status then says there is no agent; attach and trace work again; no zombie child.
 threads() { ls "/proc/$pid/task" | wc -l; }
+fds() { ls "/proc/$pid/fd" | wc -l; }
 if start detach; then
-    before=$(threads)
+    before=$(threads) fds_before=$(fds)
     "$lp" trace -p "$pid" --hist nap >"$tmp/detach.trace" 2>&1 & tr=$!
     sleep 1.5
     "$lp" insmod -p "$pid" "$samples/kretprobe_example.so" func=nap >/dev/null 2>&1
@@ -129,6 +130,8 @@ if start detach; then
     [ "$(threads)" -eq "$before" ] && pass "detach: the agent's thread is gone ($(threads) threads, as before attaching)" ||
         fail "detach: $(threads) threads, $before before attaching"
     [ -e "$LIVEPROBE_RUNTIME_DIR/$pid.sock" ] && fail "detach: the socket is still there" || pass "detach: the socket is gone"
+    [ "$(fds)" -eq "$fds_before" ] && pass "detach: no descriptor left ($(fds), as before attaching)" ||
+        { fail "detach: $(fds) descriptors, $fds_before before attaching:"; ls -l "/proc/$pid/fd" | sed 's/^/    /'; }
     out=$("$lp" status -p "$pid" 2>&1)
     grep -q "^liveprobe: no agent in process $pid " <<<"$out" && pass "status after detach: $out" || fail "status after detach: $out"
     if "$lp" attach -p "$pid" >/dev/null 2>&1 && "$lp" trace -p "$pid" --duration 0.5 --hist nap >"$tmp/again.out" 2>&1 &&

@@ -63,6 +63,13 @@ Status write_locked(uint64_t addr, const void *bytes, size_t n)
 
 }  // namespace
 
+void close_text_fd()
+{
+    std::lock_guard lk(g_mem_mu);
+    if (g_mem_fd >= 0 && g_mem_pid == raw_getpid()) close(g_mem_fd);
+    g_mem_fd = -1;
+}
+
 Status text_write_check()
 {
     static std::once_flag once;

@@ -18,6 +18,11 @@ Status text_write_check();
 // Not async-signal-safe; callers serialize (registry mutex).
 Status poke_text(uint64_t addr, const void *bytes, size_t n);
 
+// Closes the /proc/self/mem descriptor poke_text keeps (the next write opens it again): for
+// `liveprobe detach`, which leaves no descriptor of liveprobe's in the program. Callers
+// serialize with poke_text (registry mutex).
+void close_text_fd();
+
 // Reads n bytes at addr (plain memory read of mapped, readable code).
 void peek_text(uint64_t addr, void *out, size_t n);
 

@@ -1,4 +1,5 @@
 #include "agent/agent.hpp"
+#include "os/linux/environ.hpp"
 
 #include <malloc.h>
 #include <poll.h>
@@ -651,7 +652,7 @@ void adopt_owner_from_environment()
     const char *e = std::getenv("LIVEPROBE_TRACE_OWNER_FD");
     if (!e) return;
     const int fd = std::atoi(e);
-    unsetenv("LIVEPROBE_TRACE_OWNER_FD");
+    os::erase_env("LIVEPROBE_TRACE_OWNER_FD");
     struct stat st {};
     if (fd < 0 || fstat(fd, &st) != 0 || !S_ISFIFO(st.st_mode)) return;
     const int high = fcntl(fd, F_DUPFD_CLOEXEC, 512);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "agent/agent.hpp"
+#include "os/linux/environ.hpp"
 #include "agent/channel.hpp"
 #include "agent/modules.hpp"
 #include "trace/session.hpp"
@@ -24,7 +25,7 @@ extern "C" int liveprobe_insmod_from_environment(void)
     std::vector<std::string> words;
     std::istringstream in(spec);
     for (std::string w; in >> w;) words.push_back(decode_arg(w));
-    unsetenv("LIVEPROBE_INSMOD");  // not again in the programs it runs
+    liveprobe::os::erase_env("LIVEPROBE_INSMOD");  // not again in the programs it runs
     if (words.empty()) {
         std::fprintf(stderr, "liveprobe: LIVEPROBE_INSMOD names no module\n");
         std::exit(1);

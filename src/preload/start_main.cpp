@@ -13,6 +13,7 @@
 // It is a library of its own: in libliveprobe.so, the definition would bind the entry point of
 // every program linked with the library.
 #include <dlfcn.h>
+#include <unistd.h>
 
 extern "C" int liveprobe_insmod_from_environment(void);
 extern "C" int liveprobe_trace_from_environment(void);
@@ -25,7 +26,14 @@ int load_then_main(int argc, char **argv, char **envp)
 {
     liveprobe_trace_from_environment();   // exits with status 1 when the trace cannot start
     liveprobe_insmod_from_environment();  // exits with status 1 when the module does not load
-    return g_program_main(argc, argv, envp);
+    // The environment as it is now, without the LIVEPROBE_TRACE* and LIVEPROBE_INSMOD they
+    // took out: once a constructor has set a variable, environ is a copy, and envp, the
+    // original, still had them. A shell that builds its children's environment from envp
+    // (bash) then started a session of the same specs in every program it ran, writing into
+    // the tool's shared memory (garbage names in the counts), or ended them with status 1
+    // before their main ("no function matches").
+    (void)envp;
+    return g_program_main(argc, argv, environ);
 }
 }  // namespace
 

@@ -1,4 +1,5 @@
 #include "trace/session.hpp"
+#include "os/linux/environ.hpp"
 #include "core/kretprobe.hpp"
 #include "core/error.hpp"
 #include "core/registry.hpp"
@@ -653,7 +654,7 @@ int start_from_environment()
     std::vector<std::string> words;
     std::istringstream in(spec);
     for (std::string w; in >> w;) words.push_back(agent::decode_arg(w));
-    unsetenv("LIVEPROBE_TRACE");  // not again in the programs it runs
+    os::erase_env("LIVEPROBE_TRACE");  // not again in the programs it runs
     Mode mode;
     std::string why;
     int r = -EINVAL;
@@ -662,9 +663,9 @@ int start_from_environment()
     } else {
         Started started;
         const char *fd = std::getenv("LIVEPROBE_TRACE_FD");
-        unsetenv("LIVEPROBE_TRACE_FD");
+        os::erase_env("LIVEPROBE_TRACE_FD");
         bool follow = std::getenv("LIVEPROBE_TRACE_NOFOLLOW") == nullptr;
-        unsetenv("LIVEPROBE_TRACE_NOFOLLOW");
+        os::erase_env("LIVEPROBE_TRACE_NOFOLLOW");
         r = start(mode, {words.begin() + 2, words.end()}, std::atoi(words[1].c_str()), &started, &why,
                   fd ? std::atoi(fd) : -1, follow);
         if (r == 0)
@@ -672,7 +673,7 @@ int start_from_environment()
                          started.optimized, started.place_ms);
         // LIVEPROBE_TRACE_VERBOSE (`trace --verbose`): each probe on the breakpoint path, named.
         const bool verbose = std::getenv("LIVEPROBE_TRACE_VERBOSE") != nullptr;
-        unsetenv("LIVEPROBE_TRACE_VERBOSE");
+        os::erase_env("LIVEPROBE_TRACE_VERBOSE");
         for (size_t i = 0; r == 0 && i < started.slow.size() && i < 3 && !verbose; ++i)
             std::fprintf(stderr, "liveprobe: on the breakpoint path: %s\n", started.slow[i].c_str());
         for (size_t i = 0; r == 0 && verbose && i < started.slow_each.size(); ++i)

@@ -666,6 +666,9 @@ int start_from_environment()
         os::erase_env("LIVEPROBE_TRACE_FD");
         bool follow = std::getenv("LIVEPROBE_TRACE_NOFOLLOW") == nullptr;
         os::erase_env("LIVEPROBE_TRACE_NOFOLLOW");
+        // On the program's main thread, before its main: what placing the probes calls (malloc,
+        // symbol reading) is liveprobe's, not the program's, as on the agent's thread.
+        core::QuietThread quiet;
         r = start(mode, {words.begin() + 2, words.end()}, std::atoi(words[1].c_str()), &started, &why,
                   fd ? std::atoi(fd) : -1, follow);
         if (r == 0)

@@ -336,14 +336,19 @@ const Symbol *ElfObject::function_starting(uint64_t addr) const {
     return best;
 }
 
-bool ElfObject::fde_range(uint64_t addr, uint64_t *start, uint64_t *end) {
+Dwarf_Frame *ElfObject::frame_at(uint64_t addr) {
     if (!cfi_tried_) {
         cfi_tried_ = true;
         cfi_ = dwarf_getcfi_elf(elf_);
     }
-    if (cfi_ == nullptr) return false;
     Dwarf_Frame *frame = nullptr;
-    if (dwarf_cfi_addrframe(cfi_, addr, &frame) != 0 || frame == nullptr) return false;
+    if (cfi_ == nullptr || dwarf_cfi_addrframe(cfi_, addr, &frame) != 0) return nullptr;
+    return frame;
+}
+
+bool ElfObject::fde_range(uint64_t addr, uint64_t *start, uint64_t *end) {
+    Dwarf_Frame *frame = frame_at(addr);
+    if (frame == nullptr) return false;
     Dwarf_Addr s = 0, e = 0;
     bool signal = false;
     int ok = dwarf_frame_info(frame, &s, &e, &signal);
@@ -355,13 +360,8 @@ bool ElfObject::fde_range(uint64_t addr, uint64_t *start, uint64_t *end) {
 }
 
 int ElfObject::return_address_at_sp(uint64_t addr, std::string *cfa) {
-    if (!cfi_tried_) {
-        cfi_tried_ = true;
-        cfi_ = dwarf_getcfi_elf(elf_);
-    }
-    if (cfi_ == nullptr) return -1;
-    Dwarf_Frame *frame = nullptr;
-    if (dwarf_cfi_addrframe(cfi_, addr, &frame) != 0 || frame == nullptr) return -1;
+    Dwarf_Frame *frame = frame_at(addr);
+    if (frame == nullptr) return -1;
     // A register-plus-offset rule comes back as one DW_OP_bregx (libdw's form of it).
     Dwarf_Op *ops = nullptr;
     size_t nops = 0;
@@ -385,13 +385,8 @@ int ElfObject::return_address_at_sp(uint64_t addr, std::string *cfa) {
 }
 
 int ElfObject::return_address_register(uint64_t addr) {
-    if (!cfi_tried_) {
-        cfi_tried_ = true;
-        cfi_ = dwarf_getcfi_elf(elf_);
-    }
-    if (cfi_ == nullptr) return -1;
-    Dwarf_Frame *frame = nullptr;
-    if (dwarf_cfi_addrframe(cfi_, addr, &frame) != 0 || frame == nullptr) return -1;
+    Dwarf_Frame *frame = frame_at(addr);
+    if (frame == nullptr) return -1;
     constexpr int kReturnAddress = 16;  // the x86-64 psABI's return address column
     Dwarf_Op mem[3];
     Dwarf_Op *ops = nullptr;

@@ -14,6 +14,7 @@
 #include <vector>
 
 struct Dwarf_CFI_s;
+struct Dwarf_Frame_s;
 
 namespace liveprobe::symbols {
 
@@ -87,6 +88,9 @@ class ElfObject {
                     const std::unordered_map<uint16_t, std::string> &versions);
     void index();
     void index_demangled();
+    // The call frame information's row at file address `addr` (free() it), else nullptr: no
+    // .eh_frame, or no FDE covers addr.
+    Dwarf_Frame_s *frame_at(uint64_t addr);
 
     int fd_ = -1;
     Elf *elf_ = nullptr;

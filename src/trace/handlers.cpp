@@ -164,13 +164,12 @@ template <bool kFirst>
 }
 
 template <bool kFirst>
-[[gnu::always_inline]] static inline int count_pre_in(struct kprobe *kp) noexcept
+[[gnu::always_inline]] static inline int count_call(const Probe *p) noexcept
 {
-    const Probe *p = probe_of_kp(kp);
     return count_in_row<kFirst>(p) ? 0 : count_slow<kFirst>(slot_of<kFirst>(p), p->index);
 }
-int count_pre(struct kprobe *kp, struct pt_regs *) noexcept { return count_pre_in<true>(kp); }
-int count_pre_other(struct kprobe *kp, struct pt_regs *) noexcept { return count_pre_in<false>(kp); }
+int count_pre(struct kprobe *kp, struct pt_regs *) noexcept { return count_call<true>(probe_of_kp(kp)); }
+int count_pre_other(struct kprobe *kp, struct pt_regs *) noexcept { return count_call<false>(probe_of_kp(kp)); }
 
 // count_pre's light variant (core::set_light_variant), what the light entry calls: the common
 // case only, which writes four caller-saved registers, so that the light entry saves only those
@@ -184,17 +183,10 @@ int count_light_other(struct kprobe *kp, struct pt_regs *) noexcept
 
 // --count through a kretprobe's entry: counted as count_pre counts, and always accepted (0): the
 // recorded call is what lets the engine tell the function's jumps back to its entry from calls.
-int count_entry(struct kretprobe_instance *ri, struct pt_regs *) noexcept
-{
-    const Probe *p = probe_of_rp(ri->rp);
-    if (!count_in_row<true>(p)) count_slow<true>(0, p->index);
-    return 0;
-}
+int count_entry(struct kretprobe_instance *ri, struct pt_regs *) noexcept { return count_call<true>(probe_of_rp(ri->rp)); }
 int count_entry_other(struct kretprobe_instance *ri, struct pt_regs *) noexcept
 {
-    const Probe *p = probe_of_rp(ri->rp);
-    if (!count_in_row<false>(p)) count_slow<false>(p->session, p->index);
-    return 0;
+    return count_call<false>(probe_of_rp(ri->rp));
 }
 
 // The entry's stamp: the TSC read unordered when the clock is the TSC (cheaper than an ordered

@@ -28,6 +28,10 @@ LIVEPROBE_API int liveprobe_insmod_from_environment(void);
 // there is none or it started; a trace that cannot start ends the process with status 1, but
 // in an image the tool follows (agent/follow.hpp), which runs on untraced and tells the tool.
 LIVEPROBE_API int liveprobe_trace_from_environment(void);
+// Called by libliveprobe-start.so before the program executes `path` with `envp`: when a tool
+// follows exec there and the program is set-uid or set-gid (not followed: the loader ignores
+// LD_PRELOAD for it), the tool is told. errno is left as it was.
+LIVEPROBE_API void liveprobe_trace_before_exec(const char *path, char *const envp[]);
 }
 
 namespace liveprobe::agent {

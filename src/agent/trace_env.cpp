@@ -11,9 +11,13 @@
 // Without following, each variable is taken out of the environment (the programs the program
 // runs are not traced); with it, the ones every image needs stay.
 #include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <sstream>
 #include <string>
@@ -126,6 +130,38 @@ int start_trace_from_environment()
     std::exit(1);
 }
 
+// A program about to be executed that the loader runs set-uid or set-gid (secure mode): it
+// ignores LD_PRELOAD, so the image cannot be followed; the tool is told so, as of an image that
+// runs untraced (follow.hpp's report, without a memfd).
+void tell_setuid_exec(const char *path, char *const envp[])
+{
+    const char *follow = nullptr;
+    for (size_t i = 0; envp && envp[i]; ++i)
+        if (std::strncmp(envp[i], "LIVEPROBE_TRACE_FOLLOW=", 23) == 0) follow = envp[i] + 23;
+    struct stat st {};
+    if (!follow || !path || stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return;
+    const bool uid = (st.st_mode & S_ISUID) && st.st_uid != geteuid();
+    const bool gid = (st.st_mode & S_ISGID) && (st.st_mode & S_IXGRP) && st.st_gid != getegid();
+    struct statvfs fs {};
+    if ((!uid && !gid) || (statvfs(path, &fs) == 0 && (fs.f_flag & ST_NOSUID))) return;  // nosuid: runs as any
+    pid_t tool = 0;
+    const int conn = follow_connect(follow, &tool);
+    if (conn < 0) return;
+    follow_send(conn,
+                fmt::format("image {} {}\nuntraced a set-{}id program is not followed (the loader ignores "
+                            "LD_PRELOAD for it)\n",
+                            getpid(), path, uid ? 'u' : 'g'),
+                -1);
+    close(conn);
+}
+
 }  // namespace liveprobe::agent
+
+extern "C" void liveprobe_trace_before_exec(const char *path, char *const envp[])
+{
+    const int saved = errno;  // the exec's errno is the program's
+    liveprobe::agent::tell_setuid_exec(path, envp);
+    errno = saved;
+}
 
 extern "C" int liveprobe_trace_from_environment(void) { return liveprobe::agent::start_trace_from_environment(); }

@@ -98,7 +98,22 @@ out=$("${launch[@]}" "$lp" trace --no-follow --count 'in_*' -- sh -c "'$ft' 0 0.
 [ "$rc" -eq 1 ] && grep -q 'in_\*: no function matches' <<<"$out" && ! grep -q in_child <<<"$out" &&
     pass "--no-follow: the shell only" || fail "--no-follow: exit $rc: $out"
 
-# 8. -p: a process that executes a program: its probes went with the old image; the tool says
+# 8. A set-uid program (of another user) is not followed: the loader ignores LD_PRELOAD for it;
+# the tool says so, once, and it runs as it would.
+if [ "$(id -u)" -ne 0 ]; then echo "SKIP: a set-uid program: only root makes one of another user"
+elif findmnt -no OPTIONS -T "$tmp" | grep -qw nosuid; then echo "SKIP: a set-uid program: $tmp is mounted nosuid"
+else
+    cp "$ft" "$tmp/suid_ft" && chown nobody "$tmp/suid_ft" && chmod 4755 "$tmp/suid_ft" && chmod 755 "$tmp"
+    "${launch[@]}" "$lp" trace --count 'in_*' -- sh -c "'$tmp/suid_ft' 0 0.1; env '$tmp/suid_ft' 0 0.1; '$ft' 0 0.1" >"$tmp/suid.out" 2>&1
+    check "a set-uid program: not followed, said once" "$tmp/suid.out" \
+        "^liveprobe: PID [0-9]+ \($tmp/suid_ft\) runs untraced: a set-uid program is not followed" \
+        "^in_child +$(sed -n 's/^child [0-9]* in_child \([0-9]*\)$/\1/p' "$tmp/suid.out" | tail -1)\$" \
+        '^liveprobe: followed exec: 1 run of 1 program traced, 3 ran untraced$'
+    [ "$(grep -c 'set-uid program is not followed' "$tmp/suid.out")" -eq 1 ] && [ "$(grep -c '^parent in_parent' "$tmp/suid.out")" -eq 3 ] &&
+        pass "a set-uid program: each ran" || fail "a set-uid program: $(grep -c '^parent' "$tmp/suid.out") runs ended"
+fi
+
+# 9. -p: a process that executes a program: its probes went with the old image; the tool says
 # that -p does not follow exec, and ends with what it read (not "liveprobe detach").
 "${launch[@]}" "$ft" 0.5 1.5 exec "$ft" 0 1 >"$tmp/px.out" 2>&1 &
 px=$!

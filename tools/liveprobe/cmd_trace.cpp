@@ -655,8 +655,9 @@ Runner add_trace(CLI::App &app)
         rd.images.clear();  // the followed images' connections closed: their sessions stop
         std::fflush(stdout);  // the summary (stderr) after what it sums up
         if (rd.followed || rd.untraced)
-            std::fprintf(stderr, "liveprobe: followed exec: %zu runs of %zu program%s traced%s\n",
-                         rd.followed + (top.named ? 1 : 0), rd.folded.exes.size(), rd.folded.exes.size() == 1 ? "" : "s",
+            std::fprintf(stderr, "liveprobe: followed exec: %zu run%s of %zu program%s traced%s\n",
+                         rd.followed + (top.named ? 1 : 0), rd.followed + (top.named ? 1 : 0) == 1 ? "" : "s",
+                         rd.folded.exes.size(), rd.folded.exes.size() == 1 ? "" : "s",
                          rd.untraced ? fmt::format(", {} ran untraced", rd.untraced).c_str() : "");
         print_summary(rd.folded, rd.events, o->count || o->hist ? std::string()
                                             : !o->output.empty() ? fmt::format(" ({} events written)", rd.events)

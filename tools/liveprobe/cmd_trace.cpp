@@ -145,7 +145,7 @@ struct Reader {
     // FILE.PID), or one that runs untraced. The first of each executable is said.
     void adopt(FollowReport r, Follower &f)
     {
-        const bool first = f.first_of(r.exe);
+        const bool first = f.first_of(r.exe) && r.exe != images[0]->exe;  // the first program said its own
         std::string placed;
         for (const std::string &l : r.lines) {
             if (l.rfind("placed ", 0) == 0) {

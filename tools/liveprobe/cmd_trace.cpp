@@ -520,6 +520,7 @@ Runner add_trace(CLI::App &app)
             }
             close(mfd);
             close(owner[0]);
+            if (!o->no_follow) Follower::widen_fd_limit();
             owner_conn = owner[1];
             first->pid = child;
             std::fprintf(stderr, "liveprobe: started PID %d\n", child);

@@ -22,6 +22,8 @@ std::atomic<ThreadRecord *> g_head{nullptr};
 pthread_key_t g_exit_key;
 bool g_key_ok = [] { return pthread_key_create(&g_exit_key, [](void *p) {
                          auto *rec = static_cast<ThreadRecord *>(p);
+                         ++rec->in_handler;  // the hook's calls are liveprobe's (QuietThread's state)
+                         ++rec->quiet;
                          if (g_thread_gone_hook) g_thread_gone_hook(rec);
                          rec->busy.clear();
                          rec->in_handler = 0;

@@ -166,6 +166,7 @@ void stop_watcher();
 [[gnu::constructor]] void publish_at_exit()
 {
     std::atexit([] {
+        core::QuietThread quiet;  // on the program's thread: liveprobe's locking and calls
         stop_watcher();  // it may be adding probes to the lists
         SessionLock lk;
         for (Session *ss : g_sessions)
@@ -414,6 +415,7 @@ bool g_dlopen_armed = false;  // g_mu
 int dlopen_returned(struct kretprobe_instance *, struct pt_regs *regs) noexcept
 {
     if (regs_return_value(regs) == 0 || t_holds_session) return 0;  // it failed, or it is ours
+    core::QuietThread quiet;  // placing probes: liveprobe's calls, neither counted nor missed
     SessionLock lk = getpid() == g_watcher_pid ? SessionLock() : SessionLock(std::try_to_lock);
     if (!lk.owns()) return 0;
     for (Session *ss : g_sessions)

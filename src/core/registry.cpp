@@ -120,13 +120,25 @@ std::atomic<bool> g_optimize{[] {
     return !(e && std::strcmp(e, "0") == 0);
 }()};
 
+}  // namespace
+
+void (*g_fork_prepare_hook)() noexcept = nullptr;
+void (*g_fork_done_hook)(bool child) noexcept = nullptr;
+
+namespace {
+
 bool g_atfork = [] {
-    // Lock order: registry, then symbols (lookups run under the registry mutex).
+    // Lock order: the tracer's (g_fork_prepare_hook: its session locks, under which it
+    // registers probes), registry, then symbols (lookups run under the registry mutex). Every
+    // lock a child may take is free in it: taken here by the forking thread, so that no other
+    // thread holds it across the fork (the tracer's watcher did, and a child's exit blocked for
+    // ever on it), and so that what it guards is whole in the child.
     // On the program's thread that forks: the locking is liveprobe's, not the program's (a
     // program that interposes pthread_mutex_lock saw it traced), hence QuietThread.
     pthread_atfork(
         [] {
             QuietThread quiet;
+            if (g_fork_prepare_hook) g_fork_prepare_hook();
             g_mu.lock();
             symbols::lock_for_fork();
         },
@@ -134,11 +146,13 @@ bool g_atfork = [] {
             QuietThread quiet;
             symbols::unlock_after_fork();
             g_mu.unlock();
+            if (g_fork_done_hook) g_fork_done_hook(false);
         },
         [] {
             QuietThread quiet;
             symbols::unlock_after_fork();
             g_mu.unlock();
+            if (g_fork_done_hook) g_fork_done_hook(true);
             reset_after_fork();  // the other threads' state; this one's quiet level is kept
             os::stop_threads_forget_helper_after_fork();
         });

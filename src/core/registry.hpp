@@ -99,4 +99,10 @@ Status prepare_guarded_calls();
 void set_optimization(bool enabled);
 bool optimization_enabled();
 
+// The tracer's locks around fork() (set by trace/session.cpp before it can start a thread):
+// taken by the forking thread before the registry's, in their order everywhere else, and let
+// go after (`child`: in the forked child, where they are made again).
+extern void (*g_fork_prepare_hook)() noexcept;
+extern void (*g_fork_done_hook)(bool child) noexcept;
+
 }  // namespace liveprobe::core

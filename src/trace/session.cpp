@@ -179,13 +179,28 @@ void stop_watcher();
         for (Session *ss : g_sessions)
             if (ss) publish_missed(*ss);
     });
-    // A child forked while another thread started or stopped a session: that thread is not in
-    // the child, which must be able to start sessions of its own.
-    pthread_atfork(nullptr, nullptr, [] {
-        new (&g_life_mu) std::mutex();
-        new (&g_watch_mu) std::mutex();
-        new (&g_watch_cv) std::condition_variable();
-    });
+    // Around a fork, the sessions' locks are the forking thread's (core/registry.cpp takes
+    // them first): the watcher, or a thread starting a session, held them across the fork, and
+    // the child's exit then blocked for ever on g_mu (jq's make check under a trace); the
+    // child must be able to start sessions of its own too. In the child they are made again, and so is the watcher's condition variable, which may count
+    // the parent's watcher as a waiter (pthread_cond_destroy at exit waited for it).
+    core::g_fork_prepare_hook = [] () noexcept {
+        g_life_mu.lock();
+        g_mu.lock();
+        g_watch_mu.lock();
+    };
+    core::g_fork_done_hook = [](bool child) noexcept {
+        if (child) {
+            new (&g_life_mu) std::mutex();
+            new (&g_mu) std::mutex();
+            new (&g_watch_mu) std::mutex();
+            new (&g_watch_cv) std::condition_variable();
+            return;
+        }
+        g_watch_mu.unlock();
+        g_mu.unlock();
+        g_life_mu.unlock();
+    };
 }
 
 

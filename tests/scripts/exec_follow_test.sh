@@ -107,6 +107,13 @@ out=$(timeout 60 "$lp" trace --count main 'lp_never_loaded.so:*' -- bash -c 'for
 [ "$rc" -eq 0 ] && grep -q '^done hi$' <<<"$out" && pass "a spec waiting for a library, forks that exit: ended in $((SECONDS - start)) s" ||
     fail "a spec waiting for a library, forks that exit: exit $rc (124: hung), $(tail -2 <<<"$out")"
 
+# 7c. The sessions' lock, held by a thread whose dlopen returned while it looks for the library
+# a spec waits for, across a fork: a program that forks while another of its threads calls
+# dlopen again and again. Every child exit()s at once; before, some never ended.
+out=$(timeout 300 "$lp" trace --count main 'lp_never_loaded.so:*' -- "$bin/tests/lp_fork_dlopen_target" "$bin/tests/lp_plugin.so" 200 2>&1); rc=$?
+[ "$rc" -eq 0 ] && grep -q '^forks 200 hung 0$' <<<"$out" && pass "forks while another thread calls dlopen: no child hung" ||
+    fail "forks while another thread calls dlopen: exit $rc, $(grep -E '^forks|hung' <<<"$out" | head -2)"
+
 # 8. A set-uid program (of another user) is not followed: the loader ignores LD_PRELOAD for it;
 # the tool says so, once, and it runs as it would.
 if [ "$(id -u)" -ne 0 ]; then echo "SKIP: a set-uid program: only root makes one of another user"

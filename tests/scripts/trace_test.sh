@@ -296,6 +296,14 @@ if [ "$rc" -eq 0 ] && [ "$(head -4 "$tmp/sh.out")" = "$want" ] && grep -q '(/usr
     pass "trace '*' -- bash -c: the programs bash runs print as untraced; each said once"
 else fail "trace '*' -- bash -c: exit $rc:"; head -5 "$tmp/sh.out" "$tmp/sh.err" | sed 's/^/    /'; fi
 
+# The program's SIGPIPE is its own: `yes | head -1` ends yes by SIGPIPE (status 141), as
+# untraced. The tool ignores SIGPIPE for itself, and its program inherited that: yes then
+# failed with EPIPE ("Broken pipe", status 1), and so did xz in xzgrep's test.
+want=$(bash -c 'yes | head -1 >/dev/null; echo "${PIPESTATUS[0]}"' 2>&1)
+out=$("$lp" trace --count main -- bash -c 'yes | head -1 >/dev/null; echo "${PIPESTATUS[0]}"' 2>/dev/null)
+[ "$want" = 141 ] && [ "$(head -1 <<<"$out")" = "$want" ] && pass "a pipe's writer ends by SIGPIPE as untraced (status $want)" ||
+    fail "SIGPIPE: untraced ${want:-?}, traced $(head -1 <<<"$out")"
+
 # --verbose names each probe left on the breakpoint path, with its reason (issue 31, item 7):
 # as many lines as the probes placed less those jump-optimized, through -- CMD and through -p.
 verbose_check() {  # NAME FILE

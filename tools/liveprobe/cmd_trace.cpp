@@ -374,7 +374,13 @@ Runner add_trace(CLI::App &app)
         // Taken by the loop below through a signalfd: blocked first, in every thread (the
         // trace file's writer thread, started next, inherits the mask; with SIGINT open there,
         // Ctrl-C killed the tool before its summary).
-        signal(SIGPIPE, SIG_IGN);  // a reader that goes away (| head) ends the trace, cleanly
+        // A reader that goes away (| head) ends the trace, cleanly. Not in the program started
+        // (-- CMD): its disposition is the one the tool was given (an ignored SIGPIPE is kept
+        // across exec, and the programs it ran then failed with EPIPE where they would have
+        // ended quietly: `cat: write error: Broken pipe`, xzgrep's test failing).
+        struct sigaction ignore_pipe {}, program_pipe {};
+        ignore_pipe.sa_handler = SIG_IGN;
+        sigaction(SIGPIPE, &ignore_pipe, &program_pipe);
         sigset_t set;
         sigemptyset(&set);
         sigaddset(&set, SIGINT);
@@ -511,6 +517,7 @@ Runner add_trace(CLI::App &app)
             // Ctrl-C and SIGHUP reach the program itself; the tool passes on what is sent to it.
             child = fork();
             if (child == 0) {
+                sigaction(SIGPIPE, &program_pipe, nullptr);
                 sigprocmask(SIG_UNBLOCK, &set, nullptr);
                 fcntl(owner[0], F_SETFD, 0);  // the program's agent takes it (agent.cpp)
                 setenv("LIVEPROBE_TRACE_OWNER_FD", std::to_string(owner[0]).c_str(), 1);

@@ -49,6 +49,18 @@ std::mutex g_mu;
 bool g_running = false;
 pid_t g_pid = 0;         // the process the running agent serves (a fork child starts its own)
 int g_listen_fd = -1;
+// The listening socket's identity: a program may close the descriptor and reuse its number
+// (`exec 3>&1` in a script), and the agent must then neither close nor shut down the
+// program's file (a forked child's agent closed the script's fd 3, its copy of stdout).
+dev_t g_listen_dev = 0;
+ino_t g_listen_ino = 0;
+
+bool is_listen_socket(int fd)
+{
+    struct stat st {};
+    return fd >= 0 && fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode) && st.st_dev == g_listen_dev &&
+           st.st_ino == g_listen_ino;
+}
 // Plain storage: the constructor that may start the agent can run before this file's dynamic
 // initializers.
 char g_socket[sizeof(sockaddr_un::sun_path)];
@@ -500,7 +512,7 @@ void *stop_serving(int lfd)
         g_running = false;
         g_listen_fd = -1;
     }
-    close(lfd);
+    if (is_listen_socket(lfd)) close(lfd);
     return nullptr;
 }
 
@@ -559,7 +571,7 @@ int start_locked(std::string *why)
     pid_t pid = getpid();
     if (g_running && g_pid == pid) return 0;
     if (g_running) {  // a fork child: the parent's thread is not here, its socket is the parent's
-        if (g_listen_fd >= 0) close(g_listen_fd);
+        if (is_listen_socket(g_listen_fd)) close(g_listen_fd);
         g_listen_fd = -1;
         g_running = false;
     }
@@ -569,6 +581,12 @@ int start_locked(std::string *why)
     struct sockaddr_un sa {};
     int fd = unix_socket(path, &sa, why);
     if (fd < 0) return fd;
+    // Out of the program's way: a script's own descriptors are 3 to 9 (`exec 3>&1`), and the
+    // lowest free number, which a new socket takes, was one of them.
+    if (const int high = fcntl(fd, F_DUPFD_CLOEXEC, 512); high >= 0) {
+        close(fd);
+        fd = high;
+    }
     unlink(path.c_str());  // a stale socket of an earlier process with this pid
     // Created 0600 from the start (umask), then checked.
     mode_t old = umask(0177);
@@ -580,6 +598,10 @@ int start_locked(std::string *why)
         *why = fmt::format("cannot listen on {}: {}", path, std::strerror(e));
         return -e;
     }
+    struct stat st {};
+    fstat(fd, &st);
+    g_listen_dev = st.st_dev;
+    g_listen_ino = st.st_ino;
     g_guarded = false;  // read by the thread about to start
     // The thread takes none of the program's signals, but for the synchronous ones: it runs
     // libc's code, on which breakpoints are placed (while it places them too), and the kernel
@@ -615,7 +637,7 @@ void remove_socket_at_exit()
     std::lock_guard lk(g_mu);
     if (g_running && g_pid == getpid()) {
         unlink(g_socket);
-        shutdown(g_listen_fd, SHUT_RDWR);  // the thread's accept fails: it stops serving
+        if (is_listen_socket(g_listen_fd)) shutdown(g_listen_fd, SHUT_RDWR);  // the thread's accept fails: it stops serving
     }
 }
 
@@ -636,7 +658,7 @@ void after_fork_in_child()
 {
     bool had = g_running;
     g_running = false;
-    if (g_listen_fd >= 0) close(g_listen_fd);
+    if (is_listen_socket(g_listen_fd)) close(g_listen_fd);
     g_listen_fd = -1;
     bool owned = false;  // read in the child, the only thread now
     for (const Owner &o : g_owners) owned = owned || o.fd >= 0;

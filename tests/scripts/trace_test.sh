@@ -296,6 +296,17 @@ if [ "$rc" -eq 0 ] && [ "$(head -4 "$tmp/sh.out")" = "$want" ] && grep -q '(/usr
     pass "trace '*' -- bash -c: the programs bash runs print as untraced; each said once"
 else fail "trace '*' -- bash -c: exit $rc:"; head -5 "$tmp/sh.out" "$tmp/sh.err" | sed 's/^/    /'; fi
 
+# A script's own descriptors stay its own: `exec 3>&1` then `... | cat >&3`. The agent's
+# listening socket took fd 3 (the lowest free), and after each fork the child's agent closed
+# fd 3, by then the script's copy of stdout, and put its own socket there: cat wrote into it
+# ("Transport endpoint is not connected"; xzdiff's test failed so).
+printf 'hello\n' >"$tmp/hello.txt"
+for how in "run --" "trace --count main --"; do
+    out=$("$lp" $how sh -c "exec 3>&1; cat '$tmp/hello.txt' | cat >&3; exec 4>&1; cat '$tmp/hello.txt' | cat >&4" 2>&1)
+    [ "$(grep -c '^hello$' <<<"$out")" -eq 2 ] && ! grep -q 'not connected' <<<"$out" &&
+        pass "liveprobe ${how% --}: a script's fds 3 and 4 stay its own" || fail "liveprobe ${how% --}, a script's fd 3: $out"
+done
+
 # The program's SIGPIPE is its own: `yes | head -1` ends yes by SIGPIPE (status 141), as
 # untraced. The tool ignores SIGPIPE for itself, and its program inherited that: yes then
 # failed with EPIPE ("Broken pipe", status 1), and so did xz in xzgrep's test.

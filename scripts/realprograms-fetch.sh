@@ -78,6 +78,7 @@ for name in "${names[@]}"; do
     f=$progdir/$name.sh
     [ -f "$f" ] || die "no program '$name' (no $f)"
     RP_SOURCE='' RP_DEB_OPTIONS='' RP_BUILT=''
+    unset -f rp_build_extra
     # shellcheck source=/dev/null
     . "$f"
     src=$(source_tree "$RP_SOURCE")
@@ -104,6 +105,10 @@ for name in "${names[@]}"; do
     t0=$(date +%s)
     (cd "$out" && DEB_BUILD_OPTIONS="$RP_DEB_OPTIONS" debian/rules build-arch) >"$log" 2>&1 ||
         die "$name: the build failed: $(tail -n 5 "$log") (full log: $log)"
+    # What Debian's test run would build besides (the program's file says, where it does).
+    if declare -F rp_build_extra >/dev/null; then
+        (cd "$out" && rp_build_extra) >>"$log" 2>&1 || die "$name: building its tests failed: $(tail -n 5 "$log") (full log: $log)"
+    fi
     [ -e "$out/$RP_BUILT" ] || die "$name: no $RP_BUILT after the build (see $log)"
     echo "$stamp" >"$out/.rp-stamp"
     say "$name: built in $(($(date +%s) - t0)) s"

@@ -40,7 +40,9 @@ LIVEPROBE=${LIVEPROBE:-$build/tools/liveprobe/liveprobe}
 cache=${LIVEPROBE_REALPROGRAMS_CACHE:-/var/cache/liveprobe/realprograms}
 modes=${RP_MODES:-none count hist events attach exec}
 # exec is compared with the same runner untraced (execbase), run just before it.
-modes=$(echo " $modes " | sed 's/ exec / execbase exec /; s/^ //; s/ $//')
+# attach is compared with attachbase, the same runs untraced, where the program lengthens its
+# runs for it (RP_ATTACH_LONG: processes that live long enough to be attached to many times).
+modes=$(echo " $modes " | sed 's/ exec / execbase exec /; s/ attach / attachbase attach /; s/^ //; s/ $//')
 say() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { printf 'realprograms: error: %s\n' "$*" >&2; exit 1; }
 
@@ -63,7 +65,7 @@ gcc -shared -fPIC -O2 -o "$work/fdshim.so" "$here/fdshim.c" -ldl || die "cannot 
 export LIVEPROBE LPW_SHIM=$work/fdshim.so LPW=$here/lpw.sh
 
 timeout_scale() {  # per-test timeout multiplier of a mode
-    case $1 in none | execbase) echo 1 ;; count | attach) echo 6 ;; hist | exec) echo 25 ;; events) echo 40 ;; esac
+    case $1 in none | execbase | attachbase) echo 1 ;; count | attach) echo 6 ;; hist | exec) echo 25 ;; events) echo 40 ;; esac
 }
 
 # Figures of one mode's liveprobe logs (LOGDIR/*.err): prints "probes jump calls dropped
@@ -100,6 +102,9 @@ for name in "${names[@]}"; do
     declare -A secs=()
     for mode in $modes; do
         if [ "${mode#exec}" != "$mode" ] && [ -z "${RP_EXEC[*]:-}" ]; then continue; fi
+        if [ "$mode" = attachbase ] && [ -z "${RP_ATTACH_LONG:-}" ]; then continue; fi
+        long=
+        if [ "${mode#attach}" != "$mode" ] && [ -n "${RP_ATTACH_LONG:-}" ]; then long=1; fi
         md=$pw/$mode
         rm -rf "$md"
         mkdir -p "$md/lp" "$md/t"
@@ -127,7 +132,9 @@ for name in "${names[@]}"; do
                     if declare -F rp_exec_setup >/dev/null; then rp_exec_setup; fi &&
                     timeout -k 30 "$lim" "$LPW" "${RP_EXEC[@]}") >"$f.out" 2>"$f.err" </dev/null || rc=$?
             else
-                (cd "$tree" && RP_TREE=$tree RP_WORK=$pw LPW_MODE=$mode LPW_LOG=$md/lp \
+                lm=$mode
+                [ "$mode" = attachbase ] && lm=none
+                (cd "$tree" && RP_TREE=$tree RP_WORK=$pw LPW_MODE=$lm LPW_LOG=$md/lp RP_LONG=$long \
                     LPW_SPECS="$(printf '%s\n' "${RP_SPECS[@]}")" \
                     timeout -k 30 "$lim" bash -c '. "$1"; rp_run "$2"' rp "$pf" "$id") >"$f.out" 2>"$f.err" </dev/null || rc=$?
             fi
@@ -146,9 +153,10 @@ for name in "${names[@]}"; do
     # Every mode against the baseline, test by test.
     declare -A verdict=()
     for mode in $modes; do
-        [ "$mode" = none ] || [ "$mode" = execbase ] && continue
+        [ "$mode" = none ] || [ "$mode" = execbase ] || [ "$mode" = attachbase ] && continue
         base=$pw/none/t
         [ "$mode" = exec ] && base=$pw/execbase/t
+        [ "$mode" = attach ] && [ -d "$pw/attachbase/t" ] && base=$pw/attachbase/t
         [ -d "$pw/$mode/t" ] || continue
         bad=0
         : >"$pw/$mode/mismatches"
@@ -196,9 +204,9 @@ for name in "${names[@]}"; do
     read -r _ _ _ _ probes jump _ < <(grep ' count ' "$pw/figures" || echo "x x x x 0 0 x")
     u=${secs[none]:-0} c=${secs[count]:-} h=${secs[hist]:-}
     ratio() { [ -n "$1" ] && awk -v a="$1" -v b="$u" 'BEGIN { if (b > 0) printf "%.1f", a / b; else print "-" }' || echo "-"; }
-    dm=$(awk '$2 != "none" && $2 != "execbase" { d += $8; m += $10; k += $11 } END { printf "%d / %d%s", d, m, k ? " (+" k " unknown)" : "" }' "$pw/figures")
+    dm=$(awk '$2 !~ /^(none|execbase|attachbase)$/ { d += $8; m += $10; k += $11 } END { printf "%d / %d%s", d, m, k ? " (+" k " unknown)" : "" }' "$pw/figures")
     share=$(awk -v p="$probes" -v j="$jump" 'BEGIN { if (p > 0) printf "%.1f%%", 100 * j / p; else print "-" }')
-    vs=$(awk '$2 != "none" && $2 != "execbase" { v = $12; for (i = 13; i <= NF && $i !~ /=/; i++) v = v " " $i; printf "%s%s: %s", sep, $2, v; sep = "; " }' "$pw/figures")
+    vs=$(awk '$2 !~ /^(none|execbase|attachbase)$/ { v = $12; for (i = 13; i <= NF && $i !~ /=/; i++) v = v " " $i; printf "%s%s: %s", sep, $2, v; sep = "; " }' "$pw/figures")
     line="| $name | $RP_LANG | $probes | $share | $u | ${c:--} (x$(ratio "$c")) | ${h:--} (x$(ratio "$h")) | $dm | $vs |"
     echo "realprograms: $name: probes=$probes jump-share=$share untraced=${u}s count=${c:--}s (x$(ratio "$c")) hist=${h:--}s (x$(ratio "$h")) dropped/missed=$dm; $vs"
     rows+=("$line")

@@ -175,9 +175,9 @@ for name in "${names[@]}"; do
                 bad=$((bad + 1))
                 {
                     echo "== $id: ${what[*]} differ (rc $(cat "$base/$id.rc") untraced, $(cat "$pw/$mode/t/$id.rc") under $mode)"
-                    diff "$base/$id.result" "$r" | head -n 20
-                    diff "$base/$id.mout" "$pw/$mode/t/$id.mout" | head -n 20
-                    diff "$base/$id.merr" "$pw/$mode/t/$id.merr" | head -n 20
+                    diff "$base/$id.result" "$r" | head -n 20 || true
+                    diff "$base/$id.mout" "$pw/$mode/t/$id.mout" | head -n 20 || true
+                    diff "$base/$id.merr" "$pw/$mode/t/$id.merr" | head -n 20 || true
                 } >>"$pw/$mode/mismatches"
             fi
         done

@@ -11,3 +11,48 @@ rp_build_extra() {
     eval "$(DEB_BUILD_MAINT_OPTIONS=hardening=+all dpkg-buildflags --export=sh)"
     make -C tests -j2 zstreamtest fuzzer datagen poolTests
 }
+RP_TIMEOUT=300
+# '*': the test programs hold libzstd (static); the zstd CLI (playTests.sh) too.
+RP_SPECS=('*')
+
+# The programs tests/Makefile's test targets run, with fixed seeds (-s1) and counts (-i) where
+# they fuzz, so that every mode does the same work (`make test` runs them for fixed times):
+#   zstreamtest -v -s1 -i0   the streaming API's unit tests, multithreaded ones (nbWorkers 2) among them
+#   zstreamtest -s1 -i40     then 40 fuzzing rounds, some of them on worker threads
+#   fuzzer -v -s1 -i0        the simple API's unit tests, the thread pool's among them
+#   poolTests                the thread pool (threads, queues, resizing while busy)
+#   playTests.sh             the CLI: hundreds of zstd commands from sh (-T# worker threads,
+#                            pipes, files, dictionaries, --rm, links), zstd run through lpw.sh by
+#                            the script's own EXEC_PREFIX
+rp_tests() {
+    printf '%s\n' zstreamtest-unit fuzzer-unit poolTests
+    [ -n "${RP_QUICK:-}" ] || printf '%s\n' zstreamtest-fuzz playTests.sh
+}
+rp_events_tests() { printf '%s\n' zstreamtest-unit fuzzer-unit poolTests zstreamtest-fuzz; }
+rp_run() {
+    cd "$RP_TREE/tests"
+    case $1 in
+    zstreamtest-unit) "$LPW" ./zstreamtest -v -s1 -i0 ;;
+    zstreamtest-fuzz) "$LPW" ./zstreamtest -s1 -i40 ;;
+    fuzzer-unit) "$LPW" ./fuzzer -v -s1 -i0 ;;
+    poolTests) "$LPW" ./poolTests ;;
+    playTests.sh)
+        # In a private copy of tests/ (the script writes its files where it runs).
+        local d=$RP_WORK/zstd-play.$BASHPID rc=0
+        rm -rf "$d" && mkdir -p "$d" && cp -a "$RP_TREE/tests/." "$d/"
+        (cd "$d" && EXEC_PREFIX=$LPW ZSTD_BIN=$RP_TREE/programs/zstd DATAGEN_BIN=$RP_TREE/tests/datagen \
+            bash ./playTests.sh) || rc=$?
+        rm -rf "$d"
+        return "$rc"
+        ;;
+    esac
+}
+# Per test: the verdicts the programs print ("test N : ... OK", "PASS", "SUCCESS", errors).
+rp_result() {
+    tr '\r' '\n' <"$2.out" | grep -E '^test +[0-9]+ :|OK *$|PASS|SUCCESS|rror' | sed -E 's/\([0-9.]+ ?(ms|s)\)//g' || true
+}
+# Progress (\r-refreshed, at time intervals), speeds, times, the private directories.
+rp_mask() {
+    tr '\r' '\n' | sed -E '/^ *[0-9]+% *$/d; /^ *[0-9]+\/ *[0-9]+ *$/d; /MB\/s|GB\/s|cpu load|Completed in/d;
+        s/ +$//; /^$/d; s|/tmp/[^ ]*/zstd-play\.[0-9]+|PLAYDIR|g; s/0x[0-9a-f]{6,}/ADDR/g'
+}

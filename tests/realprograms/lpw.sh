@@ -54,7 +54,7 @@ attach)
         n=0
         while kill -0 "$pid" 2>/dev/null; do
             n=$((n + 1))
-            sleep "0.0$((RANDOM % 10))"
+            [ "$n" = 1 ] || sleep "0.0$((RANDOM % 10))"  # the first at once: most processes are short
             kill -0 "$pid" 2>/dev/null || break
             if [ $((n % 2)) = 1 ]; then
                 "$LIVEPROBE" trace -p "$pid" --count --duration 1 "${specs[@]}" >>"$log.out" 2>>"$log.err" </dev/null

@@ -9,6 +9,8 @@
 
 #include <benchmark/benchmark.h>
 
+#include <dlfcn.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -232,6 +234,33 @@ void BM_OptMidEmpty(benchmark::State &state)
 
 void BM_BreakpointEmpty(benchmark::State &state) { probed_loop(state, empty_pre, nullptr, 0); }
 
+// The floor of the breakpoint path (issue 31, part 7): an int3 and the kernel's SIGTRAP round
+// trip alone, in this process, through a handler that does nothing (the kernel reports the trap
+// after the int3: returning steps past it), installed SA_SIGINFO | SA_NODEFER with libc's own
+// sigaction (liveprobe's interposer would chain it behind its own handler). liveprobe's
+// handler is put back after. BM_BreakpointEmpty / BM_RawInt3 is the trap path's overhead.
+void raw_trap(int, siginfo_t *, void *) {}
+
+void BM_RawInt3(benchmark::State &state)
+{
+    using SigactionFn = int (*)(int, const struct sigaction *, struct sigaction *);
+    void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+    auto libc_sigaction = libc ? reinterpret_cast<SigactionFn>(dlsym(libc, "sigaction")) : nullptr;
+    if (!libc_sigaction) {
+        state.SkipWithError("libc's sigaction not found");
+        return;
+    }
+    struct sigaction raw {}, saved {};
+    raw.sa_sigaction = raw_trap;
+    raw.sa_flags = SA_SIGINFO | SA_NODEFER;
+    sigemptyset(&raw.sa_mask);
+    libc_sigaction(SIGTRAP, &raw, &saved);
+    for (auto _ : state) asm volatile("int3" ::: "memory");
+    libc_sigaction(SIGTRAP, &saved, nullptr);
+    dlclose(libc);
+    state.SetItemsProcessed(state.iterations());
+}
+
 // ---- existing: libc ----------------------------------------------------------------------------
 
 void BM_LibcUnprobed(benchmark::State &state)
@@ -407,6 +436,7 @@ BENCHMARK(BM_MemcpyHandlerAlone);
 BENCHMARK(BM_MidUnprobed);
 BENCHMARK(BM_OptMidEmpty);
 BENCHMARK(BM_BreakpointEmpty);
+BENCHMARK(BM_RawInt3);
 BENCHMARK(BM_LibcUnprobed);
 BENCHMARK(BM_LibcProbePre);
 BENCHMARK(BM_RegisterUnregister);

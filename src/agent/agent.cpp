@@ -23,6 +23,7 @@
 #include <fmt/ranges.h>
 
 #include "agent/channel.hpp"
+#include "agent/follow.hpp"
 #include "agent/log_ring.hpp"
 #include "agent/modules.hpp"
 #include "core/error.hpp"
@@ -662,6 +663,28 @@ void adopt_owner_from_environment()
     g_owners[0].pid = getppid();
 }
 
+// `trace -- CMD` following exec (follow.hpp): an image the program's tree executed connects to
+// the tool, before main, and the connection owns the session LIVEPROBE_TRACE starts (slot 0).
+// No tool listens (it is gone): the image runs untraced, and so do the images it executes.
+int g_follow_fd = -1;
+void adopt_follow_from_environment()
+{
+    const char *path = std::getenv("LIVEPROBE_TRACE_FOLLOW");
+    if (!path || std::getenv("LIVEPROBE_TRACE_OWNER_FD") || !std::getenv("LIVEPROBE_TRACE")) return;
+    pid_t tool = 0;
+    const int fd = follow_connect(path, &tool);
+    if (fd < 0) {
+        for (const char *v : {"LIVEPROBE_TRACE", "LIVEPROBE_TRACE_FOLLOW", "LIVEPROBE_TRACE_VERBOSE"}) os::erase_env(v);
+        return;
+    }
+    const int high = fcntl(fd, F_DUPFD_CLOEXEC, 512);
+    close(fd);
+    if (high < 0) return;
+    own(0, high);
+    g_owners[0].pid = tool;
+    g_follow_fd = high;
+}
+
 [[gnu::constructor]] void start_from_environment()
 {
     pthread_atfork([] { g_mu.lock(); }, [] { g_mu.unlock(); },
@@ -671,6 +694,7 @@ void adopt_owner_from_environment()
                    });
     std::atexit(remove_socket_at_exit);
     adopt_owner_from_environment();
+    adopt_follow_from_environment();
     if (!wanted_by_environment()) return;
     set_start_reason("preload");
     std::lock_guard lk(g_mu);
@@ -690,6 +714,12 @@ void set_start_reason(const char *why) noexcept { g_reason.store(why); }
 }  // namespace liveprobe::agent
 
 using namespace liveprobe;
+
+int agent::followed_connection()
+{
+    std::lock_guard lk(agent::g_mu);
+    return agent::g_follow_fd >= 0 && agent::owner_fd_is_ours(0) ? agent::g_follow_fd : -1;
+}
 
 extern "C" int liveprobe_agent_start(void)
 {

@@ -34,9 +34,11 @@ int sweep_stale_sockets(uid_t uid)
     if (!d) return 0;
     int removed = 0;
     while (struct dirent *e = readdir(d)) {
+        // PID.sock, an agent's; follow-PID.sock, a tracer's that follows exec (follow.hpp).
+        const char *name = std::strncmp(e->d_name, "follow-", 7) == 0 ? e->d_name + 7 : e->d_name;
         char *end = nullptr;
-        const long pid = std::strtol(e->d_name, &end, 10);
-        if (pid <= 0 || end == e->d_name || std::strcmp(end, ".sock") != 0) continue;
+        const long pid = std::strtol(name, &end, 10);
+        if (pid <= 0 || end == name || std::strcmp(end, ".sock") != 0) continue;
         if (kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
         if (unlinkat(dirfd(d), e->d_name, 0) == 0) removed++;
     }

@@ -1,6 +1,6 @@
-// liveprobe_insmod_from_environment() and liveprobe_trace_from_environment(): the module
-// LIVEPROBE_INSMOD names loaded, and the trace LIVEPROBE_TRACE describes started, before the
-// program's main (called by libliveprobe-start.so, src/preload/start_main.cpp).
+// liveprobe_insmod_from_environment(): the module LIVEPROBE_INSMOD names loaded before the
+// program's main (called by libliveprobe-start.so, src/preload/start_main.cpp; the trace that
+// LIVEPROBE_TRACE describes is started by trace_env.cpp).
 #include <unistd.h>
 
 #include <chrono>
@@ -42,5 +42,3 @@ extern "C" int liveprobe_insmod_from_environment(void)
                  std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     return 0;
 }
-
-extern "C" int liveprobe_trace_from_environment(void) { return liveprobe::trace::start_from_environment(); }

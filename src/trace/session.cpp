@@ -492,11 +492,11 @@ void cancel_start_from_environment()
 }
 
 int start(Mode mode, const std::vector<std::string> &spec_texts, int maxactive, Started *out, std::string *why,
-          int given_fd, bool follow_forks)
+          int given_fd, bool follow_forks, bool from_environment)
 {
     std::lock_guard life(g_life_mu);
     SessionLock lk;
-    if (given_fd >= 0 && g_env_start_cancelled) {
+    if (from_environment && g_env_start_cancelled) {
         *why = "the tool that started this program is gone: not tracing";
         return -ECANCELED;
     }
@@ -548,7 +548,7 @@ int start(Mode mode, const std::vector<std::string> &spec_texts, int maxactive, 
     size_t room = 0;
     for (const Target &f : fns) room += f.name.size() + 32;
     for (const Spec &spec : ss->user) room += 16 + 2 * spec.text.size() * 3 + 64 * spec.args.size();  // a resolved spec, encoded
-    room = room * 2 + (ss->pending.empty() ? 0 : size_t{kLateCapacity} * kLateNameBytes);
+    room = room * 2 + 4096 + (ss->pending.empty() ? 0 : size_t{kLateCapacity} * kLateNameBytes);
     size_t bytes = (names_offset(capacity, mode == Mode::hist) + room + 4095) & ~size_t{4095};
     int fd = given_fd;
     if (fd >= 0) {
@@ -595,6 +595,13 @@ int start(Mode mode, const std::vector<std::string> &spec_texts, int maxactive, 
     g_tsc = os::clock::is_tsc();
     slot.generation.fetch_add(1, std::memory_order_release);
 
+    // Started from the environment (`trace -- CMD`): the image's executable first, "exe PATH",
+    // for the tool that follows exec (it files each function under its executable's name).
+    if (from_environment) {
+        char exe[4096];
+        const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        append_names(*ss, "exe " + (n > 0 ? std::string(exe, static_cast<size_t>(n)) : std::string("?")) + "\n");
+    }
     place(*ss, std::move(fns), out);
     if (out->placed == 0 && ss->pending.empty()) {
         munmap(base, bytes);
@@ -645,57 +652,6 @@ bool parse_mode(const std::string &word, Mode *mode)
     else if (word == "hist") *mode = Mode::hist;
     else return false;
     return true;
-}
-
-int start_from_environment()
-{
-    const char *spec = std::getenv("LIVEPROBE_TRACE");
-    if (spec == nullptr) return 0;
-    std::vector<std::string> words;
-    std::istringstream in(spec);
-    for (std::string w; in >> w;) words.push_back(agent::decode_arg(w));
-    os::erase_env("LIVEPROBE_TRACE");  // not again in the programs it runs
-    Mode mode;
-    std::string why;
-    int r = -EINVAL;
-    if (words.size() < 3 || !parse_mode(words[0], &mode)) {
-        why = "LIVEPROBE_TRACE is not \"MODE MAXACTIVE SPEC...\"";
-    } else {
-        Started started;
-        const char *fd = std::getenv("LIVEPROBE_TRACE_FD");
-        os::erase_env("LIVEPROBE_TRACE_FD");
-        bool follow = std::getenv("LIVEPROBE_TRACE_NOFOLLOW") == nullptr;
-        os::erase_env("LIVEPROBE_TRACE_NOFOLLOW");
-        // On the program's main thread, before its main: what placing the probes calls (malloc,
-        // symbol reading) is liveprobe's, not the program's, as on the agent's thread.
-        core::QuietThread quiet;
-        r = start(mode, {words.begin() + 2, words.end()}, std::atoi(words[1].c_str()), &started, &why,
-                  fd ? std::atoi(fd) : -1, follow);
-        if (r == 0)
-            std::fprintf(stderr, "liveprobe: placed %zu probes (%zu jump-optimized) in %.1f ms\n", started.placed,
-                         started.optimized, started.place_ms);
-        // LIVEPROBE_TRACE_VERBOSE (`trace --verbose`): each probe on the breakpoint path, named.
-        const bool verbose = std::getenv("LIVEPROBE_TRACE_VERBOSE") != nullptr;
-        os::erase_env("LIVEPROBE_TRACE_VERBOSE");
-        for (size_t i = 0; r == 0 && i < started.slow.size() && i < 3 && !verbose; ++i)
-            std::fprintf(stderr, "liveprobe: on the breakpoint path: %s\n", started.slow[i].c_str());
-        for (size_t i = 0; r == 0 && verbose && i < started.slow_each.size(); ++i)
-            std::fprintf(stderr, "liveprobe: on the breakpoint path: %s\n", started.slow_each[i].c_str());
-        // As `liveprobe trace -p` says them: the first five, then how many more.
-        for (size_t i = 0; r == 0 && i < started.skipped.size() && i < 5; ++i)
-            std::fprintf(stderr, "liveprobe: not traced: %s\n", started.skipped[i].c_str());
-        if (r == 0 && started.skipped.size() > 5)
-            std::fprintf(stderr, "liveprobe: ... and %zu more not traced\n", started.skipped.size() - 5);
-    }
-    if (r == -ECANCELED) {  // the program runs on, untraced, as after the tool's death
-        std::fprintf(stderr, "liveprobe: trace in process %d: %s\n", getpid(), why.c_str());
-        return 0;
-    }
-    if (r < 0) {
-        std::fprintf(stderr, "liveprobe: trace in process %d: %s\n", getpid(), why.c_str());
-        std::exit(1);
-    }
-    return 0;
 }
 
 // Stopping a session:

@@ -47,8 +47,10 @@ struct Started {
 // "libz.so.1:*", "p:open +0(%di):string"). 0, or -errno with *why: -EBUSY (kSessions run),
 // -ENOENT (no function at all), -EINVAL (a malformed spec: *why points at the mistake).
 // `given_fd`: a memfd of the tool's to use (a program it started), else -1: one is made.
+// `from_environment`: the session LIVEPROBE_TRACE asks for, before main (agent/trace_env.cpp):
+// -ECANCELED once its tool is gone (cancel_start_from_environment).
 int start(Mode mode, const std::vector<std::string> &specs, int maxactive, Started *out, std::string *why,
-          int given_fd = -1, bool follow_forks = true);
+          int given_fd = -1, bool follow_forks = true, bool from_environment = false);
 
 // What start() said of session `session` (for a tool that connects to a session started before
 // main by LIVEPROBE_TRACE: slot 0): 0, or -ENOENT when none runs there.
@@ -57,14 +59,9 @@ int running(uint32_t session, Started *out, Mode *mode);
 // The sessions that run, their slots in order.
 std::vector<uint32_t> running_sessions();
 
-// Starts the session LIVEPROBE_TRACE describes ("MODE MAXACTIVE SPEC...", each word encoded as
-// the agent's protocol encodes arguments) in the memfd LIVEPROBE_TRACE_FD names, before the
-// program's main: 0, or the error printed on stderr and the process ended with status 1.
-int start_from_environment();
-
-// The tool of `trace -- CMD` is gone (its pipe closed, agent.cpp) and no session runs yet: the
-// one LIVEPROBE_TRACE describes will not start (start_from_environment says so; the program
-// runs on untraced).
+// The tool of `trace -- CMD` is gone (its pipe or connection closed, agent.cpp) and no session
+// runs yet: the one LIVEPROBE_TRACE describes will not start (start() returns -ECANCELED; the
+// program runs on untraced).
 void cancel_start_from_environment();
 
 // Stops session `session`: unregisters every probe of its (each one's nmissed is copied into the

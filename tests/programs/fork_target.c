@@ -2,9 +2,11 @@
  * seconds (time to attach), forks, and then parent and child each call their function for
  * SECONDS, the child `in_child`, the parent `in_parent`, and say how many calls they made.
  *
- *   fork_target [DELAY [SECONDS]]   (1 and 4) */
+ *   fork_target [DELAY [SECONDS [exec PROGRAM [ARG...]]]]   (1 and 4)
+ * With exec, the parent then executes PROGRAM (exec_follow_test.sh: a -p trace across exec). */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -44,5 +46,11 @@ int main(int argc, char **argv)
     int status = 0;
     waitpid(child, &status, 0);
     printf("parent in_parent %ld child status %d\n", n, status);
+    fflush(stdout);
+    if (argc > 4 && strcmp(argv[3], "exec") == 0) {
+        execvp(argv[4], argv + 4);
+        perror("execvp");
+        return 127;
+    }
     return 0;
 }

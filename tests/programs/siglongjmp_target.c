@@ -3,7 +3,10 @@
  * handler siglongjmps out, to a point that calls `after` once. The thread's later calls must
  * be traced exactly: `after` as many times as the program says.
  *
- *   siglongjmp_target [alt] [ROUNDS]   (alt: the handler runs on a sigaltstack; 1300 rounds) */
+ * nested: the timer's handler calls `in_handler`, which raises SIGUSR1; that handler (nested on
+ * top of the first) siglongjmps out of both, and out of the probed `in_handler` call.
+ *
+ *   siglongjmp_target [alt|nested] [ROUNDS]   (alt: the handler runs on a sigaltstack; 1300 rounds) */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdio.h>
@@ -20,9 +23,29 @@ __attribute__((noinline)) void work(void)
 }
 __attribute__((noinline)) void after(void) { afters++; }
 
+static int nested;
+static volatile long in_handlers;
+
+static void on_usr1(int sig)
+{
+    (void)sig;
+    ++jumps;
+    siglongjmp(env, 1);
+}
+
+__attribute__((noinline)) void in_handler(void)
+{
+    in_handlers++;
+    raise(SIGUSR1); /* delivered at once, on top of this handler */
+}
+
 static void on_alarm(int sig)
 {
     (void)sig;
+    if (nested) {
+        in_handler();
+        return; /* never: on_usr1 jumps */
+    }
     ++jumps;
     siglongjmp(env, 1);
 }
@@ -30,9 +53,13 @@ static void on_alarm(int sig)
 int main(int argc, char **argv)
 {
     int alt = argc > 1 && strcmp(argv[1], "alt") == 0;
-    const int rounds = argc > 1 + alt ? atoi(argv[1 + alt]) : 1300;
+    nested = argc > 1 && strcmp(argv[1], "nested") == 0;
+    const int mode = alt || nested;
+    const int rounds = argc > 1 + mode ? atoi(argv[1 + mode]) : 1300;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_usr1;
+    sigaction(SIGUSR1, &sa, NULL);
     sa.sa_handler = on_alarm;
     if (alt) {
         static char stack[1 << 16];
@@ -50,6 +77,6 @@ int main(int argc, char **argv)
     }
     struct itimerval off = {{0, 0}, {0, 0}};
     setitimer(ITIMER_REAL, &off, NULL);
-    printf("after %ld jumps %ld\n", (long)afters, (long)jumps);
+    printf("after %ld jumps %ld in_handler %ld\n", (long)afters, (long)jumps, (long)in_handlers);
     return 0;
 }

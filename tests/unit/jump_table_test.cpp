@@ -143,6 +143,43 @@ TEST(JumpTable, ADispatchWhoseTableAddressIsNotComputedRightBeforeRefuses)
     EXPECT_NE(refused(tail, 0).find("indirect jump at +0x7"), std::string::npos) << refused(tail, 0);
 }
 
+TEST(JumpTable, ATableAddressHoistedIntoACalleeSavedRegister)
+{
+    // GCC's switch in a loop with calls: the lea before the loop, into %r15, which the calls
+    // keep; after the loop the register is reused (setne). Only the lea's value reaches the jmp.
+    const Bytes fn = {
+        0x41, 0x57,                                // 0:  push %r15
+        0x4c, 0x8d, 0x3d, 0xf7, 0x0f, 0x00, 0x00,  // 2:  lea kTable(%rip),%r15
+        0xe8, 0xf2, 0xff, 0xff, 0xff,              // 9:  call 0
+        0x83, 0xff, 0x02,                          // e:  cmp $2,%edi
+        0x77, 0x0c,                                // 11: ja 0x1f
+        0x49, 0x63, 0x04, 0xbf,                    // 13: movslq (%r15,%rdi,4),%rax
+        0x4c, 0x01, 0xf8,                          // 17: add %r15,%rax
+        0xff, 0xe0,                                // 1a: jmp *%rax
+        0x41, 0x5f,                                // 1c: pop %r15
+        0xc3,                                      // 1e: ret
+        0x41, 0x0f, 0x95, 0xc7,                    // 1f: setne %r15b
+        0x41, 0x5f,                                // 23: pop %r15
+        0xc3,                                      // 25: ret
+    };
+    relative_table({0x1c, 0x1f, 0x23});
+    Region r;
+    const char *why = plan(fn, 0, &r);
+    EXPECT_EQ(why, nullptr) << why;
+    EXPECT_EQ(r.len, 9u);  // push + lea
+    // Its targets count: one into the region refuses it.
+    relative_table({0x1c, 0x02, 0x23});
+    EXPECT_NE(refused(fn, 0).find("targets byte 2 of the region"), std::string::npos) << refused(fn, 0);
+
+    // The setne's value may reach the jmp (a jump back to the loop after it): refused.
+    Bytes back = fn;
+    back[0x23] = 0xeb;  // 23: jmp 0xe
+    back[0x24] = 0xe9;
+    relative_table({0x1c, 0x1f, 0x23});
+    EXPECT_NE(refused(back, 0).find("operands are not computed just before it"), std::string::npos)
+        << refused(back, 0);
+}
+
 TEST(JumpTable, AJumpIntoTheMiddleOfTheDispatchRefuses)
 {
     // After the dispatch, a jmp back to its movslq: the registers there may hold anything.

@@ -40,16 +40,14 @@
 #include "trace/rings.hpp"
 #include "trace/spec.hpp"
 #include "trace_codec.hpp"
+#include "trace_follow.hpp"
+#include "trace_images.hpp"
 #include "trace_output.hpp"
 #include "trace_writer.hpp"
 
 namespace liveprobe::tool {
 namespace {
 
-using trace::Header;
-using trace::kRings;
-using trace::kRingRecords;
-using trace::Record;
 
 struct Opts {
     int pid = 0;
@@ -67,188 +65,170 @@ struct Opts {
     TraceProbes probes;  // the specs, parsed; the probes once the session runs
 };
 
-// What the reader knows of the shared memory.
-struct Shm {
-    void *base = nullptr;
-    size_t bytes = 0;
-    uint32_t probes = 0;      // the probes whose names it has read
-    uint32_t capacity = 0;    // the per-probe areas' stride
-    uint64_t names_bytes = 0; // how much of the names it has read
-};
-
-// The probes of the session (their names and specs), once the target has set it up.
-bool load_names(Shm *shm, Opts &o)
-{
-    Header *h = trace::header_of(shm->base);
-    if (h->magic != trace::kRingsMagic || h->ready.load(std::memory_order_acquire) != 1) return false;
-    uint32_t published = h->probes.load(std::memory_order_acquire);
-    shm->capacity = h->capacity;
-    shm->names_bytes = h->names_bytes.load(std::memory_order_acquire);  // names first, then probes
-    std::string text(static_cast<const char *>(shm->base) + h->names_offset, shm->names_bytes);
-    std::istringstream in(text);
-    // "spec TEXT" for each spec as the target placed it (parameters resolved), then
-    // "ADDRESS SPEC NAME" for each probe, the name to the end of the line (a C++ name has spaces).
-    o.probes.names.clear();
-    o.probes.spec.clear();
-    std::vector<trace::Spec> placed;
-    for (std::string line; std::getline(in, line);) {
-        if (line.rfind("spec ", 0) == 0) {
-            trace::Spec spec;
-            std::string error;
-            size_t at = 0;
-            if (!trace::parse_spec(agent::decode_arg(line.substr(5)), &spec, &error, &at)) return false;
-            placed.push_back(std::move(spec));
-            continue;
-        }
-        size_t a = line.find(' '), b = a == std::string::npos ? a : line.find(' ', a + 1);
-        if (b == std::string::npos) return false;
-        uint32_t spec = static_cast<uint32_t>(std::strtoul(line.c_str() + a + 1, nullptr, 10));
-        if (spec >= placed.size()) return false;
-        o.probes.spec.push_back(spec);
-        o.probes.names.push_back(demangled(line.substr(b + 1)));
-    }
-    o.probes.specs = std::move(placed);
-    o.probes.payload.clear();
-    for (uint32_t p = 0; p < o.probes.spec.size(); ++p)
-        o.probes.payload.push_back(static_cast<uint32_t>(trace::event_bytes(o.probes.spec_of(p))));
-    // Every probe named is known (one that is named but not yet counted cannot fire yet).
-    shm->probes = static_cast<uint32_t>(o.probes.names.size());
-    return shm->probes >= published;
-}
-
-// Takes the events out of the rings, then prints them (time order within the batch) or writes
-// them to the trace file. Returns how many. Printed, at most kPrintBatch a ring a call: a ring
-// of 524,288 calls took seconds to format, during which the tool saw no Ctrl-C and no end of
-// --duration while the program filled the rings again (a trace of 0.3 s ended after 3 to 5 s).
-// The caller calls again until it returns 0 to take everything.
-constexpr uint64_t kPrintBatch = 16384;
-uint64_t drain(const Shm &shm, Opts &o)
-{
-    if (o.out) {
-        // A trace file holds the events encoded (trace_codec.hpp), each with its values. A
-        // ring's [tail, head) always ends at an event's end. The events are encoded straight
-        // into one of the writer's buffers (no per-event append), handed over when full.
-        uint64_t events = 0;
-        std::vector<char> &buf = o.encoded;
-        if (buf.empty()) buf = o.out->buffer();
-        size_t used = 0;
-        auto hand_over = [&] {
-            o.out->submit(std::move(buf), used);
-            buf = o.out->buffer();
-            used = 0;
-        };
-        std::string values;
-        for (uint32_t i = 0; i < kRings; ++i) {
-            trace::RingHead *h = trace::ring_head(shm.base, i);
-            uint64_t tail = h->tail.load(std::memory_order_relaxed);
-            uint64_t head = h->head.load(std::memory_order_acquire);
-            const Record *recs = trace::ring_records(shm.base, i);
-            if (shm.probes < trace::header_of(shm.base)->probes.load(std::memory_order_acquire))
-                continue;  // probes were placed since the names were read: their names go first
-            uint64_t k = tail;
-            while (k < head) {
-                const Record &r = recs[k % kRingRecords];
-                if (r.probe >= shm.probes) break;  // not named yet: the next time
-                const size_t bytes = o.probes.payload[r.probe];
-                const uint64_t slots = bytes ? trace::record_slots(bytes) : 1;
-                if (k + slots > head) break;
-                if (slots > 1) {
-                    values.clear();
-                    for (uint64_t v = k + 1; v < k + slots; ++v)
-                        values.append(reinterpret_cast<const char *>(&recs[v % kRingRecords]), sizeof(Record));
-                }
-                if (const size_t need = used + TraceEncoder::kMaxEventBytes + bytes; need > buf.size())
-                    buf.resize(std::max(need, 2 * buf.size()));  // values larger than a buffer
-                used = static_cast<size_t>(o.encoder.event(r, values.data(), bytes, buf.data() + used) - buf.data());
-                k += slots;
-                ++events;
-                if (used >= TraceWriter::kBuffer) {
-                    hand_over();
-                    // The room read so far goes back to the writer now, not at the end of a pass
-                    // that may take tens of milliseconds when this thread loses its core.
-                    h->tail.store(k, std::memory_order_release);
-                }
-            }
-            h->tail.store(k, std::memory_order_release);
-        }
-        if (used > 0) hand_over();
-        return events;
-    }
-    std::vector<TraceEvent> batch;
-    for (uint32_t i = 0; i < kRings; ++i) {
-        trace::RingHead *h = trace::ring_head(shm.base, i);
-        uint64_t tail = h->tail.load(std::memory_order_relaxed);
-        uint64_t head = h->head.load(std::memory_order_acquire);
-        const Record *recs = trace::ring_records(shm.base, i);
-        uint64_t k = tail;
-        while (k < head && k - tail < kPrintBatch) {
-            TraceEvent e{recs[k % kRingRecords], {}};
-            if (e.r.probe >= shm.probes) break;  // placed since the names were read: the next time
-            ++k;
-            for (const size_t bytes = o.probes.payload[e.r.probe]; e.values.size() < bytes && k < head; ++k)
-                e.values.append(reinterpret_cast<const char *>(&recs[k % kRingRecords]),
-                                std::min(bytes - e.values.size(), sizeof(Record)));
-            batch.push_back(std::move(e));
-        }
-        h->tail.store(k, std::memory_order_release);
-    }
-    print_events(batch, o.probes, o.print);
-    return static_cast<uint64_t>(batch.size());
-}
-
-// --count and --hist: the target's per-thread rows, summed. Only the rows of rings some thread
-// claimed (a ring's tid is never 0 again once claimed): the others were never written, and
-// reading them would fault in zero pages of the shared memory, megabytes for --hist '*' (its
-// rows are 320 bytes a probe a ring): 18% of the samples of `trace --hist '*' -- jq --version`
-// under perf were this sum's page faults.
-TraceTotals totals_of(const Shm &shm)
-{
-    TraceTotals t(shm.probes);
-    bool hist = trace::header_of(shm.base)->hist != 0;
-    for (uint32_t r = 0; r < kRings; ++r) {
-        const trace::RingHead *h = trace::ring_head(shm.base, r);
-        if (h->tid.load(std::memory_order_acquire) == 0) continue;
-        // --hist: the ring's last call, left pending by the light return (rings.hpp hist_pending).
-        if (const uint64_t w = h->hist_pending.load(std::memory_order_acquire); hist && w != 0 &&
-                                                                              w <= uint64_t{shm.probes} * trace::kHistBuckets) {
-            t.hist[(w - 1) / trace::kHistBuckets][(w - 1) % trace::kHistBuckets]++;
-            t.count[(w - 1) / trace::kHistBuckets]++;
-        }
-        for (uint32_t p = 0; p < shm.probes; ++p) {
-            if (!hist) {
-                t.count[p] += trace::count_of(shm.base, shm.capacity, r, p)->load();
-                continue;
-            }
-            for (uint32_t b = 0; b < trace::kHistBuckets; ++b) {  // --hist counts no calls but in buckets
-                const uint64_t n = trace::hist_of(shm.base, shm.capacity, r, p)[b].load();
-                t.hist[p][b] += n;
-                t.count[p] += n;
-            }
-        }
-    }
-    return t;
-}
-
 // `events`: what the reading took out of the rings (per-event modes), and `read`, the words
 // for it (" (N events read)"), or empty (--count, --hist: the calls are the counters' sum). In
 // the per-event modes the target counts no calls, only what the full rings dropped: the calls
 // are what was read and what was dropped.
-void print_summary(const Shm &shm, const TraceTotals &t, uint64_t events, const std::string &read)
+void print_summary(const Folded &f, uint64_t events, const std::string &read)
 {
-    Header *h = trace::header_of(shm.base);
-    uint64_t dropped = 0, missed = 0, calls = 0;
-    for (uint32_t i = 0; i < kRings; ++i) dropped += trace::ring_head(shm.base, i)->dropped.load();
-    for (uint32_t p = 0; p < shm.probes; ++p) {
-        missed += trace::missed_of(shm.base, p)->load();
-        calls += t.count[p];
-    }
-    if (!read.empty()) calls = events + dropped;
-    std::string miss = h->final.load() ? std::to_string(missed) : std::string("unknown (the process ended abruptly)");
-    std::fprintf(stderr, "liveprobe: %u functions traced, %" PRIu64 " calls%s, %" PRIu64 " dropped (ring full), %" PRIu64
+    uint64_t calls = 0;
+    for (uint64_t n : f.count) calls += n;
+    if (!read.empty()) calls = events + f.dropped;
+    std::string miss = f.unknown_missed == 0 ? std::to_string(f.missed)
+                       : f.images == 1       ? std::string("unknown (the process ended abruptly)")
+                                             : fmt::format("{}, and unknown in {} of {} processes (ended abruptly, or "
+                                                           "executed another program)",
+                                                           f.missed, f.unknown_missed, f.images);
+    std::fprintf(stderr, "liveprobe: %zu functions traced, %" PRIu64 " calls%s, %" PRIu64 " dropped (ring full), %" PRIu64
                          " without a ring, missed %s\n",
-                 shm.probes, calls, read.c_str(), dropped,
-                 h->unringed.load(), miss.c_str());
+                 f.keys.size(), calls, read.c_str(), f.dropped, f.unringed, miss.c_str());
 }
+
+// The images a trace reads (trace_images.hpp) and what is done with them: the first, and the
+// ones followed since (-- CMD), read while they live, then folded into the sums and closed.
+struct Reader {
+    Opts &o;
+    std::vector<std::unique_ptr<Image>> images;  // [0]: the first, for the whole trace
+    Folded folded;
+    uint64_t events = 0;
+    size_t followed = 0, untraced = 0;          // followed images (with a session), and without one
+    size_t files = 0;                           // -o: trace files written for followed images
+    uint64_t file_bytes = 0;
+
+    bool output_failed() const
+    {
+        for (const auto &im : images)
+            if (im->out && im->out->failed()) return true;
+        return std::ferror(stdout) != 0;
+    }
+
+    // The session's names once it is set up; probes placed later (a library a spec waits for
+    // was loaded): their names, before their events (in a trace file, a new header among the
+    // records).
+    void name(Image &im)
+    {
+        if (!im.named) {
+            if (&im != images[0].get() && images[0]->named && !images[0]->exe.empty() && im.exe != images[0]->exe)
+                im.prefix = base_name(im.exe) + ":";  // its functions, told from the first program's
+            im.named = load_names(im);
+            if (im.named && im.out) {
+                std::string header = trace_header(im.pid, im.probes);
+                im.out->write(header.data(), header.size());
+            }
+            return;
+        }
+        if (trace::header_of(im.shm.base)->names_bytes.load(std::memory_order_acquire) == im.shm.names_bytes) return;
+        uint32_t before = im.shm.probes;
+        if (!load_names(im)) return;
+        std::fprintf(stderr, "liveprobe: placed %u more probes%s (a library was loaded)\n", im.shm.probes - before,
+                     &im == images[0].get() ? "" : fmt::format(" in PID {}", im.pid).c_str());
+        if (im.out) {
+            std::string again;
+            TraceEncoder::header(trace_header(im.pid, im.probes), &again);
+            im.out->write(again.data(), again.size());
+        }
+    }
+
+    // Each image named, and its events read (per-event modes): how many.
+    uint64_t step()
+    {
+        uint64_t n = 0;
+        for (auto &im : images) {
+            name(*im);
+            if (im->named && !o.count && !o.hist) n += drain(*im, o.print);
+        }
+        events += n;
+        return n;
+    }
+
+    // A report of an image the tree executed: a session to read (its own trace file with -o:
+    // FILE.PID), or one that runs untraced. The first of each executable is said.
+    void adopt(FollowReport r, Follower &f)
+    {
+        const bool first = f.first_of(r.exe) && r.exe != images[0]->exe;  // the first program said its own
+        std::string placed;
+        for (const std::string &l : r.lines) {
+            if (l.rfind("placed ", 0) == 0) {
+                unsigned long n = 0, opt = 0;
+                double ms = 0;
+                std::sscanf(l.c_str() + 7, "%lu %lu %lf", &n, &opt, &ms);
+                placed = fmt::format("placed {} probes ({} jump-optimized) in {:.1f} ms", n, opt, ms);
+            }
+            if (!first) continue;
+            if (l.rfind("untraced ", 0) == 0)
+                std::fprintf(stderr, "liveprobe: PID %d (%s) runs untraced: %s\n", r.pid, r.exe.c_str(), l.c_str() + 9);
+            if (l.rfind("slow ", 0) == 0)
+                std::fprintf(stderr, "liveprobe: in %s, on the breakpoint path: %s\n", base_name(r.exe).c_str(), l.c_str() + 5);
+            if (l.rfind("skipped ", 0) == 0)
+                std::fprintf(stderr, "liveprobe: in %s, not traced: %s\n", base_name(r.exe).c_str(), l.c_str() + 8);
+        }
+        struct stat st {};
+        if (r.memfd < 0 || fstat(r.memfd, &st) != 0) {
+            ++untraced;
+            if (r.memfd >= 0) close(r.memfd);
+            close(r.conn);
+            return;
+        }
+        if (first) std::fprintf(stderr, "liveprobe: following PID %d (%s): %s\n", r.pid, r.exe.c_str(), placed.c_str());
+        auto im = std::make_unique<Image>();
+        im->pid = r.pid;
+        im->exe = r.exe;
+        im->conn = r.conn;
+        im->shm.bytes = static_cast<size_t>(st.st_size);
+        im->shm.base = mmap(nullptr, im->shm.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, r.memfd, 0);
+        close(r.memfd);
+        if (im->shm.base == MAP_FAILED) {
+            im->shm.base = nullptr;
+            complain(fmt::format("trace: cannot map the shared memory of PID {}: {}", r.pid, std::strerror(errno)));
+            return;
+        }
+        if (!o.output.empty()) {
+            im->out = std::make_unique<TraceWriter>();
+            std::string why;
+            if (!im->out->open(fmt::format("{}.{}", o.output, r.pid), &why)) {
+                complain("trace: " + why);
+                im->out.reset();
+            }
+        }
+        ++followed;
+        images.push_back(std::move(im));
+    }
+
+    // An image read to its end: its events left, its sums folded, its trace file closed.
+    void finish(Image &im)
+    {
+        name(im);
+        if (im.out && !im.named) {  // untraced (no function matched there): a trace of no probe
+            std::string header = trace_header(im.pid, TraceProbes{});
+            im.out->write(header.data(), header.size());
+        }
+        if (im.named && !o.count && !o.hist)
+            for (uint64_t n; (n = drain(im, o.print)) > 0;) events += n;
+        folded.add(im);
+        if (im.out && &im != images[0].get()) {
+            size_t size = 0;
+            std::string why;
+            if (!im.out->close(&size, &why)) complain(fmt::format("trace: {}.{}: {}", o.output, im.pid, why));
+            ++files;
+            file_bytes += size;
+            im.out.reset();
+        }
+    }
+
+    // The followed images whose processes are all gone (their connection closed): finished.
+    void reap()
+    {
+        for (size_t i = 1; i < images.size();) {
+            struct pollfd p = {images[i]->conn, POLLIN, 0};
+            if (poll(&p, 1, 0) == 0) {
+                ++i;
+                continue;
+            }
+            finish(*images[i]);
+            images.erase(images.begin() + static_cast<ptrdiff_t>(i));
+        }
+    }
+};
 
 // -i FILE: a trace file shown as the options ask.
 int show_file(Opts &o)
@@ -413,14 +393,19 @@ Runner add_trace(CLI::App &app)
                 complain("trace: -o writes the events: not with --count, --hist or --json (use them with -i)");
                 return kExitUsage;
             }
-            o->out = std::make_unique<TraceWriter>();
+        }
+        auto first = std::make_unique<Image>();
+        if (!o->output.empty()) {
+            first->out = std::make_unique<TraceWriter>();
             std::string why;
-            if (!o->out->open(o->output, &why)) {
+            if (!first->out->open(o->output, &why)) {
                 complain("trace: " + why);
                 return kExitFailure;
             }
         }
-        Shm shm;
+        Shm &shm = first->shm;
+        Follower follower;  // -- CMD: the programs the tree executes (unless --no-follow)
+        std::string auxv;   // -p: the process's, to tell that it executed a program
         pid_t child = 0;
         // The descriptor the session lasts as long as: -p, the connection held; -- CMD, the
         // write end of a pipe whose read end the program's agent watches (closing it, or dying,
@@ -432,7 +417,8 @@ Runner add_trace(CLI::App &app)
         int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
         std::string why;
         if (o->pid != 0) {
-            o->print.pid = o->pid;
+            first->pid = o->pid;
+            auxv = process_auxv(o->pid);
             AttachReport rep;
             if (attach_agent(o->pid, &rep, &why) < 0) {
                 complain(fmt::format("trace: attach {}: {}", o->pid, why));
@@ -509,6 +495,10 @@ Runner add_trace(CLI::App &app)
             shm.base = mmap(nullptr, shm.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
             std::string spec = std::string(mode) + " " + std::to_string(o->maxactive);
             for (const std::string &s : o->specs) spec += " " + agent::encode_arg(s);
+            if (!o->no_follow && !follower.listen(&why)) {
+                complain(fmt::format("trace: following exec: {} (--no-follow does without)", why));
+                return kExitFailure;
+            }
             int owner[2] = {-1, -1};
             if (pipe2(owner, O_CLOEXEC) != 0) {
                 complain(fmt::format("trace: pipe: {}", std::strerror(errno)));
@@ -524,59 +514,42 @@ Runner add_trace(CLI::App &app)
                 setenv("LIVEPROBE_TRACE", spec.c_str(), 1);
                 setenv("LIVEPROBE_TRACE_FD", std::to_string(mfd).c_str(), 1);
                 if (o->no_follow) setenv("LIVEPROBE_TRACE_NOFOLLOW", "1", 1);
+                else setenv("LIVEPROBE_TRACE_FOLLOW", follower.path().c_str(), 1);
                 if (o->verbose) setenv("LIVEPROBE_TRACE_VERBOSE", "1", 1);
                 exec_with_agent(command, library, start);
             }
             close(mfd);
             close(owner[0]);
             owner_conn = owner[1];
-            o->print.pid = child;
+            first->pid = child;
             std::fprintf(stderr, "liveprobe: started PID %d\n", child);
         }
         if (shm.base == MAP_FAILED || shm.base == nullptr) {
             complain(fmt::format("trace: cannot map the shared memory: {}", std::strerror(errno)));
             return kExitFailure;
         }
+        Reader rd{*o, {}, {}};
+        rd.images.push_back(std::move(first));
         // The reading loop, until the end (Ctrl-C, --duration, the process gone): the rings are
         // drained again at once while they have events, every 20 ms when they are quiet; the end
-        // is looked for every 20 ms.
+        // is looked for every 20 ms. The per-event modes read the rings again at once after a
+        // large batch, else after a millisecond. Not 20 ms: a program that was quiet for a while
+        // (jq reading its next test) can fill 8 MiB of ring (262,144 records) in under 20 ms once
+        // it runs again (jq's traced calls: 13 million a second), and a reader asleep for 20 ms
+        // dropped a fifth of jq's events while using a tenth of a core. Not at once after every
+        // batch either: a reader that spins takes the rings' cache lines from the writers all
+        // the time (jq ran 30% longer so).
         auto t0 = std::chrono::steady_clock::now();
         auto checked = t0;
-        uint64_t events = 0, last = 0;
+        uint64_t last = 0;
         int status = 0;
-        bool ended = false, named = false, child_done = false;
-        auto name_session = [&] {
-            named = load_names(&shm, *o);
-            if (named && o->out) {
-                std::string header = trace_header(o->print.pid, o->probes);
-                o->out->write(header.data(), header.size());
-            }
-        };
-        // Probes placed later (a library a spec waits for was loaded): their names, before their
-        // events (in a trace file, a new header among the records).
-        auto rename_session = [&] {
-            Header *hd = trace::header_of(shm.base);
-            if (hd->names_bytes.load(std::memory_order_acquire) == shm.names_bytes) return;
-            uint32_t before = shm.probes;
-            if (!load_names(&shm, *o)) return;
-            std::fprintf(stderr, "liveprobe: placed %u more probes (a library was loaded)\n", shm.probes - before);
-            if (o->out) {
-                std::string again;
-                TraceEncoder::header(trace_header(o->print.pid, o->probes), &again);
-                o->out->write(again.data(), again.size());
-            }
-        };
-        // The per-event modes read the rings again at once after a large batch, else after a
-        // millisecond. Not 20 ms: a program that was quiet for a while (jq reading its next
-        // test) can fill 8 MiB of ring (262,144 records) in under 20 ms once it runs again (jq's
-        // traced calls: 13 million a second), and a reader asleep for 20 ms dropped a fifth of
-        // jq's events while using a tenth of a core. Not at once after every batch either: a
-        // reader that spins takes the rings' cache lines from the writers all the time (jq
-        // ran 30% longer so).
+        bool ended = false, child_done = false, executed = false;
         const int idle_ms = o->count || o->hist ? 20 : 1;
+        std::vector<struct pollfd> fds;
         while (!ended) {
-            struct pollfd p = {sfd, POLLIN, 0};
-            poll(&p, 1, last >= kPrintBatch ? 0 : idle_ms);  // a batch as large as drain takes: at once
+            fds.assign(1, {sfd, POLLIN, 0});
+            follower.add_pollfds(&fds);
+            poll(fds.data(), fds.size(), last >= kPrintBatch ? 0 : idle_ms);  // a batch as large as drain takes: at once
             auto now = std::chrono::steady_clock::now();
             if (!last || now - checked >= std::chrono::milliseconds(20)) {
                 checked = now;
@@ -595,58 +568,75 @@ Runner add_trace(CLI::App &app)
                     if (!info || info->state == 'Z') ended = true;
                 }
                 if (o->duration > 0 && std::chrono::duration<double>(now - t0).count() >= o->duration) ended = true;
-                if (owner_conn >= 0 && !child) {  // the agent ends it only when the session was stopped for us
+                if (owner_conn >= 0 && !child) {  // the agent ends it when the session was stopped for us
                     struct pollfd c = {owner_conn, POLLIN, 0};
                     if (poll(&c, 1, 0) > 0 && !ended) {
-                        std::fprintf(stderr, "liveprobe: the session was ended in process %d (liveprobe detach)\n",
-                                     o->pid);
+                        // Or the process executed a program: the agent, its probes and the
+                        // connection went with the old one (no agent can be carried over
+                        // into an image the tool did not start).
+                        std::string ignored;
+                        auto now = process_info(o->pid, &ignored);
+                        if (now && now->state != 'Z' && !auxv.empty() && process_auxv(o->pid) != auxv) {
+                            std::fprintf(stderr,
+                                         "liveprobe: process %d executed a program (%s): its probes went with the old "
+                                         "one, and a -p trace does not follow exec (trace it again with -p, or start "
+                                         "it with liveprobe trace -- CMD, which follows exec)\n",
+                                         o->pid, now->exe.c_str());
+                            executed = true;
+                        } else if (now && now->state != 'Z') {
+                            std::fprintf(stderr, "liveprobe: the session was ended in process %d (liveprobe detach)\n",
+                                         o->pid);
+                        }
                         ended = true;
                     }
                 }
+                rd.reap();
             }
-            if (!named) name_session();
-            else rename_session();
-            last = named && !o->count && !o->hist ? drain(shm, *o) : 0;
-            events += last;
-            if (std::ferror(stdout) || (o->out && o->out->failed())) ended = true;
+            for (FollowReport &r : follower.take_reports()) rd.adopt(std::move(r), follower);
+            last = rd.step();
+            if (rd.output_failed()) ended = true;
         }
+        // The images that reported by now (a program that ran and ended just before the one
+        // started): read too. The others, connected or not, run on untraced.
+        for (FollowReport &r : follower.take_reports()) rd.adopt(std::move(r), follower);
+        follower.close_socket();
         bool running_on = false;  // -- CMD: the program outlives the trace (--duration, output gone)
-        if (o->pid && !child) {
+        if (o->pid && !child && !executed) {
             agent::Reply reply;
             agent::request(getuid(), o->pid, "trace-stop", stop_args, &reply, &why);  // publishes the misses
             if (owner_conn >= 0) close(owner_conn);
         } else if (child && !child_done) {
             // The program runs on, untraced: its session stopped (its misses published), and
-            // the pipe closed for the children it forked, whose agents stop theirs.
+            // the pipe closed for the children it forked, whose agents stop theirs (and the
+            // connections of the followed images, below).
             agent::Reply reply;
             agent::request(getuid(), child, "trace-stop", {}, &reply, &why);
             close(owner_conn);
             running_on = true;
             std::fprintf(stderr, "liveprobe: tracing stopped (%s); PID %d runs on untraced\n",
-                         std::ferror(stdout) || (o->out && o->out->failed()) ? "the output failed" : "--duration",
-                         child);
+                         rd.output_failed() ? "the output failed" : "--duration", child);
         }
-        if (!named) name_session();
-        else rename_session();
-        if (!named) {
-            complain(child ? "trace: the program ended before its probes were placed (see its messages above)"
+        Image &top = *rd.images[0];
+        rd.name(top);
+        if (!top.named && rd.followed == 0) {
+            complain(child ? "trace: nothing was traced: the program ran untraced, or ended before its probes were placed "
+                             "(see its messages above)"
                            : "trace: the shared memory holds no session");
             return child && WIFEXITED(status) ? WEXITSTATUS(status) : kExitFailure;
         }
-        if (!o->count && !o->hist)
-            for (uint64_t n; (n = drain(shm, *o)) > 0;) events += n;  // everything left, in batches
-        TraceTotals totals = totals_of(shm);
-        if (o->count) print_counts(totals, o->probes);
-        if (o->hist) print_hists(totals, o->probes);
+        for (auto &im : rd.images) rd.finish(*im);
+        const TraceProbes names = rd.folded.probes();
+        if (o->count) print_counts(rd.folded.totals(), names);
+        if (o->hist) print_hists(rd.folded.totals(), names);
         if (o->print.chrome) {
             chrome_end(o->print.chrome);
             std::fclose(o->print.chrome);
             std::fprintf(stderr, "liveprobe: wrote %s\n", o->chrome.c_str());
         }
-        if (o->out) {
+        if (top.out) {
             size_t size = 0;
             std::string why;
-            if (!o->out->close(&size, &why)) complain(fmt::format("trace: {}: {}", o->output, why));
+            if (!top.out->close(&size, &why)) complain(fmt::format("trace: {}: {}", o->output, why));
             else {
                 // This process's CPU time (its threads: starting, reading, writing; the target,
                 // a child, is not counted): what tracing took from the machine beside the target.
@@ -657,12 +647,21 @@ Runner add_trace(CLI::App &app)
                 std::fprintf(stderr, "liveprobe: wrote %.1f MiB to %s (the tool used %.2f s of CPU)\n",
                              static_cast<double>(size) / (1 << 20), o->output.c_str(), cpu);
             }
-            o->out.reset();
+            top.out.reset();
+            if (rd.files)
+                std::fprintf(stderr, "liveprobe: wrote %.1f MiB to %zu more files %s.PID, one for each program executed\n",
+                             static_cast<double>(rd.file_bytes) / (1 << 20), rd.files, o->output.c_str());
         }
+        rd.images.clear();  // the followed images' connections closed: their sessions stop
         std::fflush(stdout);  // the summary (stderr) after what it sums up
-        print_summary(shm, totals, events, o->count || o->hist ? std::string()
-                           : !o->output.empty() ? fmt::format(" ({} events written)", events)
-                                           : fmt::format(" ({} events read)", events));
+        if (rd.followed || rd.untraced)
+            std::fprintf(stderr, "liveprobe: followed exec: %zu run%s of %zu program%s traced%s\n",
+                         rd.followed + (top.named ? 1 : 0), rd.followed + (top.named ? 1 : 0) == 1 ? "" : "s",
+                         rd.folded.exes.size(), rd.folded.exes.size() == 1 ? "" : "s",
+                         rd.untraced ? fmt::format(", {} ran untraced", rd.untraced).c_str() : "");
+        print_summary(rd.folded, rd.events, o->count || o->hist ? std::string()
+                                            : !o->output.empty() ? fmt::format(" ({} events written)", rd.events)
+                                                                 : fmt::format(" ({} events read)", rd.events));
         if (running_on) return wait_forwarding(child, sfd);
         if (child) return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
         return 0;

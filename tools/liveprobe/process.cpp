@@ -60,6 +60,12 @@ std::optional<ProcessInfo> process_info(pid_t pid, std::string *why)
     return info;
 }
 
+std::string process_auxv(pid_t pid)
+{
+    std::ifstream in(fmt::format("/proc/{}/auxv", pid), std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
 std::vector<pid_t> threads_of(pid_t pid)
 {
     std::vector<pid_t> out;

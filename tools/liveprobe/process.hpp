@@ -24,6 +24,10 @@ struct ProcessInfo {
 // The process, or nullopt with *why ("no process 12345").
 std::optional<ProcessInfo> process_info(pid_t pid, std::string *why);
 
+// Its auxiliary vector (/proc/PID/auxv), raw: it changes when the process executes a program
+// (AT_RANDOM, AT_PHDR... are new addresses), the same program again included. Empty when unreadable.
+std::string process_auxv(pid_t pid);
+
 // Its threads (task ids), sorted.
 std::vector<pid_t> threads_of(pid_t pid);
 

@@ -5,18 +5,21 @@
 // two registers; of those, one was last written by a movsxd of a 4-scaled table entry, the other
 // by a RIP-relative lea of the table, and the movsxd's base register by a lea of the same table.
 // Any control transfer met on the way fails the match: the definitions must be the ones every
-// path to the jmp runs. (A branch into the middle of the sequence from elsewhere would break that
+// path to the jmp runs. The table's address may also be a callee-saved register's, set once for
+// the whole function (hoisted_table). (A branch into the middle of the sequence from elsewhere would break that
 // too: region.cpp checks that no known target lands after first_site, up to the jmp.)
 #include "arch/x86_64/jump_table.hpp"
 
 #include <Zydis/Zydis.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace liveprobe::arch {
 namespace {
 
 constexpr size_t kWindow = 24;  // instructions looked at before the jmp
+constexpr size_t kMaxCandidates = 8;  // addresses a hoisted table register is set to
 
 struct Dec {
     uint64_t site = 0;
@@ -154,7 +157,124 @@ size_t table_bound(const Window &w, size_t use, ZydisRegister index, size_t *cmp
     return 0;
 }
 
-const char *match_relative(const Window &w, ZydisRegister jumped, JumpTable *out)
+// The whole part of the function the jump is in, decoded linearly (region.cpp's starts).
+struct Part {
+    uint64_t start;
+    const uint8_t *code;
+    size_t len;
+    const std::vector<uint32_t> *starts;
+    bool single;  // the function has no other part (no cold part)
+    uint64_t jmp_site;
+};
+
+bool callee_saved(ZydisRegister r)
+{
+    switch (r) {
+        case ZYDIS_REGISTER_RBX:
+        case ZYDIS_REGISTER_RBP:
+        case ZYDIS_REGISTER_R12:
+        case ZYDIS_REGISTER_R13:
+        case ZYDIS_REGISTER_R14:
+        case ZYDIS_REGISTER_R15:
+            return true;
+        default:
+            return false;
+    }
+}
+
+// The table a callee-saved register holds at the jump when its definition is not in the window:
+// GCC hoists `lea TABLE(%rip), %rB` out of the loop a switch is in, before calls (which keep the
+// register), and may reuse the register for something else after the loop. Every value the
+// register can hold at the jump must then come from such a lea: no other write of it (setcc,
+// mov, pop...), and not its value on entry (the caller's), may reach the jump on a path that no
+// lea of it crosses (reaches_jump). Each lea's address is a candidate, and read_jump_table
+// keeps those whose entries all target the function: one that does not cannot be what the jump
+// adds, or the program would jump out of the function through it. The targets are those of
+// every candidate kept, more than the real table's at worst, which only refuses more.
+//
+// The paths are the part's direct branches and fallthroughs; a call returns (the register is
+// the callee's to keep). Only a function in one part: cold parts branch back into it, paths
+// this does not follow.
+struct Flow {
+    const Part &p;
+    std::vector<Dec> insns;  // the part's, in order
+    size_t index_of(uint64_t addr) const
+    {
+        size_t lo = 0, hi = insns.size();
+        while (lo < hi) {
+            const size_t mid = (lo + hi) / 2;
+            if (insns[mid].site < addr) lo = mid + 1;
+            else hi = mid;
+        }
+        return lo < insns.size() && insns[lo].site == addr ? lo : SIZE_MAX;
+    }
+};
+
+// Whether a value of r set at insns[from] (or on entry, from == SIZE_MAX) reaches the jump at
+// insns[jmp] on a path no lea of r crosses; true too when a path leaves what can be followed
+// (an indirect jump, a branch into the middle of an instruction).
+bool reaches_jump(const Flow &f, ZydisRegister r, size_t from, size_t jmp)
+{
+    std::vector<char> seen(f.insns.size(), 0);
+    std::vector<size_t> todo;
+    auto push = [&](size_t k) {
+        if (k < f.insns.size() && !seen[k]) seen[k] = 1, todo.push_back(k);
+    };
+    if (from == SIZE_MAX) push(0);
+    else push(from + 1);
+    while (!todo.empty()) {
+        const size_t k = todo.back();
+        todo.pop_back();
+        if (k == jmp) return true;
+        const Dec &d = f.insns[k];
+        uint64_t t = 0;
+        if (rip_lea(d, r, &t)) continue;  // a table's address from here on
+        const ZydisMnemonic m = d.zi.mnemonic;
+        if (m == ZYDIS_MNEMONIC_RET) continue;
+        const bool cond = d.zi.meta.category == ZYDIS_CATEGORY_COND_BR;
+        if (m == ZYDIS_MNEMONIC_JMP || cond) {
+            const ZydisDecodedOperand &o = d.ops[0];
+            if (o.type != ZYDIS_OPERAND_TYPE_IMMEDIATE || !o.imm.is_relative) return true;  // unknown targets
+            ZyanU64 target = 0;
+            if (!ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(&d.zi, &o, d.site, &target))) return true;
+            if (target >= f.p.start && target < f.p.start + f.p.len) {
+                const size_t at = f.index_of(target);
+                if (at == SIZE_MAX) return true;
+                push(at);
+            }  // else: a tail call, out of the function
+            if (cond) push(k + 1);
+            continue;
+        }
+        if (d.zi.meta.category == ZYDIS_CATEGORY_INTERRUPT || d.zi.meta.category == ZYDIS_CATEGORY_SYSTEM)
+            return true;
+        push(k + 1);
+    }
+    return false;
+}
+
+bool hoisted_table(const Part &p, ZydisRegister r, uint64_t jmp_site, std::vector<uint64_t> *tables)
+{
+    if (!p.single || !callee_saved(r)) return false;  // a call's result is written unseen
+    Flow f{p, {}};
+    f.insns.resize(p.starts->size());
+    for (size_t i = 0; i < f.insns.size(); ++i)
+        if (!decode_at(p.start, p.code, p.len, (*p.starts)[i], &f.insns[i])) return false;
+    const size_t jmp = f.index_of(jmp_site);
+    if (jmp == SIZE_MAX || reaches_jump(f, r, SIZE_MAX, jmp)) return false;
+    for (size_t i = 0; i < f.insns.size(); ++i) {
+        if (!writes(f.insns[i], r)) continue;
+        uint64_t t = 0;
+        if (rip_lea(f.insns[i], r, &t)) {
+            if (std::find(tables->begin(), tables->end(), t) == tables->end()) tables->push_back(t);
+        } else if (reaches_jump(f, r, i, jmp)) {
+            return false;
+        }
+    }
+    return !tables->empty() && tables->size() <= kMaxCandidates;
+}
+
+const char *match_relative(const Window &w, const Part &p, ZydisRegister jumped, JumpTable *out,
+                           std::vector<uint64_t> *candidates)
 {
     const long add = last_def(w, w.n, jumped);
     if (add < 0) return "the register jumped through is not computed just before the jump";
@@ -166,11 +286,17 @@ const char *match_relative(const Window &w, ZydisRegister jumped, JumpTable *out
     // jumped = jumped + other: one held the entry, the other the table.
     const long d1 = last_def(w, static_cast<size_t>(add), jumped);
     const long d2 = last_def(w, static_cast<size_t>(add), other);
-    if (d1 < 0 || d2 < 0) return "the jump's operands are not computed just before it";
     long load = -1, lea = -1;
     ZydisRegister base = ZYDIS_REGISTER_NONE, index = ZYDIS_REGISTER_NONE;
     uint64_t table = 0, table2 = 0;
-    if (entry_load(w.insns[d1], jumped, &base, &index) && rip_lea(w.insns[d2], other, &table)) {
+    bool hoisted = false;  // the table's address comes from a lea outside the window
+    if (d1 >= 0 && d2 < 0 && entry_load(w.insns[d1], jumped, &base, &index) && hoisted_table(p, other, p.jmp_site, candidates)) {
+        load = lea = d1;
+        hoisted = true;
+        table = candidates->front();
+    } else if (d1 < 0 || d2 < 0) {
+        return "the jump's operands are not computed just before it";
+    } else if (entry_load(w.insns[d1], jumped, &base, &index) && rip_lea(w.insns[d2], other, &table)) {
         load = d1;
         lea = d2;
     } else if (entry_load(w.insns[d2], other, &base, &index) && rip_lea(w.insns[d1], jumped, &table)) {
@@ -179,10 +305,14 @@ const char *match_relative(const Window &w, ZydisRegister jumped, JumpTable *out
     } else {
         return "the jump's operands are not a table entry and the table's address";
     }
-    const long bdef = last_def(w, static_cast<size_t>(load), base);
-    if (bdef < 0 || !rip_lea(w.insns[bdef], base, &table2) || table2 != table)
+    long bdef = last_def(w, static_cast<size_t>(load), base);
+    if (hoisted && base == other && bdef < 0) {
+        bdef = load;  // the same register, holding the same table
+    } else if (bdef < 0 || !rip_lea(w.insns[bdef], base, &table2) || table2 != table) {
         return "the table entry is not read from the table the jump adds";
+    }
     out->table = table;
+    if (!hoisted) *candidates = {table};
     long first = lea < load ? lea : load;
     if (bdef < first) first = bdef;
     size_t cmp_at = 0;
@@ -192,13 +322,57 @@ const char *match_relative(const Window &w, ZydisRegister jumped, JumpTable *out
     return nullptr;
 }
 
+// The entries of the table at `table` (`esize` bytes each: 4, relative to the table; 8,
+// addresses): `entries` of them as the bounds check lets through, each of which must target
+// the function; without one (0), while they do. nullptr, or why they are not a table's.
+const char *read_entries(uint64_t table, size_t esize, size_t entries, ReadMemory read,
+                         bool (*in_function)(uint64_t target, const void *ctx), const void *ctx,
+                         std::vector<uint64_t> *targets)
+{
+    const size_t limit = entries ? entries : kMaxJumpTableEntries;
+    constexpr size_t kChunk = 64;
+    uint8_t buf[kChunk * 8];
+    for (size_t i = 0; i < limit;) {
+        const size_t want = limit - i < kChunk ? limit - i : kChunk;
+        size_t got = want;
+        if (!read(table + i * esize, buf, want * esize)) {
+            // The chunk crosses the end of what is readable: one entry at a time.
+            got = 0;
+            while (got < want && read(table + (i + got) * esize, buf + got * esize, esize)) ++got;
+            if (entries && got < want) return "the table cannot be read";
+        }
+        for (size_t k = 0; k < got; ++k) {
+            uint64_t target = 0;
+            if (esize == 4) {
+                int32_t e;
+                std::memcpy(&e, buf + k * 4, 4);
+                target = table + static_cast<uint64_t>(static_cast<int64_t>(e));
+            } else {
+                std::memcpy(&target, buf + k * 8, 8);
+            }
+            if (!in_function(target, ctx)) {
+                if (entries) return "an entry of the table does not target the function";
+                if (targets->empty()) return "the table's first entry does not target the function";
+                return nullptr;
+            }
+            targets->push_back(target);
+        }
+        if (got < want) break;
+        i += got;
+    }
+    if (targets->empty()) return "the table cannot be read";
+    return nullptr;
+}
+
 }  // namespace
 
 const char *read_jump_table(uint64_t start, const uint8_t *code, size_t len,
-                            const std::vector<uint32_t> &starts, uint32_t jmp_off, ReadMemory read,
-                            bool (*in_function)(uint64_t target, const void *ctx), const void *ctx,
+                            const std::vector<uint32_t> &all, size_t n_before, uint32_t jmp_off, bool single_part,
+                            ReadMemory read, bool (*in_function)(uint64_t target, const void *ctx), const void *ctx,
                             JumpTable *out)
 {
+    const Part part{start, code, len, &all, single_part, start + jmp_off};
+    const std::vector<uint32_t> starts(all.begin(), all.begin() + static_cast<long>(n_before));
     if (!read) return "no memory reader";
     Dec j;
     if (!decode_at(start, code, len, jmp_off, &j) || j.zi.mnemonic != ZYDIS_MNEMONIC_JMP ||
@@ -211,12 +385,14 @@ const char *read_jump_table(uint64_t start, const uint8_t *code, size_t len,
         if (!decode_at(start, code, len, starts[i], &w.insns[w.n++])) return "undecodable code before the jump";
     bool relative = false;
     out->entries = 0;
+    std::vector<uint64_t> candidates;
     if (op.type == ZYDIS_OPERAND_TYPE_REGISTER && is_gpr64(op.reg.value)) {
-        if (const char *why = match_relative(w, op.reg.value, out)) return why;
+        if (const char *why = match_relative(w, part, op.reg.value, out, &candidates)) return why;
         relative = true;
     } else if (op.type == ZYDIS_OPERAND_TYPE_MEMORY && op.size == 64 && op.mem.base == ZYDIS_REGISTER_NONE &&
                op.mem.index != ZYDIS_REGISTER_NONE && op.mem.scale == 8 && op.mem.segment == ZYDIS_REGISTER_DS) {
         out->table = static_cast<uint64_t>(op.mem.disp.value);
+        candidates = {out->table};
         out->first_site = j.site;
         size_t cmp_at = 0;
         out->entries = table_bound(w, w.n, full(op.mem.index), &cmp_at);
@@ -224,44 +400,20 @@ const char *read_jump_table(uint64_t start, const uint8_t *code, size_t len,
     } else {
         return "the jump is through neither a computed table entry nor a table of addresses";
     }
-
-    // The entries: as many as the bounds check lets through, each of which must target the
-    // function; without one, while they do.
-    const size_t limit = out->entries ? out->entries : kMaxJumpTableEntries;
     out->targets.clear();
-    const size_t esize = relative ? 4 : 8;
-    constexpr size_t kChunk = 64;
-    uint8_t buf[kChunk * 8];
-    for (size_t i = 0; i < limit;) {
-        const size_t want = limit - i < kChunk ? limit - i : kChunk;
-        size_t got = want;
-        if (!read(out->table + i * esize, buf, want * esize)) {
-            // The chunk crosses the end of what is readable: one entry at a time.
-            got = 0;
-            while (got < want && read(out->table + (i + got) * esize, buf + got * esize, esize)) ++got;
-            if (out->entries && got < want) return "the table cannot be read";
+    const char *first_why = nullptr;
+    size_t kept = 0;
+    for (uint64_t table : candidates) {
+        std::vector<uint64_t> targets;
+        const char *why = read_entries(table, relative ? 4 : 8, out->entries, read, in_function, ctx, &targets);
+        if (why) {
+            if (!first_why) first_why = why;
+            continue;
         }
-        for (size_t k = 0; k < got; ++k) {
-            uint64_t target = 0;
-            if (relative) {
-                int32_t e;
-                std::memcpy(&e, buf + k * 4, 4);
-                target = out->table + static_cast<uint64_t>(static_cast<int64_t>(e));
-            } else {
-                std::memcpy(&target, buf + k * 8, 8);
-            }
-            if (!in_function(target, ctx)) {
-                if (out->entries) return "an entry of the table does not target the function";
-                if (out->targets.empty()) return "the table's first entry does not target the function";
-                return nullptr;
-            }
-            out->targets.push_back(target);
-        }
-        if (got < want) break;
-        i += got;
+        if (kept++ == 0) out->table = table;
+        out->targets.insert(out->targets.end(), targets.begin(), targets.end());
     }
-    if (out->targets.empty()) return "the table cannot be read";
-    return nullptr;
+    return kept ? nullptr : first_why;
 }
 
 }  // namespace liveprobe::arch

@@ -11,6 +11,8 @@
 //         jmp   *%rE                     (notrack or not)
 //     the four instructions in a straight line in this order, other instructions between them
 //     allowed when they write none of the registers involved (rB, rE; the index is not needed);
+//     or the lea hoisted out of the switch's loop into a callee-saved rB, when no other value
+//     of rB reaches the jmp (jump_table.cpp hoisted_table);
 //   - absolute (non-PIE code): `jmp *TABLE(,%rI,8)`, 64-bit entries.
 // The table's length comes from the bounds check right before the dispatch (`cmp $N-1, %eI;
 // ja default`, the index not changed between but by `mov %eI, %eI`), and every entry must then
@@ -37,13 +39,14 @@ struct JumpTable {
     std::vector<uint64_t> targets;  // one per entry read, in table order
 };
 
-// The code of the dispatch: `code` holds the bytes from `start`; `starts` are the offsets in it
-// of the instructions a linear decode found before the jmp (in order), `jmp_off` the jmp's.
+// The code of the dispatch: `code` holds the bytes from `start`; `all` are the offsets in it of
+// the instructions a linear decode found (in order), the first `n_before` of them before the
+// jmp, `jmp_off` the jmp's; `single_part`: the function has no cold part.
 // `in_function(target)` says whether an address lies in the function or one of its parts.
 // Returns nullptr and fills *out, or why the jump is not a table of a known shape.
 const char *read_jump_table(uint64_t start, const uint8_t *code, size_t len,
-                            const std::vector<uint32_t> &starts, uint32_t jmp_off, ReadMemory read,
-                            bool (*in_function)(uint64_t target, const void *ctx), const void *ctx,
+                            const std::vector<uint32_t> &all, size_t n_before, uint32_t jmp_off, bool single_part,
+                            ReadMemory read, bool (*in_function)(uint64_t target, const void *ctx), const void *ctx,
                             JumpTable *out);
 
 // At most this many entries are read from one table.

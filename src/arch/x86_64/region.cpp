@@ -215,10 +215,9 @@ const char *read_tables(const CodeRange &fn, const std::vector<CodeRange> &cold,
         const CodeRange &r = ij.part == 0 ? fn : cold[ij.part - 1];
         const bool in_cold = ij.part != 0;
         const std::vector<uint32_t> &all = w->starts[ij.part];
-        const std::vector<uint32_t> before(all.begin(), all.begin() + static_cast<long>(ij.n_before));
         JumpTable t;
-        const char *why = read_jump_table(r.start, r.bytes, r.len, before,
-                                          static_cast<uint32_t>(ij.site - r.start), read, in_parts,
+        const char *why = read_jump_table(r.start, r.bytes, r.len, all, ij.n_before,
+                                          static_cast<uint32_t>(ij.site - r.start), cold.empty(), read, in_parts,
                                           &parts, &t);
         if (why && ij.dwarf_reg >= 0 && is_return && is_return(ij.site, ij.dwarf_reg))
             continue;  // a return: its target is the caller's

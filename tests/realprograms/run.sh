@@ -65,14 +65,16 @@ gcc -shared -fPIC -O2 -o "$work/fdshim.so" "$here/fdshim.c" -ldl || die "cannot 
 export LIVEPROBE LPW_SHIM=$work/fdshim.so LPW=$here/lpw.sh
 
 timeout_scale() {  # per-test timeout multiplier of a mode
-    case $1 in none | execbase | attachbase) echo 1 ;; count | attach) echo 6 ;; hist | exec) echo 25 ;; events) echo 40 ;; esac
+    case $1 in none | execbase | attachbase) echo 1 ;; count | attach) echo 6 ;; exec) echo 10 ;; hist) echo 25 ;; events) echo 40 ;; esac
 }
 
 # Figures of one mode's liveprobe logs (LOGDIR/*.err): prints "probes jump calls dropped
 # noring missed sessions unknown_missed" (probes: the most placed in one process).
 figures() {
     cat "$1"/*.err 2>/dev/null | awk '
-        /^liveprobe: placed [0-9]+ probes \(/ { p = $3; j = $5; sub(/\(/, "", j); if (p + 0 > best) { best = p + 0; bj = j + 0 } }
+        /^liveprobe: (.*: )?placed [0-9]+ probes \(/ {
+            for (i = 1; i < NF; i++) if ($i == "placed") { p = $(i + 1); j = $(i + 3); sub(/\(/, "", j) }
+            if (p + 0 > best) { best = p + 0; bj = j + 0 } }
         /^liveprobe: [0-9]+ functions traced, [0-9]+ calls/ {
             s++; calls += $5
             for (i = 1; i <= NF; i++) {

@@ -27,8 +27,11 @@ rp_run() {
     cd "$RP_TREE/bdir/test" && "$LPW" "$RP_TREE/bdir/bin/$1" ${RP_LONG:+--gtest_repeat=300}
 }
 # Per test: GoogleTest's verdict of each test case.
-rp_result() { grep -E '^\[ +(OK|FAILED|SKIPPED) +\]' "$2.out" | sed -E 's/ \([0-9]+ ms\)$//' || true; }
-rp_mask() { sed -E 's/\([0-9]+ ms( total)?\)/(T ms\1)/g'; }
+# (The exec mode: ctest's verdict of each program.)
+rp_result() {
+    grep -E '^\[ +(OK|FAILED|SKIPPED) +\]|Test +#[0-9]+:' "$2.out" | sed -E 's/ \([0-9]+ ms\)$//; s/ +[0-9.]+ sec$//' || true
+}
+rp_mask() { sed -E 's/\([0-9]+ ms( total)?\)/(T ms\1)/g; s/[0-9]+\.[0-9]+ sec/T sec/g'; }
 
 # ctest, the suite's runner, under one trace (exec followed).
 RP_EXEC=(ctest -E 'compile-error-test|find-package-test|add-subdirectory-test|static-export-test')

@@ -5,7 +5,7 @@ RP_LANG=C
 # driver runs the suite itself.
 RP_DEB_OPTIONS="nocheck parallel=2"
 RP_BUILT=.libs/jq
-RP_TIMEOUT=120
+RP_TIMEOUT=60
 RP_SPECS=('*' 'libjq.so.1:*')
 
 # The suite (Makefile.am TESTS): jqtest, onigtest, base64test, optionaltest and mantest each run

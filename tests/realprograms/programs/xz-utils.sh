@@ -58,3 +58,10 @@ WRAP
 }
 # Per test: tuktest's PASS/FAIL/SKIP lines (the C tests); the exit status (all).
 rp_result() { grep -E '^(PASS|FAIL|SKIP|ERROR):' "$2.out" || true; }
+
+# The suite's own runner: `make check` of the normal build (liblzma shared, libtool's wrapper
+# scripts executing the real programs), under one trace (exec followed), in a copy of its own.
+RP_EXEC=(make check)
+rp_exec_setup() {
+    rm -rf "$RP_WORK/xz-exec" && cp -a "$RP_TREE" "$RP_WORK/xz-exec" && cd "$RP_WORK/xz-exec/debian/normal-build"
+}

@@ -56,3 +56,11 @@ rp_mask() {
     tr '\r' '\n' | sed -E '/^ *[0-9]+% *$/d; /^ *[0-9]+\/ *[0-9]+ *$/d; /MB\/s|GB\/s|cpu load|Completed in/d;
         s/ +$//; /^$/d; s|/tmp/[^ ]*/zstd-play\.[0-9]+|PLAYDIR|g; s/0x[0-9a-f]{6,}/ADDR/g'
 }
+
+# The exec mode: the same programs run from sh (poolTests, then playTests.sh, whose zstd is
+# found by following exec), under one trace, in a copy of the tree.
+RP_EXEC=(sh -c 'cd tests && ./poolTests && ./zstreamtest -v -s1 -i0 && bash ./playTests.sh')
+rp_exec_setup() {
+    rm -rf "$RP_WORK/zstd-exec" && cp -a "$RP_TREE" "$RP_WORK/zstd-exec" && cd "$RP_WORK/zstd-exec" &&
+        export ZSTD_BIN=$PWD/programs/zstd DATAGEN_BIN=$PWD/tests/datagen
+}

@@ -53,7 +53,7 @@ rp_result() {
 }
 # Progress (\r-refreshed, at time intervals), speeds, times, the private directories.
 rp_mask() {
-    tr '\r' '\n' | sed -E '/^ *[0-9]+% *$/d; /^ *[0-9]+\/ *[0-9]+ *$/d; /MB\/s|GB\/s|cpu load|Completed in/d;
+    tr '\r' '\n' | sed -E '/^ *[0-9]+% *$/d; /^ *[0-9]+\/ *[0-9]+ *$/d; /MB\/s|GB\/s|kB\/s|cpu load|Completed in|bytes .*copied/d;
         s/ +$//; /^$/d; s|/tmp/[^ ]*/zstd-play\.[0-9]+|PLAYDIR|g; s/0x[0-9a-f]{6,}/ADDR/g'
 }
 

@@ -611,6 +611,7 @@ int start_locked(std::string *why)
 
 void remove_socket_at_exit()
 {
+    core::QuietThread quiet;  // at the program's exit, on its thread: liveprobe's calls
     std::lock_guard lk(g_mu);
     if (g_running && g_pid == getpid()) {
         unlink(g_socket);
@@ -687,11 +688,22 @@ void adopt_follow_from_environment()
 
 [[gnu::constructor]] void start_from_environment()
 {
-    pthread_atfork([] { g_mu.lock(); }, [] { g_mu.unlock(); },
-                   [] {
-                       after_fork_in_child();
-                       g_mu.unlock();
-                   });
+    // The handlers run on the program's thread that forks: their calls (pthread_mutex_lock, the
+    // child's agent start) are liveprobe's, not the program's (core::QuietThread).
+    pthread_atfork(
+        [] {
+            core::QuietThread quiet;
+            g_mu.lock();
+        },
+        [] {
+            core::QuietThread quiet;
+            g_mu.unlock();
+        },
+        [] {
+            core::QuietThread quiet;
+            after_fork_in_child();
+            g_mu.unlock();
+        });
     std::atexit(remove_socket_at_exit);
     adopt_owner_from_environment();
     adopt_follow_from_environment();

@@ -1,4 +1,5 @@
 #include "agent/channel.hpp"
+#include "os/linux/runtime_dir.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -19,11 +20,7 @@
 
 namespace liveprobe::agent {
 
-std::string runtime_dir(uid_t uid)
-{
-    if (const char *d = std::getenv("LIVEPROBE_RUNTIME_DIR"); d && *d) return d;
-    return fmt::format("/tmp/liveprobe-{}", uid);
-}
+std::string runtime_dir(uid_t uid) { return os::runtime_dir(uid); }
 
 std::string socket_path(uid_t uid, pid_t pid) { return fmt::format("{}/{}.sock", runtime_dir(uid), pid); }
 

@@ -30,6 +30,7 @@
 #include "agent/log_ring.hpp"
 #include "agent/module_quiesce.hpp"
 #include "core/registry.hpp"
+#include "os/linux/raw_syscall.hpp"
 #include "os/linux/loader_events.hpp"
 #include "symbols/symbols.hpp"
 
@@ -130,7 +131,7 @@ pid_t g_forking_tid = 0;
 
 [[gnu::constructor]] void modules_atfork()
 {
-    pthread_atfork([] { g_forking_tid = static_cast<pid_t>(syscall(SYS_gettid)); }, nullptr,
+    pthread_atfork([] { g_forking_tid = static_cast<pid_t>(os::raw_gettid()); }, nullptr,
                    [] {
                        pid_t owner = g_mu_owner.load();
                        if (owner != 0 && owner != g_forking_tid) {

@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "arch/x86_64/branch_index.hpp"
+#include "core/branch_cache.hpp"
 #include "arch/x86_64/jump_light.hpp"
 #include "arch/x86_64/jump_path.hpp"
 #include "core/detour_cache.hpp"
@@ -100,7 +101,8 @@ std::vector<uint8_t> original_code(uint64_t start, uint64_t end, const std::map<
 namespace {
 
 // Direct branch targets of each executable mapping probed so far (built on first use: a
-// linear decode of the whole mapping, tens of milliseconds for libc). Registry mutex.
+// linear decode of the whole mapping, tens of milliseconds for libc, or read from the cache a
+// process of this user left, core/branch_cache.hpp). Registry mutex.
 struct BranchIndex {
     uint64_t start, end;
     std::string path;
@@ -116,7 +118,7 @@ const BranchIndex *branch_index_for(uint64_t addr, const std::map<uint64_t, Prob
     auto m = os::mapping_at(addr);
     if (!m || !m->x) return nullptr;
     std::vector<uint8_t> code = original_code(m->start, m->end, points);
-    g_branch_index.push_back({m->start, m->end, m->path, arch::direct_branch_targets(m->start, code.data(), code.size())});
+    g_branch_index.push_back({m->start, m->end, m->path, cached_branch_targets(m->start, code)});
     return &g_branch_index.back();
 }
 

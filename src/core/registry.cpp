@@ -122,19 +122,24 @@ std::atomic<bool> g_optimize{[] {
 
 bool g_atfork = [] {
     // Lock order: registry, then symbols (lookups run under the registry mutex).
+    // On the program's thread that forks: the locking is liveprobe's, not the program's (a
+    // program that interposes pthread_mutex_lock saw it traced), hence QuietThread.
     pthread_atfork(
         [] {
+            QuietThread quiet;
             g_mu.lock();
             symbols::lock_for_fork();
         },
         [] {
+            QuietThread quiet;
             symbols::unlock_after_fork();
             g_mu.unlock();
         },
         [] {
+            QuietThread quiet;
             symbols::unlock_after_fork();
             g_mu.unlock();
-            reset_after_fork();
+            reset_after_fork();  // the other threads' state; this one's quiet level is kept
             os::stop_threads_forget_helper_after_fork();
         });
     return true;

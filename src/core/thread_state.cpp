@@ -2,7 +2,10 @@
 #include "core/dispatch.hpp"
 
 #include <pthread.h>
+#include <sys/syscall.h>
 #include <sys/mman.h>
+
+#include <cerrno>
 
 #include "os/linux/raw_syscall.hpp"
 #include "os/linux/text_poke.hpp"
@@ -20,19 +23,39 @@ constexpr size_t kCountersAt = 0x800;
 
 std::atomic<ThreadRecord *> g_head{nullptr};
 pthread_key_t g_exit_key;
+// A record made ready for another thread: nothing of its last thread's dispatch, handlers or
+// calls is left (its calls in flight are given back by g_thread_gone_hook first).
+void reset_record(ThreadRecord *rec) noexcept
+{
+    rec->busy.clear();
+    rec->kret_busy.clear();
+    rec->in_handler = 0;
+    rec->quiet = 0;
+    rec->guard = nullptr;
+    rec->jump_regs = nullptr;
+    rec->jump_light = nullptr;
+    rec->kret_guard.regs = nullptr;
+    rec->kret_light = nullptr;
+}
+
+// At the thread's exit, in it: its calls in flight given back, its state reset. The record
+// stays its own (exiting): libc's teardown runs after this, and its hits are the thread's
+// (with owner 0 they were filed under tid 0, and a new thread could claim the record while
+// the old one still used it).
 bool g_key_ok = [] { return pthread_key_create(&g_exit_key, [](void *p) {
                          auto *rec = static_cast<ThreadRecord *>(p);
+                         ++rec->in_handler;  // the hook's calls are liveprobe's (QuietThread's state)
+                         ++rec->quiet;
                          if (g_thread_gone_hook) g_thread_gone_hook(rec);
-                         rec->busy.clear();
-                         rec->in_handler = 0;
-                         rec->quiet = 0;
-                         rec->guard = nullptr;
-                         rec->jump_regs = nullptr;
-                         rec->jump_light = nullptr;
-                         rec->kret_guard.regs = nullptr;
-                         rec->kret_light = nullptr;
-                         rec->owner.store(0, std::memory_order_release);
+                         reset_record(rec);
+                         rec->exiting.store(true, std::memory_order_release);
                      }) == 0; }();
+
+// Whether thread tid of this process no longer exists (it ran no code since).
+bool thread_gone(int tid) noexcept
+{
+    return tid > 0 && os::raw_syscall(SYS_tgkill, os::raw_syscall(SYS_getpid), tid, 0) == -ESRCH;
+}
 
 ThreadRecord *new_chunk() noexcept
 {
@@ -50,6 +73,8 @@ ThreadRecord *new_chunk() noexcept
     return recs;
 }
 
+// A free record, or one whose exiting thread is gone (reset again: its teardown ran probes), or
+// one of a new chunk.
 ThreadRecord *claim(int tid) noexcept
 {
     for (int attempt = 0; attempt < 2; ++attempt) {
@@ -58,6 +83,15 @@ ThreadRecord *claim(int tid) noexcept
             if (r->owner.load(std::memory_order_relaxed) == 0 &&
                 r->owner.compare_exchange_strong(expected, tid, std::memory_order_acq_rel))
                 return r;
+        }
+        for (ThreadRecord *r = g_head.load(std::memory_order_acquire); r; r = r->next) {
+            int old = r->owner.load(std::memory_order_acquire);
+            if (!r->exiting.load(std::memory_order_acquire) || !thread_gone(old) ||
+                !r->owner.compare_exchange_strong(old, tid, std::memory_order_acq_rel))
+                continue;
+            r->exiting.store(false, std::memory_order_relaxed);
+            reset_record(r);
+            return r;
         }
         if (!new_chunk()) return nullptr;
     }
@@ -154,13 +188,10 @@ void reset_after_fork()
             if (g_thread_forked_hook) g_thread_forked_hook(r, tid);
             continue;
         }
-        r->busy.clear();
-        r->kret_busy.clear();
+        reset_record(r);
         r->ret_top = nullptr;  // those threads and their frames do not exist in the child
         for (auto &c : r->kret_cache) c = {};
-        r->in_handler = 0;
-        r->quiet = 0;
-        r->guard = nullptr;
+        r->exiting.store(false);
         r->owner.store(0);
     }
 }

@@ -8,7 +8,8 @@
 // right.
 //
 // Concurrency contract:
-//   owner       CAS by a claiming thread; reset by its exit (pthread key destructor).
+//   owner       CAS by a claiming thread; kept at its exit (exiting set by the pthread key
+//               destructor) until the thread is gone, then CAS by a claiming thread.
 //   busy, kret_busy
 //               slots written only by the owner (and its signal handlers); read by any
 //               registering thread (BusySlots::holds). depth: owner only.
@@ -88,6 +89,10 @@ using BusyMark = uint32_t;
 
 struct alignas(64) ThreadRecord {
     std::atomic<int> owner{0};                  // tid, 0 when free
+    // Its thread is exiting: the key destructor ran, and the thread may still run the code that
+    // follows it (libc's teardown: free...), whose hits are still its own, under its tid. A
+    // claiming thread takes the record once that tid no longer exists (claim()).
+    std::atomic<bool> exiting{false};
     BusySlots<ProbePoint *> busy;               // the probe points this thread is dispatching
     int in_handler = 0;                         // a handler of some probe runs on this thread
     int quiet = 0;  // liveprobe itself runs (registry): hits run no handler and are not counted

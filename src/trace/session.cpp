@@ -1,5 +1,6 @@
 #include "trace/session.hpp"
 #include "os/linux/environ.hpp"
+#include "core/immortal.hpp"
 #include "core/kretprobe.hpp"
 #include "core/error.hpp"
 #include "core/registry.hpp"
@@ -99,11 +100,17 @@ struct SessionLock {
 Session *g_sessions[kSessions];
 
 // The thread that places probes in libraries loaded after the start (when specs wait for one),
-// for every session (under g_watch_mu; started and stopped under g_life_mu).
+// for every session (under g_watch_mu; started and stopped under g_life_mu). The mutex and the
+// condition variable are never destroyed, and are made again in a forked child: the parent's
+// watcher, which is not in the child, may have held the one and waited on the other at the
+// fork, and the child's exit then blocked for ever (pthread_cond_destroy waits for the waiters
+// it counts; stop_watcher locks the mutex).
 std::thread *g_watcher = nullptr;
 pid_t g_watcher_pid = 0;
-std::mutex g_watch_mu;
-std::condition_variable g_watch_cv;
+core::Immortal<std::mutex> g_watch_mu_storage;
+std::mutex &g_watch_mu = g_watch_mu_storage.value;
+core::Immortal<std::condition_variable> g_watch_cv_storage;
+std::condition_variable &g_watch_cv = g_watch_cv_storage.value;
 bool g_watch_stop = false;
 
 bool is_glob(const std::string &s) { return s.find_first_of("*?[") != std::string::npos; }
@@ -166,6 +173,7 @@ void stop_watcher();
 [[gnu::constructor]] void publish_at_exit()
 {
     std::atexit([] {
+        core::QuietThread quiet;  // on the program's thread: liveprobe's locking and calls
         stop_watcher();  // it may be adding probes to the lists
         SessionLock lk;
         for (Session *ss : g_sessions)
@@ -173,7 +181,11 @@ void stop_watcher();
     });
     // A child forked while another thread started or stopped a session: that thread is not in
     // the child, which must be able to start sessions of its own.
-    pthread_atfork(nullptr, nullptr, [] { new (&g_life_mu) std::mutex(); });
+    pthread_atfork(nullptr, nullptr, [] {
+        new (&g_life_mu) std::mutex();
+        new (&g_watch_mu) std::mutex();
+        new (&g_watch_cv) std::condition_variable();
+    });
 }
 
 
@@ -414,6 +426,7 @@ bool g_dlopen_armed = false;  // g_mu
 int dlopen_returned(struct kretprobe_instance *, struct pt_regs *regs) noexcept
 {
     if (regs_return_value(regs) == 0 || t_holds_session) return 0;  // it failed, or it is ours
+    core::QuietThread quiet;  // placing probes: liveprobe's calls, neither counted nor missed
     SessionLock lk = getpid() == g_watcher_pid ? SessionLock() : SessionLock(std::try_to_lock);
     if (!lk.owns()) return 0;
     for (Session *ss : g_sessions)

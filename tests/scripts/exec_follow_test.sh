@@ -98,6 +98,15 @@ out=$("${launch[@]}" "$lp" trace --no-follow --count 'in_*' -- sh -c "'$ft' 0 0.
 [ "$rc" -eq 1 ] && grep -q 'in_\*: no function matches' <<<"$out" && ! grep -q in_child <<<"$out" &&
     pass "--no-follow: the shell only" || fail "--no-follow: exit $rc: $out"
 
+# 7b. A spec that waits for a library no program loads, with a shell's command substitutions
+# (forked children that exit()): each child ended at once. Its copy of the watcher's condition
+# variable counted the parent's watcher, waiting at the fork, and its exit() blocked for ever in
+# pthread_cond_destroy: `make check` of jq hung at its first $(...).
+start=$SECONDS
+out=$(timeout 60 "$lp" trace --count main 'lp_never_loaded.so:*' -- bash -c 'for i in 1 2 3 4 5 6; do x=$(echo hi); sleep 0.05; done; echo "done $x"' 2>&1); rc=$?
+[ "$rc" -eq 0 ] && grep -q '^done hi$' <<<"$out" && pass "a spec waiting for a library, forks that exit: ended in $((SECONDS - start)) s" ||
+    fail "a spec waiting for a library, forks that exit: exit $rc (124: hung), $(tail -2 <<<"$out")"
+
 # 8. A set-uid program (of another user) is not followed: the loader ignores LD_PRELOAD for it;
 # the tool says so, once, and it runs as it would.
 if [ "$(id -u)" -ne 0 ]; then echo "SKIP: a set-uid program: only root makes one of another user"

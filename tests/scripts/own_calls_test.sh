@@ -24,5 +24,23 @@ done
 kill -TERM "$pid"; wait "$pid"
 grep -Eq '^naps [1-9][0-9]* bad 0$' "$tmp/t.out" && pass "the target: $(tail -1 "$tmp/t.out")" || fail "the target: $(tail -1 "$tmp/t.out")"
 
+# A program that interposes pthread_mutex_lock and memcpy: liveprobe's own locking on the
+# program's threads (its fork and exit handlers) goes through them, and must not be traced:
+# '*' counts the program's own calls only, as it counts them.
+it=$bin/tests/lp_interpose_target
+for mode in --count --hist; do
+    "${launch[@]}" "$lp" trace $mode '*' -- "$it" >"$tmp/i.out" 2>&1; rc=$?
+    locks=$(sed -n 's/^locks \([0-9]*\) memcpys.*/\1/p' "$tmp/i.out")
+    copies=$(sed -n 's/.* memcpys \([0-9]*\)$/\1/p' "$tmp/i.out")
+    if [ $mode = --count ]; then
+        l=$(sed -n 's/^pthread_mutex_lock  *\([0-9]*\)$/\1/p' "$tmp/i.out"); c=$(sed -n 's/^memcpy  *\([0-9]*\)$/\1/p' "$tmp/i.out")
+    else
+        l=$(sed -n 's/^@ns\[pthread_mutex_lock\]: \([0-9]*\) calls$/\1/p' "$tmp/i.out"); c=$(sed -n 's/^@ns\[memcpy\]: \([0-9]*\) calls$/\1/p' "$tmp/i.out")
+    fi
+    [ "$rc" -eq 0 ] && [ -n "$locks" ] && [ "$l" = "$locks" ] && [ "$c" = "$copies" ] &&
+        pass "trace $mode '*' of a program that interposes pthread_mutex_lock and memcpy: its own $l and $c calls" ||
+        { fail "trace $mode '*', interposed: exit $rc, pthread_mutex_lock ${l:-?} of ${locks:-?}, memcpy ${c:-?} of ${copies:-?}"; grep -v '^\[' "$tmp/i.out" | tail -4 | sed 's/^/    /'; }
+done
+
 [ "$failures" -eq 0 ] && echo "own_calls: all passed" || echo "own_calls: $failures failure(s)"
 [ "$failures" -eq 0 ]

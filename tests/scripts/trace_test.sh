@@ -248,6 +248,15 @@ if [ "$rc" -eq 0 ] && [ "$(grep -c 'liblp_cxx_plugin.so:lp_cxx_catch returned 5 
     pass "a library called right after its dlopen: its probes placed at dlopen's return, its 4 calls traced"
 else fail "a library called right after its dlopen: exit $rc"; cat "$tmp/now.out"; fi
 
+# Calls made while a thread exits (libc's teardown frees its buffers after the thread's last
+# key destructor, liveprobe's among them) are filed under that thread: they were under tid 0,
+# the thread's record given up before its end (and free for a new thread to take meanwhile).
+"${launch[@]}" "$lp" trace 'libc.so.6:free' -- "$target" >"$tmp/free.out" 2>&1
+zero=$(grep -c '^\[ *[0-9.]*\] 0 ' "$tmp/free.out")
+threads=$(grep '^\[' "$tmp/free.out" | awk '{print $2}' | sort -u | wc -l)
+[ "$zero" -eq 0 ] && [ "$threads" -ge 5 ] && pass "calls in a thread's teardown filed under it ($threads threads, none under tid 0)" ||
+    { fail "teardown calls: $zero under tid 0, $threads threads"; grep -v '^\[' "$tmp/free.out" | tail -3; }
+
 # 10. Errors.
 # Without following exec, a program with nothing to trace is not run (status 1, before its main);
 # following it, the program runs untraced (the programs it executes may have what is named).

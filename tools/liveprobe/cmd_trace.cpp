@@ -285,7 +285,9 @@ Runner add_trace(CLI::App &app)
     cmd->add_option("-i,--input", o->input, "Show the events of a trace file written with -o (with --json, --chrome, "
                                             "--count, --hist, --tid, --min-duration)")
         ->excludes(out);
-    cmd->add_flag("--no-follow", o->no_follow, "Do not trace the children the process forks (they are by default)");
+    cmd->add_flag("--no-follow", o->no_follow,
+                  "Do not trace the children the process forks, nor the programs they execute (-- CMD: both are "
+                  "traced by default, each program with the same specs from before its main)");
     cmd->add_flag("--verbose", o->verbose,
                   "Name each probe left on the breakpoint path (microseconds a hit), with its reason");
     cmd->add_option("--chrome", o->chrome, "Write the calls to FILE as Chrome trace events (chrome://tracing, Perfetto)");
@@ -312,7 +314,8 @@ Runner add_trace(CLI::App &app)
                 "How a trace ends:\n"
                 "  -p PID: Ctrl-C, SIGTERM, SIGHUP, --duration or the process's end. The probes are removed\n"
                 "    and the process runs on; if the tool dies (SIGKILL, OOM) its agent removes them itself.\n"
-                "  -- CMD: with the program. It stays in the terminal's foreground, so Ctrl-C reaches it as\n"
+                "  -- CMD: with the program (the programs it and its children execute are traced too, until\n"
+                "    it ends). It stays in the terminal's foreground, so Ctrl-C reaches it as\n"
                 "    without liveprobe; signals sent to the tool are passed on to it. --duration stops the\n"
                 "    tracing and lets it run on untraced (the tool waits for it); if the tool is killed,\n"
                 "    the program runs on with its probes removed.\n"
@@ -520,6 +523,7 @@ Runner add_trace(CLI::App &app)
             }
             close(mfd);
             close(owner[0]);
+            if (!o->no_follow) Follower::widen_fd_limit();
             owner_conn = owner[1];
             first->pid = child;
             std::fprintf(stderr, "liveprobe: started PID %d\n", child);

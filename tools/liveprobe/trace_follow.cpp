@@ -1,5 +1,6 @@
 #include "trace_follow.hpp"
 
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -11,6 +12,15 @@
 #include "agent/follow.hpp"
 
 namespace liveprobe::tool {
+
+void Follower::widen_fd_limit()
+{
+    struct rlimit rl {};
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
 
 bool Follower::listen(std::string *why)
 {

@@ -26,6 +26,10 @@ class Follower {
     // Listens on the socket whose path LIVEPROBE_TRACE_FOLLOW gives the program: false with *why.
     bool listen(std::string *why);
     const std::string &path() const { return path_; }
+    // A connection for each live image (a parallel make runs hundreds): the tool's soft limit
+    // of descriptors (1024, often) raised to the hard one. After the program is started: its
+    // own limits stay as they were.
+    static void widen_fd_limit();
     // Its descriptors, for the reading loop's poll.
     void add_pollfds(std::vector<struct pollfd> *fds) const;
     // Accepts the connections waiting, and returns the reports that came on them (each

@@ -65,7 +65,7 @@ gcc -shared -fPIC -O2 -o "$work/fdshim.so" "$here/fdshim.c" -ldl || die "cannot 
 export LIVEPROBE LPW_SHIM=$work/fdshim.so LPW=$here/lpw.sh
 
 timeout_scale() {  # per-test timeout multiplier of a mode
-    case $1 in none | execbase | attachbase) echo 1 ;; count | attach) echo 6 ;; exec) echo 10 ;; hist) echo 25 ;; events) echo 40 ;; esac
+    case $1 in none | execbase | attachbase) echo 1 ;; count | attach) echo 6 ;; hist) echo 25 ;; exec) echo 40 ;; events) echo 40 ;; esac
 }
 
 # Figures of one mode's liveprobe logs (LOGDIR/*.err): prints "probes jump calls dropped

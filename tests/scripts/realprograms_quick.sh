@@ -5,7 +5,7 @@
 # many times), in every mode of tests/realprograms/run.sh but exec:
 # untraced, trace --count '*', --hist '*', -o FILE '*', and attached and detached in cycles,
 # each of which must give the untraced run's per-test results and output. The builds come from
-# the cache that scripts/realprograms-fetch.sh fills (`make torture` does, and so does this test
+# the cache that scripts/realprograms-fetch.sh fills (`make test` and `make torture` do, and so does this test
 # for a program not there yet, when its build dependencies are installed: scripts/deps.sh
 # installs them); without them the test fails and says what to run. `make torture` runs every
 # program's whole suite. REALPROGRAMS_QUICK names other programs.

@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS  ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build demo test torture bench install clean asan tsan
+.PHONY: all deps configure build demo test torture torture-programs bench install clean asan tsan
 
 all: build
 
@@ -19,7 +19,13 @@ build: configure
 demo: build
 	@scripts/demo.sh $(BUILD)
 
+# The real-program suite's bounded subset (script_realprograms_quick) runs from cached builds:
+# made here first when missing (Debian sources, a few minutes the first time; see
+# tests/realprograms/README.md). Without them that test fails and says what to run.
+REALPROGRAMS_QUICK ?= fmtlib jq
 test: build
+	@scripts/realprograms-fetch.sh $(REALPROGRAMS_QUICK) || \
+		echo "liveprobe: the real-program suite's builds could not be made (script_realprograms_quick will fail)" >&2
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 # The chaos suite on real servers (tests/chaos/chaos.sh): CHAOS_CYCLES cycles of sessions on
@@ -29,6 +35,18 @@ CHAOS_CYCLES ?= 100
 torture: build
 	@cd $(BUILD) && LIVEPROBE_SOURCE_DIR=$(CURDIR) LIVEPROBE_BINARY_DIR=$(abspath $(BUILD)) \
 		bash $(CURDIR)/tests/chaos/chaos.sh --memory 1000 $(CHAOS_CYCLES)
+	@$(MAKE) --no-print-directory torture-programs
+
+# The real-program suite (tests/realprograms/): programs from Debian 12 source packages, fetched
+# and built once into a cache (scripts/realprograms-fetch.sh; LIVEPROBE_REALPROGRAMS_CACHE), each
+# running its own test suite untraced, under trace --count, --hist, -o FILE, attached and
+# detached in cycles, and `make check` under one trace; every mode must give the baseline's
+# results. REALPROGRAMS names some of them (default: all); RP_MODES some modes.
+REALPROGRAMS ?=
+torture-programs: build
+	@scripts/realprograms-fetch.sh $(REALPROGRAMS)
+	@LIVEPROBE_SOURCE_DIR=$(CURDIR) LIVEPROBE_BINARY_DIR=$(abspath $(BUILD)) \
+		tests/realprograms/run.sh $(REALPROGRAMS)
 
 bench: build
 	@$(BUILD)/bench/liveprobe-bench

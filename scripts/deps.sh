@@ -11,17 +11,51 @@ set -euo pipefail
 pkgs=(build-essential cmake pkg-config libzydis-dev libzycore-dev libelf-dev libdw-dev
       libfmt-dev libcli11-dev googletest libgtest-dev libgmock-dev libbenchmark-dev libunwind-dev gdb)
 servers=(nginx-light wrk memcached perl procps)
+# ---- The real-program suite (tests/realprograms/, issue 31 item 8) -----------------------------
+# Programs nobody here wrote, built from their Debian 12 source packages as Debian builds them
+# (scripts/realprograms-fetch.sh fetches them with `apt-get source` and builds them into a cache):
+# the tools to build Debian packages, and the build dependencies of each program (the source
+# packages' Build-Depends and Build-Depends-Arch, as `apt-get build-dep --arch-only` installs
+# them), named here so that tests find them installed and never install anything themselves.
+# The sources need a deb-src entry: added below (liveprobe-src.sources) when apt has none.
+realprograms=(dpkg-dev debhelper fakeroot
+    autoconf automake libtool gettext autopoint po4a                      # xz-utils
+    bison flex libonig-dev rake ruby-ronn valgrind                        # jq
+    cmake googletest                                                      # fmtlib
+    autotools-dev libmpfr-dev libreadline-dev libsigsegv-dev locales-all  # gawk
+    help2man liblz4-dev liblzma-dev zlib1g-dev less python3)              # zstd (libzstd)
+pkgs+=("${realprograms[@]}")
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
 missing=() missing_servers=()
 for p in "${pkgs[@]}"; do installed "$p" || missing+=("$p"); done
 for p in "${servers[@]}"; do installed "$p" || missing_servers+=("$p"); done
-[ ${#missing[@]} -eq 0 ] && [ ${#missing_servers[@]} -eq 0 ] && exit 0
+# `apt-get source` (scripts/realprograms-fetch.sh) needs a deb-src entry: the deb entries' URIs
+# and suites, in a file of our own, when apt has no source index at all.
+deb_src=
+if ! grep -rqs -E '^(Types:.*deb-src|deb-src )' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+  deb_src=1
+fi
+[ ${#missing[@]} -eq 0 ] && [ ${#missing_servers[@]} -eq 0 ] && [ -z "$deb_src" ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then
+  [ -z "$deb_src" ] || echo "liveprobe: apt has no deb-src entry (the real-program suite fetches Debian sources)" >&2
   echo "liveprobe: missing Debian packages: ${missing[*]} ${missing_servers[*]}" >&2
   echo "liveprobe: run as root, or: sudo apt-get install -y ${missing[*]}" \
        "&& sudo apt-get install -y --no-install-recommends ${missing_servers[*]}" >&2
   exit 1
 fi
+if [ -n "$deb_src" ]; then
+  if [ -f /etc/apt/sources.list.d/debian.sources ]; then
+    echo "liveprobe: adding /etc/apt/sources.list.d/liveprobe-src.sources (deb-src, from debian.sources)" >&2
+    sed 's/^Types:.*/Types: deb-src/' /etc/apt/sources.list.d/debian.sources \
+        >/etc/apt/sources.list.d/liveprobe-src.sources
+  elif [ -f /etc/apt/sources.list ] && grep -q '^deb ' /etc/apt/sources.list; then
+    echo "liveprobe: adding /etc/apt/sources.list.d/liveprobe-src.list (deb-src, from sources.list)" >&2
+    sed -n 's/^deb /deb-src /p' /etc/apt/sources.list >/etc/apt/sources.list.d/liveprobe-src.list
+  else
+    echo "liveprobe: no deb entry to make a deb-src entry from: the real-program suite cannot fetch sources" >&2
+  fi
+fi
+[ ${#missing[@]} -eq 0 ] && [ ${#missing_servers[@]} -eq 0 ] && { apt-get update -qq; exit 0; }
 echo "liveprobe: installing ${missing[*]} ${missing_servers[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 # No service starts during the install: invoke-rc.d asks /usr/sbin/policy-rc.d, and 101 is

@@ -122,16 +122,7 @@ command -v timeout >/dev/null || die "no timeout(1) (coreutils)"
 
 add_deb_src() {  # a deb-src entry mirroring the deb ones, when apt has no source index
     [ "$(id -u)" = 0 ] || die "apt has no source index for jq (no deb-src entry): run as root or set BENCH_JQ_SRC"
-    if [ -f /etc/apt/sources.list.d/debian.sources ]; then
-        say "adding /etc/apt/sources.list.d/liveprobe-src.sources (deb-src, from debian.sources)"
-        sed 's/^Types:.*/Types: deb-src/' /etc/apt/sources.list.d/debian.sources \
-            >/etc/apt/sources.list.d/liveprobe-src.sources
-    elif [ -f /etc/apt/sources.list ] && grep -q '^deb ' /etc/apt/sources.list; then
-        say "adding /etc/apt/sources.list.d/liveprobe-src.list (deb-src, from sources.list)"
-        sed -n 's/^deb /deb-src /p' /etc/apt/sources.list >/etc/apt/sources.list.d/liveprobe-src.list
-    else
-        die "no /etc/apt/sources.list.d/debian.sources nor deb lines in /etc/apt/sources.list to derive a deb-src entry from"
-    fi
+    "$src/scripts/add-deb-src.sh" || die "apt has no source index for jq, and none could be added"
     say "apt-get update"
     apt-get update -q >"$logs/apt-update.log" 2>&1 || die "apt-get update failed (see $logs/apt-update.log)"
     apt_updated=1

@@ -44,16 +44,8 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 1
 fi
 if [ -n "$deb_src" ]; then
-  if [ -f /etc/apt/sources.list.d/debian.sources ]; then
-    echo "liveprobe: adding /etc/apt/sources.list.d/liveprobe-src.sources (deb-src, from debian.sources)" >&2
-    sed 's/^Types:.*/Types: deb-src/' /etc/apt/sources.list.d/debian.sources \
-        >/etc/apt/sources.list.d/liveprobe-src.sources
-  elif [ -f /etc/apt/sources.list ] && grep -q '^deb ' /etc/apt/sources.list; then
-    echo "liveprobe: adding /etc/apt/sources.list.d/liveprobe-src.list (deb-src, from sources.list)" >&2
-    sed -n 's/^deb /deb-src /p' /etc/apt/sources.list >/etc/apt/sources.list.d/liveprobe-src.list
-  else
-    echo "liveprobe: no deb entry to make a deb-src entry from: the real-program suite cannot fetch sources" >&2
-  fi
+  "$(dirname "${BASH_SOURCE[0]}")/add-deb-src.sh" ||
+    echo "liveprobe: the real-program suite cannot fetch sources" >&2
 fi
 [ ${#missing[@]} -eq 0 ] && [ ${#missing_servers[@]} -eq 0 ] && { apt-get update -qq; exit 0; }
 echo "liveprobe: installing ${missing[*]} ${missing_servers[*]}" >&2

@@ -38,16 +38,7 @@ ensure_deb_src() {
     local src=$1
     [ -n "$(apt-cache showsrc "$src" 2>/dev/null)" ] && return 0
     as_root "apt has no source index (no deb-src entry)"
-    if [ -f /etc/apt/sources.list.d/debian.sources ]; then
-        say "adding /etc/apt/sources.list.d/liveprobe-src.sources (deb-src, from debian.sources)"
-        sed 's/^Types:.*/Types: deb-src/' /etc/apt/sources.list.d/debian.sources \
-            >/etc/apt/sources.list.d/liveprobe-src.sources
-    elif [ -f /etc/apt/sources.list ] && grep -q '^deb ' /etc/apt/sources.list; then
-        say "adding /etc/apt/sources.list.d/liveprobe-src.list (deb-src, from sources.list)"
-        sed -n 's/^deb /deb-src /p' /etc/apt/sources.list >/etc/apt/sources.list.d/liveprobe-src.list
-    else
-        die "no /etc/apt/sources.list.d/debian.sources nor deb lines in /etc/apt/sources.list to make a deb-src entry from"
-    fi
+    "$root/scripts/add-deb-src.sh" || die "apt has no source index, and none could be added"
     apt_updated=
     apt_update
     [ -n "$(apt-cache showsrc "$src" 2>/dev/null)" ] || die "still no source package $src after adding deb-src"

@@ -55,14 +55,11 @@ struct Opts {
     std::string chrome;  // --chrome FILE
     std::string output;  // -o FILE: a trace file
     std::string input;   // -i FILE: show a trace file
-    std::unique_ptr<TraceWriter> out;  // -o
-    TraceEncoder encoder;              // -o: the events, encoded
-    std::vector<char> encoded;         // -o: the buffer of `out` the events are encoded into
     PrintOptions print;
     int maxactive = 16384;
     double duration = 0;
     std::vector<std::string> specs;
-    TraceProbes probes;  // the specs, parsed; the probes once the session runs
+    TraceProbes probes;  // -i FILE: the trace file's probes
 };
 
 // `events`: what the reading took out of the rings (per-event modes), and `read`, the words
@@ -369,7 +366,6 @@ Runner add_trace(CLI::App &app)
                 complain("trace: " + c);
                 return kExitUsage;
             }
-            o->probes.specs.push_back(std::move(spec));
         }
         // Taken by the loop below through a signalfd: blocked first, in every thread (the
         // trace file's writer thread, started next, inherits the mask; with SIGINT open there,

@@ -216,7 +216,8 @@ std::string prepare(ProbePoint *pp, const std::map<uint64_t, ProbePoint *> &poin
     for (auto it = points.lower_bound(fn->start); it != points.end() && it->first < fn->end; ++it)
         if (it->second != pp) others.push_back(it->first);
     arch::Region region;
-    if (const char *why = arch::plan_region(pp->addr, range, cold, others, &region, os::peek_data, symbols::jump_is_return))
+    if (const char *why = arch::plan_region(pp->addr, range, cold, others, &region, os::peek_data, symbols::jump_is_return,
+                                                 symbols::code_address_stored))
         return why;
     const BranchIndex *bi = branch_index_for(pp->addr, points);
     if (!bi) return "the address is not in an executable mapping";

@@ -81,8 +81,16 @@ class ElfObject {
     // memory, undefined, or no FDE covers addr.
     int return_address_register(uint64_t addr);
 
+    // Whether the file's data stores an address in [from, to) (file addresses): 1 it does, 0 it
+    // does not, -1 not known. What an indirect jump can load (code_pointers.cpp): in a
+    // position-independent object the targets of its dynamic relocations (RELA and RELR);
+    // in a fixed-address executable those, and every 4- or 8-byte value in an allocated
+    // section that is not code. Read on first use.
+    int stores_code_address(uint64_t from, uint64_t to);
+
   private:
     ElfObject() = default;
+    bool read_code_pointers();
     bool read_tables(Elf *elf, bool from_debug_file);
     void read_table(Elf *elf, Elf_Scn *scn, const GElf_Shdr &shdr, Elf_Data *versym,
                     const std::unordered_map<uint16_t, std::string> &versions);
@@ -106,6 +114,9 @@ class ElfObject {
     std::vector<uint32_t> functions_;  // sized FUNC/IFUNC, by value
     uint64_t max_function_size_ = 0;
     std::vector<uint32_t> function_starts_;  // every FUNC/IFUNC, by value
+
+    int code_pointers_known_ = 0;         // 0 not read yet, 1 read, -1 unreadable
+    std::vector<uint64_t> code_pointers_;  // sorted, unique
 
     bool demangled_ = false;
     std::unordered_map<std::string, std::vector<uint32_t>> demangled_full_;

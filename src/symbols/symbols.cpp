@@ -458,6 +458,15 @@ bool jump_is_return(uint64_t site, int dwarf_reg) {
     return elf && dwarf_reg >= 0 && elf->return_address_register(site - m->bias) == dwarf_reg;
 }
 
+int code_address_stored(uint64_t from, uint64_t to) {
+    std::lock_guard lock(g_mutex);
+    refresh();
+    Module *m = module_at(from);
+    ElfObject *elf = m ? tables(*m) : nullptr;
+    if (elf == nullptr || to <= from || module_at(to - 1) != m) return -1;
+    return elf->stores_code_address(from - m->bias, to - m->bias);
+}
+
 std::optional<Function> function_at(uint64_t addr) {
     std::lock_guard lock(g_mutex);
     Module *m = nullptr;

@@ -57,6 +57,11 @@ int function_entry(uint64_t addr, std::string *why);
 // `dwarf_reg` (x86-64 DWARF numbering): a `jmp *%REG` there is a return (arch::JumpIsReturn).
 bool jump_is_return(uint64_t site, int dwarf_reg);
 
+// Whether the data of the object holding [from, to) stores an address inside that range (a
+// pointer a jump could load; ElfObject::stores_code_address): 1 it does, 0 it does not, -1
+// not known (no object there, or one that cannot be read).
+int code_address_stored(uint64_t from, uint64_t to);
+
 // Whether an object of this process is named `object` (as resolve()'s OBJECT: base name, with or
 // without version suffix).
 bool object_loaded(std::string_view object);

@@ -387,7 +387,8 @@ FUNC(lp_o_tiny)
     ret
 END(lp_o_tiny)
 
-/* long lp_o_switch(long x): an indirect jump (as a jump table): never optimized. */
+/* long lp_o_switch(long x): a jump through a register to an address the function computes,
+ * past the bytes a jmp at its entry replaces: optimized (nothing lands inside them). */
 FUNC(lp_o_switch)
     leaq 1f(%rip), %rax
     addq $0, %rdi
@@ -395,6 +396,20 @@ FUNC(lp_o_switch)
 1:  movq %rdi, %rax
     ret
 END(lp_o_switch)
+
+/* long lp_o_goto_into(long x): x + 2, by a jump through a register back to its own byte 2 (a
+ * computed goto to a label inside the bytes a jmp at the entry would replace): never
+ * optimized. */
+FUNC(lp_o_goto_into)
+    xorl %ecx, %ecx
+1:  addq $1, %rcx
+    cmpq $2, %rcx
+    jae 2f
+    leaq 1b(%rip), %rax
+    jmp *%rax
+2:  leaq (%rdi,%rcx), %rax
+    ret
+END(lp_o_goto_into)
 
 /* long lp_o_table(long x): a switch as GCC compiles it in PIE code (a bounds check, a table of
  * 32-bit offsets): cases 0..3 return 10, 20, 30, 40, anything else -1. Its one indirect jump is

@@ -75,8 +75,10 @@ extern char lp_o_loop_probe[];
 
 // long lp_o_tiny(long x): lea 1(%rdi),%rax ; ret
 long lp_o_tiny(long x);
-// long lp_o_switch(long x): an indirect jump in the function
+// long lp_o_switch(long x): x, through a jump to an address it computes past its entry's bytes
 long lp_o_switch(long x);
+// long lp_o_goto_into(long x): x + 2, through a jump it computes back into its entry's bytes
+long lp_o_goto_into(long x);
 // long lp_o_table(long x): a PIE jump table: cases 0..3 give 10 20 30 40, others -1
 long lp_o_table(long x);
 // long lp_o_table_back(long x): a jump table whose case 1 loops back into the entry's region

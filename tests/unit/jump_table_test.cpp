@@ -96,7 +96,7 @@ TEST(JumpTable, ABoundedSwitchIsOptimizedAndItsEntriesCount)
 TEST(JumpTable, AnEntryOutsideTheFunctionOrAnUnreadableTableRefuses)
 {
     relative_table({0x1b, 0x1000, 0x1d});
-    EXPECT_NE(refused(kSwitch, 0).find("does not target the function"), std::string::npos) << refused(kSwitch, 0);
+    EXPECT_NE(refused(kSwitch, 0).find("does not target an instruction of the function"), std::string::npos) << refused(kSwitch, 0);
     relative_table({0x1b, 0x1c});  // the third entry is not readable
     EXPECT_NE(refused(kSwitch, 0).find("cannot be read"), std::string::npos) << refused(kSwitch, 0);
     // No reader at all: the jump's targets are unknown, as for any indirect jump.
@@ -112,8 +112,19 @@ TEST(JumpTable, WithoutABoundsCheckTheEntriesAreReadWhileTheyTargetTheFunction)
     relative_table({0x1b, 0x1c, 0x1d, 0x1000, 0x03});
     Region r;
     EXPECT_EQ(plan(fn, 0, &r), nullptr);  // stops at the entry leaving the function
-    relative_table({0x1b, 0x1c, 0x1d, 0x01, 0x1000});
-    EXPECT_NE(refused(fn, 0).find("targets byte 1 of the region"), std::string::npos) << refused(fn, 0);
+    relative_table({0x1b, 0x1c, 0x1d, 0x04, 0x1000});
+    EXPECT_NE(refused(fn, 0).find("targets byte 4 of the region"), std::string::npos) << refused(fn, 0);
+    // Nor at an entry that lands inside an instruction (byte 1 of the mov): no real table's
+    // does, and what follows is another table's, read against the wrong base.
+    relative_table({0x1b, 0x1c, 0x1d, 0x01, 0x04});
+    EXPECT_EQ(plan(fn, 0, &r), nullptr);
+}
+
+TEST(JumpTable, ABoundedEntryInsideAnInstructionRefuses)
+{
+    relative_table({0x1b, 0x01, 0x1d});
+    EXPECT_NE(refused(kSwitch, 0).find("does not target an instruction of the function"), std::string::npos)
+        << refused(kSwitch, 0);
 }
 
 TEST(JumpTable, ADispatchWhoseTableAddressIsNotComputedRightBeforeRefuses)
@@ -180,6 +191,62 @@ TEST(JumpTable, ATableAddressHoistedIntoACalleeSavedRegister)
         << refused(back, 0);
 }
 
+TEST(JumpTable, AHoistedTableInAFunctionWithAColdPart)
+{
+    // The same loop, its default case moved into a cold part that jumps back into the function
+    // (GCC's f.cold): the paths through the cold part are followed too.
+    const Bytes fn = {
+        0x41, 0x57,                                // 0:  push %r15
+        0x4c, 0x8d, 0x3d, 0xf7, 0x0f, 0x00, 0x00,  // 2:  lea kTable(%rip),%r15
+        0xe8, 0xf2, 0xff, 0xff, 0xff,              // 9:  call 0
+        0x83, 0xff, 0x02,                          // e:  cmp $2,%edi
+        0x0f, 0x87, 0xe9, 0x1f, 0x00, 0x00,        // 11: ja kFn+0x2000 (the cold part)
+        0x49, 0x63, 0x04, 0xbf,                    // 17: movslq (%r15,%rdi,4),%rax
+        0x4c, 0x01, 0xf8,                          // 1b: add %r15,%rax
+        0xff, 0xe0,                                // 1e: jmp *%rax
+        0x41, 0x5f,                                // 20: pop %r15
+        0xc3,                                      // 22: ret
+    };
+    const Bytes cold = {
+        0x41, 0x0f, 0x95, 0xc7,        // 0: setne %r15b
+        0xe9, 0x17, 0xe0, 0xff, 0xff,  // 4: jmp kFn+0x20 (pop, ret)
+    };
+    relative_table({0x20, 0x22, 0x20});
+    Region r;
+    const std::vector<CodeRange> parts = {CodeRange{kFn + 0x2000, cold.data(), cold.size()}};
+    const char *why = plan_region(kFn, CodeRange{kFn, fn.data(), fn.size()}, parts, {}, &r, read_fake);
+    EXPECT_EQ(why, nullptr) << why;
+    // The cold part going back to the loop instead: the setne's value reaches the jmp.
+    Bytes back = cold;
+    back[5] = 0x05;  // 4: jmp kFn+0xe
+    const std::vector<CodeRange> back_parts = {CodeRange{kFn + 0x2000, back.data(), back.size()}};
+    why = plan_region(kFn, CodeRange{kFn, fn.data(), fn.size()}, back_parts, {}, &r, read_fake);
+    ASSERT_NE(why, nullptr);
+    EXPECT_NE(std::string(why).find("operands are not computed just before it"), std::string::npos) << why;
+}
+
+TEST(JumpTable, AnEntryReadThroughRbp)
+{
+    // movslq 0x0(%rbp,%rdi,4): based on rbp, its segment is ss, not ds.
+    const Bytes fn = {
+        0x48, 0x89, 0xf8,                          // 0:  mov %rdi,%rax
+        0x83, 0xff, 0x02,                          // 3:  cmp $2,%edi
+        0x77, 0x16,                                // 6:  ja 0x1e
+        0x48, 0x8d, 0x2d, 0xf1, 0x0f, 0x00, 0x00,  // 8:  lea kTable(%rip),%rbp
+        0x89, 0xff,                                // f:  mov %edi,%edi
+        0x48, 0x63, 0x44, 0xbd, 0x00,              // 11: movslq 0x0(%rbp,%rdi,4),%rax
+        0x48, 0x01, 0xe8,                          // 16: add %rbp,%rax
+        0xff, 0xe0,                                // 19: jmp *%rax
+        0xc3, 0xc3, 0xc3, 0xc3,                    // 1b..1e: ret
+    };
+    relative_table({0x1b, 0x1c, 0x1d});
+    Region r;
+    const char *why = plan(fn, 0, &r);
+    EXPECT_EQ(why, nullptr) << why;
+    relative_table({0x1b, 0x03, 0x1d});
+    EXPECT_NE(refused(fn, 0).find("targets byte 3 of the region"), std::string::npos) << refused(fn, 0);
+}
+
 TEST(JumpTable, AJumpIntoTheMiddleOfTheDispatchRefuses)
 {
     // After the dispatch, a jmp back to its movslq: the registers there may hold anything.
@@ -204,7 +271,7 @@ TEST(JumpTable, AnAbsoluteTableWithItsBoundsCheck)
     };
     static Bytes mem;
     mem.clear();
-    for (uint64_t t : {kFn + 0x10, kFn + 0x11, kFn + 0x02}) {  // the third is past the bound
+    for (uint64_t t : {kFn + 0x10, kFn + 0x11, kFn + 0x03}) {  // the third is past the bound
         const auto *p = reinterpret_cast<const uint8_t *>(&t);
         mem.insert(mem.end(), p, p + 8);
     }
@@ -218,10 +285,10 @@ TEST(JumpTable, AnAbsoluteTableWithItsBoundsCheck)
     Region r;
     const char *why = plan(fn, 0, &r, read);
     EXPECT_EQ(why, nullptr) << why;
-    // With `jae` two entries are allowed; with `ja` (0x77) three, and the third targets byte 2.
+    // With `jae` two entries are allowed; with `ja` (0x77) three, and the third targets byte 3.
     const Bytes ja = {0x48, 0x89, 0xf8, 0x48, 0x83, 0xff, 0x02, 0x77, 0x07,  // the same, ja
                       0xff, 0x24, 0xfd, 0x00, 0x10, 0x60, 0x00, 0xc3, 0xc3};
-    EXPECT_NE(refused(ja, 0, read).find("targets byte 2 of the region"), std::string::npos) << refused(ja, 0, read);
+    EXPECT_NE(refused(ja, 0, read).find("targets byte 3 of the region"), std::string::npos) << refused(ja, 0, read);
 }
 
 }  // namespace

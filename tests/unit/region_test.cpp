@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace liveprobe::arch {
@@ -549,6 +550,143 @@ TEST(Region, IndirectJumpThatIsAReturn) {
     };
     EXPECT_NE(plan_region(kFn, range(through_memory), {}, {}, &r, nullptr, [](uint64_t, int) { return true; }),
               nullptr);
+}
+
+// A jump through a pointer (here a tail call after the epilogue, `jmp *%rax` with rax loaded
+// from memory) goes where a stored or computed address points. Once the object's data is known
+// to store no address inside the region (the `stored` hook: symbols::code_address_stored), and
+// neither the function's code computes one nor the function reads a table it cannot explain,
+// the jump cannot land there: the function takes the jump path.
+const Bytes kTailCallThroughPointer = {
+    0x53,                    // 0: push %rbx
+    0x48, 0x89, 0xfb,        // 1: mov %rdi,%rbx
+    0x48, 0x8b, 0x43, 0x08,  // 4: mov 0x8(%rbx),%rax
+    0x5b,                    // 8: pop %rbx
+    0xff, 0xe0,              // 9: jmp *%rax
+};
+
+TEST(Region, AJumpThroughAPointerIsProvenByWhatTheObjectStores) {
+    static std::vector<std::pair<uint64_t, uint64_t>> asked;
+    asked.clear();
+    auto none = [](uint64_t from, uint64_t to) {
+        asked.emplace_back(from, to);
+        return 0;
+    };
+    Region r;
+    EXPECT_EQ(plan_region(kFn, range(kTailCallThroughPointer), {}, {}, &r, nullptr, nullptr, none), nullptr);
+    EXPECT_EQ(r.len, 8u);  // push, mov, mov
+    ASSERT_EQ(asked.size(), 1u);
+    EXPECT_EQ(asked[0].first, kFn + 1);  // bytes 1..7: the jump's own first byte may be a target
+    EXPECT_EQ(asked[0].second, kFn + 8);
+
+    auto some = [](uint64_t, uint64_t) { return 1; };
+    const ReadMemory nothing = [](uint64_t, void *, size_t) { return false; };
+    std::string why = plan_region(kFn, range(kTailCallThroughPointer), {}, {}, &r, nothing, nullptr, some);
+    EXPECT_NE(why.find("indirect jump at +0x9 whose targets are unknown (the register jumped through is not the sum "
+                       "of two registers), and the object's data stores an address inside the bytes a jmp would "
+                       "replace"),
+              std::string::npos)
+        << why;
+    auto unknown = [](uint64_t, uint64_t) { return -1; };
+    why = plan_region(kFn, range(kTailCallThroughPointer), {}, {}, &r, nullptr, nullptr, unknown);
+    EXPECT_NE(why.find("cannot be searched for addresses"), std::string::npos) << why;
+    // Without the hook, as before it: refused.
+    EXPECT_NE(plan_refused(kTailCallThroughPointer, 0).find("indirect jump at +0x9"), std::string::npos);
+
+    // Through memory (`jmp *8(%rax)`, a virtual call's tail) the same.
+    const Bytes through_memory = {
+        0xb8, 0x01, 0x00, 0x00, 0x00,  // 0: mov $1,%eax
+        0xff, 0x60, 0x08,              // 5: jmp *0x8(%rax)
+    };
+    EXPECT_EQ(plan_region(kFn, range(through_memory), {}, {}, &r, nullptr, nullptr, none), nullptr);
+    // In a cold part too.
+    const Bytes cold = {0xff, 0xe0};  // jmp *%rax
+    const Bytes ok = {0xb8, 0x01, 0x00, 0x00, 0x00, 0xc3};
+    EXPECT_EQ(plan_region(kFn, range(ok), {range(cold, kFn + 0x1000)}, {}, &r, nullptr, nullptr, none), nullptr);
+    why = plan_region(kFn, range(ok), {range(cold, kFn + 0x1000)}, {}, &r, nullptr, nullptr, some);
+    EXPECT_NE(why.find("a cold part of the function has an indirect jump at 0x"), std::string::npos) << why;
+}
+
+// A switch's relative table holds offsets, not addresses: its targets are in no relocation. A
+// function that reads such an entry (movsxd from a 4-scaled index) which no table read here
+// explains may be jumping through an unread table: refused whatever the data stores.
+TEST(Region, AnUnexplainedTableEntryKeepsTheJumpUnknown) {
+    const Bytes fn = {
+        0x53,                          // 0: push %rbx
+        0x48, 0x89, 0xfb,              // 1: mov %rdi,%rbx
+        0xb8, 0x01, 0x00, 0x00, 0x00,  // 4: mov $1,%eax
+        0x48, 0x63, 0x04, 0xb9,        // 9: movslq (%rcx,%rdi,4),%rax
+        0x48, 0x01, 0xd8,              // d: add %rbx,%rax
+        0x5b,                          // 10: pop %rbx
+        0xff, 0xe0,                    // 11: jmp *%rax
+    };
+    Region r;
+    const std::string why = plan_region(kFn, range(fn), {}, {}, &r, nullptr, nullptr, [](uint64_t, uint64_t) { return 0; });
+    EXPECT_NE(why.find("and the function reads a jump table's entry that no table read here explains"),
+              std::string::npos)
+        << why;
+}
+
+// A computed goto's label: the function's own code takes the address of byte 3 of the region
+// (`lea 1f(%rip)`), which a jump through a pointer can reach whatever the data stores.
+TEST(Region, AnAddressTheFunctionComputesInsideTheRegionRefuses) {
+    const Bytes fn = {
+        0x31, 0xc0,                                // 0: xor %eax,%eax
+        0x90,                                      // 2: nop
+        0x90,                                      // 3: nop   <- the label
+        0x90,                                      // 4: nop
+        0x48, 0x8d, 0x05, 0xf7, 0xff, 0xff, 0xff,  // 5: lea -0x9(%rip),%rax  (= +3)
+        0xff, 0xe0,                                // c: jmp *%rax
+    };
+    Region r;
+    const std::string why = plan_region(kFn, range(fn), {}, {}, &r, nullptr, nullptr, [](uint64_t, uint64_t) { return 0; });
+    EXPECT_NE(why.find("a lea at +0x5 in the function computes the address of byte 3 of the region"),
+              std::string::npos)
+        << why;
+    // Non-PIC code: an absolute immediate.
+    const Bytes imm = {
+        0x31, 0xc0,                                // 0: xor %eax,%eax
+        0x90, 0x90, 0x90,                          // 2: nops
+        0x48, 0xc7, 0xc0, 0x03, 0x10, 0x40, 0x00,  // 5: mov $0x401003,%rax
+        0xff, 0xe0,                                // c: jmp *%rax
+    };
+    const std::string why2 = plan_region(0x401000, range(imm, 0x401000), {}, {}, &r, nullptr, nullptr,
+                                         [](uint64_t, uint64_t) { return 0; });
+    EXPECT_NE(why2.find("a mov at +0x5 in the function computes the address of byte 3 of the region"),
+              std::string::npos)
+        << why2;
+}
+
+// A tail call through a pointer may end the region, as a ret does: copied, its disp32(%rip)
+// rebased, and no jump back after it.
+TEST(Region, AJumpThroughAPointerMayEndTheRegion) {
+    auto none = [](uint64_t, uint64_t) { return 0; };
+    const Bytes through_got = {
+        0xff, 0x25, 0x00, 0x10, 0x00, 0x00,  // 0: jmp *0x1000(%rip)  (= kFn + 0x1006)
+    };
+    Region r;
+    ASSERT_EQ(plan_region(kFn, range(through_got), {}, {}, &r, nullptr, nullptr, none), nullptr);
+    EXPECT_EQ(r.len, 6u);
+    const Bytes copy = relocate_ok(r, kDetour);
+    ASSERT_EQ(copy.size(), 6u);  // no jump back
+    EXPECT_EQ(copy[0], 0xff);
+    EXPECT_EQ(copy[1], 0x25);
+    EXPECT_EQ(reaches(copy, 0, kDetour), kFn + 0x1006);
+
+    const Bytes through_register = {
+        0x48, 0x8b, 0x47, 0x08,  // 0: mov 0x8(%rdi),%rax
+        0xff, 0xe0,              // 4: jmp *%rax
+    };
+    ASSERT_EQ(plan_region(kFn, range(through_register), {}, {}, &r, nullptr, nullptr, none), nullptr);
+    EXPECT_EQ(r.len, 6u);
+    EXPECT_EQ(relocate_ok(r, kDetour), through_register);
+
+    const Bytes short_one = {0xff, 0xe0};  // jmp *%rax, alone
+    const char *why = plan_region(kFn, range(short_one), {}, {}, &r, nullptr, nullptr, none);
+    ASSERT_NE(why, nullptr);
+    EXPECT_NE(std::string(why).find("a jump through a pointer ends the code 2 bytes after the probe"),
+              std::string::npos)
+        << why;
 }
 
 TEST(Region, IndirectCallInTheRegion) {

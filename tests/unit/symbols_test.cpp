@@ -261,6 +261,31 @@ TEST(Symbols, FunctionAtAndDescribe) {
     EXPECT_FALSE(symbols::function_at(0x10).has_value());
 }
 
+// What a jump through a pointer can load (ElfObject::stores_code_address): this test program is
+// position-independent, so the pointers in its data are relocations. lp_symtest_stored's
+// address is stored (a table of pointers, as a dispatch table is), and with an offset into its
+// body (as a computed goto's label would be); lp_symtest_c_function's bytes past its entry are
+// stored nowhere.
+extern "C" __attribute__((noinline, used)) int lp_symtest_stored(int x) {
+    return x * 7 + 3;
+}
+asm(".section .data.rel.ro,\"aw\"\n.balign 8\nlp_symtest_pointers: .quad lp_symtest_stored, lp_symtest_stored+6\n"
+    ".text\n");
+
+TEST(Symbols, CodeAddressesTheDataStores) {
+    const uint64_t fn = addr_of(&lp_symtest_c_function);
+    const uint64_t stored = addr_of(&lp_symtest_stored);
+    EXPECT_EQ(symbols::code_address_stored(fn + 1, fn + 5), 0);
+    EXPECT_EQ(symbols::code_address_stored(stored, stored + 1), 1);
+    EXPECT_EQ(symbols::code_address_stored(stored + 1, stored + 6), 0);
+    EXPECT_EQ(symbols::code_address_stored(stored + 1, stored + 7), 1);  // +6
+    // In a library: libc stores its own functions' addresses (IRELATIVE, function tables).
+    const uint64_t qsort_at = addr_of(&qsort);
+    EXPECT_EQ(symbols::code_address_stored(qsort_at + 1, qsort_at + 5), 0);
+    // Where no object is mapped: not known.
+    EXPECT_EQ(symbols::code_address_stored(0x10, 0x20), -1);
+}
+
 // A function with a cold part, as GCC splits them (f and the local symbol f.cold).
 asm(".text\n"
     ".globl lp_symtest_hot\n.type lp_symtest_hot, @function\n"

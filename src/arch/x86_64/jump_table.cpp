@@ -96,7 +96,7 @@ bool entry_load(const Dec &d, ZydisRegister r, ZydisRegister *base, ZydisRegiste
     const ZydisDecodedOperand &m = d.ops[1];
     if (m.type != ZYDIS_OPERAND_TYPE_MEMORY || m.size != 32 || !is_gpr64(m.mem.base) ||
         m.mem.index == ZYDIS_REGISTER_NONE || m.mem.scale != 4 || m.mem.disp.value != 0 ||
-        m.mem.segment != ZYDIS_REGISTER_DS)
+        (m.mem.segment != ZYDIS_REGISTER_DS && m.mem.segment != ZYDIS_REGISTER_SS))  // SS: based on rbp
         return false;
     *base = m.mem.base;
     *index = full(m.mem.index);
@@ -157,13 +157,9 @@ size_t table_bound(const Window &w, size_t use, ZydisRegister index, size_t *cmp
     return 0;
 }
 
-// The whole part of the function the jump is in, decoded linearly (region.cpp's starts).
+// Every part of the function, decoded linearly (region.cpp's starts), and the jump's site.
 struct Part {
-    uint64_t start;
-    const uint8_t *code;
-    size_t len;
-    const std::vector<uint32_t> *starts;
-    bool single;  // the function has no other part (no cold part)
+    const std::vector<CodePart> &parts;
     uint64_t jmp_site;
 };
 
@@ -192,12 +188,11 @@ bool callee_saved(ZydisRegister r)
 // adds, or the program would jump out of the function through it. The targets are those of
 // every candidate kept, more than the real table's at worst, which only refuses more.
 //
-// The paths are the part's direct branches and fallthroughs; a call returns (the register is
-// the callee's to keep). Only a function in one part: cold parts branch back into it, paths
-// this does not follow.
+// The paths are the direct branches and fallthroughs of every part (cold parts branch back into
+// the function), from the function's entry; a call returns (the register is the callee's to
+// keep), and falling off a part's end (after a call that does not return) ends a path.
 struct Flow {
-    const Part &p;
-    std::vector<Dec> insns;  // the part's, in order
+    std::vector<Dec> insns;  // every part's, by address
     size_t index_of(uint64_t addr) const
     {
         size_t lo = 0, hi = insns.size();
@@ -208,20 +203,30 @@ struct Flow {
         }
         return lo < insns.size() && insns[lo].site == addr ? lo : SIZE_MAX;
     }
+    std::vector<std::pair<uint64_t, uint64_t>> ranges;  // each part's [start, end)
+    bool covers(uint64_t addr) const
+    {
+        for (auto [lo, hi] : ranges)
+            if (addr >= lo && addr < hi) return true;
+        return false;
+    }
 };
 
 // Whether a value of r set at insns[from] (or on entry, from == SIZE_MAX) reaches the jump at
 // insns[jmp] on a path no lea of r crosses; true too when a path leaves what can be followed
 // (an indirect jump, a branch into the middle of an instruction).
-bool reaches_jump(const Flow &f, ZydisRegister r, size_t from, size_t jmp)
+bool reaches_jump(const Flow &f, uint64_t entry, ZydisRegister r, size_t from, size_t jmp)
 {
     std::vector<char> seen(f.insns.size(), 0);
     std::vector<size_t> todo;
     auto push = [&](size_t k) {
         if (k < f.insns.size() && !seen[k]) seen[k] = 1, todo.push_back(k);
     };
-    if (from == SIZE_MAX) push(0);
-    else push(from + 1);
+    auto next = [&](size_t k) {  // the fallthrough, when in the same part
+        if (k + 1 < f.insns.size() && f.insns[k + 1].site == f.insns[k].site + f.insns[k].zi.length) push(k + 1);
+    };
+    if (from == SIZE_MAX) push(f.index_of(entry));
+    else next(from);
     while (!todo.empty()) {
         const size_t k = todo.back();
         todo.pop_back();
@@ -237,36 +242,42 @@ bool reaches_jump(const Flow &f, ZydisRegister r, size_t from, size_t jmp)
             if (o.type != ZYDIS_OPERAND_TYPE_IMMEDIATE || !o.imm.is_relative) return true;  // unknown targets
             ZyanU64 target = 0;
             if (!ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(&d.zi, &o, d.site, &target))) return true;
-            if (target >= f.p.start && target < f.p.start + f.p.len) {
+            if (f.covers(target)) {
                 const size_t at = f.index_of(target);
                 if (at == SIZE_MAX) return true;
                 push(at);
             }  // else: a tail call, out of the function
-            if (cond) push(k + 1);
+            if (cond) next(k);
             continue;
         }
         if (d.zi.meta.category == ZYDIS_CATEGORY_INTERRUPT || d.zi.meta.category == ZYDIS_CATEGORY_SYSTEM)
             return true;
-        push(k + 1);
+        next(k);
     }
     return false;
 }
 
 bool hoisted_table(const Part &p, ZydisRegister r, uint64_t jmp_site, std::vector<uint64_t> *tables)
 {
-    if (!p.single || !callee_saved(r)) return false;  // a call's result is written unseen
-    Flow f{p, {}};
-    f.insns.resize(p.starts->size());
-    for (size_t i = 0; i < f.insns.size(); ++i)
-        if (!decode_at(p.start, p.code, p.len, (*p.starts)[i], &f.insns[i])) return false;
+    if (!callee_saved(r)) return false;  // a call's result is written unseen
+    Flow f;
+    for (const CodePart &c : p.parts) {
+        f.ranges.emplace_back(c.start, c.start + c.len);
+        for (uint32_t off : *c.starts) {
+            f.insns.emplace_back();
+            if (!decode_at(c.start, c.code, c.len, off, &f.insns.back())) return false;
+        }
+    }
+    std::sort(f.insns.begin(), f.insns.end(), [](const Dec &a, const Dec &b) { return a.site < b.site; });
+    const uint64_t entry = p.parts.front().start;
     const size_t jmp = f.index_of(jmp_site);
-    if (jmp == SIZE_MAX || reaches_jump(f, r, SIZE_MAX, jmp)) return false;
+    if (jmp == SIZE_MAX || reaches_jump(f, entry, r, SIZE_MAX, jmp)) return false;
     for (size_t i = 0; i < f.insns.size(); ++i) {
         if (!writes(f.insns[i], r)) continue;
         uint64_t t = 0;
         if (rip_lea(f.insns[i], r, &t)) {
             if (std::find(tables->begin(), tables->end(), t) == tables->end()) tables->push_back(t);
-        } else if (reaches_jump(f, r, i, jmp)) {
+        } else if (reaches_jump(f, entry, r, i, jmp)) {
             return false;
         }
     }
@@ -351,8 +362,8 @@ const char *read_entries(uint64_t table, size_t esize, size_t entries, ReadMemor
                 std::memcpy(&target, buf + k * 8, 8);
             }
             if (!in_function(target, ctx)) {
-                if (entries) return "an entry of the table does not target the function";
-                if (targets->empty()) return "the table's first entry does not target the function";
+                if (entries) return "an entry of the table does not target an instruction of the function";
+                if (targets->empty()) return "the table's first entry does not target an instruction of the function";
                 return nullptr;
             }
             targets->push_back(target);
@@ -366,13 +377,16 @@ const char *read_entries(uint64_t table, size_t esize, size_t entries, ReadMemor
 
 }  // namespace
 
-const char *read_jump_table(uint64_t start, const uint8_t *code, size_t len,
-                            const std::vector<uint32_t> &all, size_t n_before, uint32_t jmp_off, bool single_part,
+const char *read_jump_table(const std::vector<CodePart> &parts, size_t part_index, size_t n_before, uint32_t jmp_off,
                             ReadMemory read, bool (*in_function)(uint64_t target, const void *ctx), const void *ctx,
                             JumpTable *out)
 {
-    const Part part{start, code, len, &all, single_part, start + jmp_off};
-    const std::vector<uint32_t> starts(all.begin(), all.begin() + static_cast<long>(n_before));
+    const CodePart &here = parts[part_index];
+    const uint64_t start = here.start;
+    const uint8_t *code = here.code;
+    const size_t len = here.len;
+    const Part part{parts, start + jmp_off};
+    const std::vector<uint32_t> starts(here.starts->begin(), here.starts->begin() + static_cast<long>(n_before));
     if (!read) return "no memory reader";
     Dec j;
     if (!decode_at(start, code, len, jmp_off, &j) || j.zi.mnemonic != ZYDIS_MNEMONIC_JMP ||
@@ -400,6 +414,7 @@ const char *read_jump_table(uint64_t start, const uint8_t *code, size_t len,
     } else {
         return "the jump is through neither a computed table entry nor a table of addresses";
     }
+    out->relative = relative;
     out->targets.clear();
     const char *first_why = nullptr;
     size_t kept = 0;

@@ -16,10 +16,11 @@
 //   - absolute (non-PIE code): `jmp *TABLE(,%rI,8)`, 64-bit entries.
 // The table's length comes from the bounds check right before the dispatch (`cmp $N-1, %eI;
 // ja default`, the index not changed between but by `mov %eI, %eI`), and every entry must then
-// target the function (or one of its cold parts). Without such a check, entries are taken while
-// each targets the function, which every entry of a real table does, so the scan covers the
-// whole table; what it reads past the end (often the next table, read against the wrong base)
-// only adds targets, that is refusals.
+// target an instruction of the function (or of one of its cold parts). Without such a check,
+// entries are taken while each targets one, which every entry of a real table does, so the
+// scan covers the whole table; what it reads past the end (often the next table, read against
+// the wrong base) only adds targets, that is refusals, and mostly stops at once: an entry read
+// against the wrong base seldom lands on an instruction's first byte.
 #pragma once
 
 #include <cstddef>
@@ -36,16 +37,25 @@ struct JumpTable {
     uint64_t first_site = 0;   // the first instruction of the dispatch sequence (its bounds
                                // check, else its lea; else the jmp itself)
     size_t entries = 0;        // the count the bounds check allows, 0 when none was found
+    bool relative = false;     // 32-bit entries relative to the table (a movsxd reads them)
     std::vector<uint64_t> targets;  // one per entry read, in table order
 };
 
-// The code of the dispatch: `code` holds the bytes from `start`; `all` are the offsets in it of
-// the instructions a linear decode found (in order), the first `n_before` of them before the
-// jmp, `jmp_off` the jmp's; `single_part`: the function has no cold part.
-// `in_function(target)` says whether an address lies in the function or one of its parts.
+// One part of a function (the function itself, or a cold part): `code` holds its bytes from
+// `start`; `starts` the offsets of the instructions a linear decode found, in order.
+struct CodePart {
+    uint64_t start = 0;
+    const uint8_t *code = nullptr;
+    size_t len = 0;
+    const std::vector<uint32_t> *starts = nullptr;
+};
+
+// The dispatch is in parts[part] (parts[0] is the function, the others its cold parts): the
+// first `n_before` of its instructions come before the jmp, at `jmp_off`.
+// `in_function(target)` says whether an address is an instruction's start in the function or
+// one of its parts (where each entry of a real table leads: reading stops at one that is not).
 // Returns nullptr and fills *out, or why the jump is not a table of a known shape.
-const char *read_jump_table(uint64_t start, const uint8_t *code, size_t len,
-                            const std::vector<uint32_t> &all, size_t n_before, uint32_t jmp_off, bool single_part,
+const char *read_jump_table(const std::vector<CodePart> &parts, size_t part, size_t n_before, uint32_t jmp_off,
                             ReadMemory read, bool (*in_function)(uint64_t target, const void *ctx), const void *ctx,
                             JumpTable *out);
 

@@ -13,6 +13,7 @@
 // caller uses them (copied into its error message at once).
 #include "arch/x86_64/region.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdarg>
@@ -65,12 +66,47 @@ int dwarf_number(ZydisRegister r) {
     return -1;
 }
 
+// An indirect jmp that is neither a table read here nor a return: it jumps through a pointer.
+struct Unresolved {
+    uint64_t site;
+    bool in_cold;
+    const char *why;  // read_jump_table's (static storage)
+};
+
 struct Walk {
     std::vector<Branch> branches;
+    std::vector<Branch> addresses;  // addresses the code computes (RIP-relative, absolute)
     std::vector<IndirectJmp> indirect;
+    std::vector<Unresolved> unresolved;
     std::vector<std::vector<uint32_t>> starts;  // per part, each instruction's offset
+    size_t entry_loads = 0;      // movsxd loads of 4-scaled entries: relative tables read
+    size_t relative_tables = 0;  // relative tables read_tables read
     bool addr_on_boundary = false;
 };
+
+// The addresses instruction zi at `at` computes without a branch: RIP-relative memory operands
+// (lea, mov, a jmp through a pointer in memory), absolute displacements (non-PIC tables) and
+// immediates (non-PIC `mov $label`), into w->addresses; a relative table's entry load counted.
+void note_addresses(const ZydisDecodedInstruction &zi, const ZydisDecodedOperand *ops, uint64_t at, bool is_cold,
+                    Walk *w) {
+    for (size_t i = 0; i < zi.operand_count_visible; ++i) {
+        const ZydisDecodedOperand &o = ops[i];
+        if (o.type == ZYDIS_OPERAND_TYPE_IMMEDIATE && !o.imm.is_relative) {
+            w->addresses.push_back({at, o.imm.value.u, zi.mnemonic, is_cold});
+        } else if (o.type == ZYDIS_OPERAND_TYPE_MEMORY && zi.mnemonic != ZYDIS_MNEMONIC_NOP) {
+            if (o.mem.base == ZYDIS_REGISTER_RIP) {
+                ZyanU64 a = 0;
+                if (ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(&zi, &o, at, &a)))
+                    w->addresses.push_back({at, a, zi.mnemonic, is_cold});
+            } else if (o.mem.base == ZYDIS_REGISTER_NONE && o.mem.disp.has_displacement) {
+                w->addresses.push_back({at, static_cast<uint64_t>(o.mem.disp.value), zi.mnemonic, is_cold});
+            }
+            if (zi.mnemonic == ZYDIS_MNEMONIC_MOVSXD && o.size == 32 && o.mem.index != ZYDIS_REGISTER_NONE &&
+                o.mem.scale == 4)
+                ++w->entry_loads;
+        }
+    }
+}
 
 // Decodes r from its start to its end, collecting what plan_region needs. Returns nullptr or a
 // reason (an undecodable byte hides everything after it).
@@ -98,6 +134,7 @@ const char *walk(const CodeRange &r, bool is_cold, uint64_t addr, Walk *w) {
             if (ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(&zi, &ops[i], at, &target)))
                 w->branches.push_back({at, target, zi.mnemonic, is_cold});
         }
+        note_addresses(zi, ops, at, is_cold, w);
         // Any jmp without a relative immediate (register or memory operand, near or far,
         // notrack or not) goes somewhere a linear decode cannot see, unless it is a jump table
         // (plan_region reads those).
@@ -119,6 +156,17 @@ bool is_call(const Insn &insn) {
 
 bool is_ret(const Insn &insn) {
     return insn.zi.mnemonic == ZYDIS_MNEMONIC_RET;
+}
+
+// jmp *%reg or jmp *mem: a jump through a pointer (a tail call), which may end the region as a
+// ret does (plan_region proves where it can go).
+bool is_indirect_jmp(const Insn &insn) {
+    return insn.zi.mnemonic == ZYDIS_MNEMONIC_JMP && insn.target == 0;
+}
+
+// Its memory operand is disp32(%rip): mod 00, r/m 101.
+bool rip_relative_modrm(const Insn &insn) {
+    return (insn.zi.attributes & ZYDIS_ATTRIB_HAS_MODRM) && insn.zi.raw.modrm.mod == 0 && insn.zi.raw.modrm.rm == 5;
 }
 
 bool is_direct_jump(const Insn &insn) {
@@ -158,22 +206,21 @@ const char *take_region(uint64_t addr, const CodeRange &fn, Region *region) {
             return reason("the instruction at +%" PRIu64 " cannot be relocated: %s", at - addr,
                           why ? why : "invalid");
         if (insn.cls == InsnClass::kEmulate) {
-            const bool last_ok = is_ret(insn) || (is_call(insn) && insn.target != 0);
+            const bool last_ok = is_ret(insn) || is_indirect_jmp(insn) || (is_call(insn) && insn.target != 0);
             if (is_call(insn) && insn.target == 0)
                 return reason("an indirect call at +%" PRIu64 " cannot be relocated", at - addr);
-            if (!last_ok && !is_direct_jump(insn)) {
-                if (insn.target == 0)
-                    return reason("an indirect jump at +%" PRIu64 " cannot be relocated",
-                                  at - addr);
+            if (!last_ok && !is_direct_jump(insn))
                 return reason("a %s at +%" PRIu64 " cannot be relocated (only jmp and jcc)",
                               ZydisMnemonicGetString(insn.zi.mnemonic), at - addr);
-            }
             if (last_ok && region->len + insn.len < kJmpLen) {
                 if (is_ret(insn))
                     return reason(
                         "a ret ends the code %zu bytes after the probe (%zu are "
                         "replaced)",
                         region->len + insn.len, kJmpLen);
+                if (is_indirect_jmp(insn))
+                    return reason("a jump through a pointer ends the code %zu bytes after the probe (%zu are replaced)",
+                                  region->len + insn.len, kJmpLen);
                 return reason("a call is not the last instruction of the region");
             }
         }
@@ -191,45 +238,51 @@ namespace {
 struct Parts {
     const CodeRange *fn;
     const std::vector<CodeRange> *cold;
+    const Walk *w;
 };
 
+// Whether target is the start of an instruction of the function or of a cold part, as the
+// linear decode found them: where every entry of a real table leads.
 bool in_parts(uint64_t target, const void *ctx) {
     const Parts &p = *static_cast<const Parts *>(ctx);
-    if (target >= p.fn->start && target < p.fn->start + p.fn->len) return true;
-    for (const CodeRange &c : *p.cold)
-        if (target >= c.start && target < c.start + c.len) return true;
+    for (size_t i = 0; i <= p.cold->size(); ++i) {
+        const CodeRange &c = i == 0 ? *p.fn : (*p.cold)[i - 1];
+        if (target < c.start || target >= c.start + c.len) continue;
+        const std::vector<uint32_t> &starts = p.w->starts[i];
+        return std::binary_search(starts.begin(), starts.end(), static_cast<uint32_t>(target - c.start));
+    }
     return false;
 }
 
-// The targets of every indirect jmp of the walk, each a jump table (added to w->branches), or
-// why one is not. A table's dispatch must be entered at its top only: no known target may land
-// after its first instruction, up to the jmp.
+// The targets of every indirect jmp of the walk: each a jump table (its targets added to
+// w->branches), a return, or a jump through a pointer (w->unresolved, which plan_region
+// proves or refuses once it knows the region). A table's dispatch must be entered at its top
+// only: no known target may land after its first instruction, up to the jmp.
 const char *read_tables(const CodeRange &fn, const std::vector<CodeRange> &cold, ReadMemory read,
                         JumpIsReturn is_return, Walk *w) {
     struct Span {
         uint64_t from, to;
     };
     std::vector<Span> spans;
-    const Parts parts{&fn, &cold};
+    const Parts parts{&fn, &cold, w};
+    std::vector<CodePart> code;
+    for (size_t i = 0; i <= cold.size(); ++i) {
+        const CodeRange &r = i == 0 ? fn : cold[i - 1];
+        code.push_back({r.start, r.bytes, r.len, &w->starts[i]});
+    }
     for (const IndirectJmp &ij : w->indirect) {
-        const CodeRange &r = ij.part == 0 ? fn : cold[ij.part - 1];
         const bool in_cold = ij.part != 0;
-        const std::vector<uint32_t> &all = w->starts[ij.part];
         JumpTable t;
-        const char *why = read_jump_table(r.start, r.bytes, r.len, all, ij.n_before,
-                                          static_cast<uint32_t>(ij.site - r.start), cold.empty(), read, in_parts,
+        const char *why = read_jump_table(code, ij.part, ij.n_before,
+                                          static_cast<uint32_t>(ij.site - code[ij.part].start), read, in_parts,
                                           &parts, &t);
         if (why && ij.dwarf_reg >= 0 && is_return && is_return(ij.site, ij.dwarf_reg))
             continue;  // a return: its target is the caller's
         if (why) {
-            if (in_cold)
-                return reason("a cold part of the function has an indirect jump at 0x%" PRIx64
-                              " whose targets are unknown (%s)",
-                              ij.site, why);
-            return reason("the function has an indirect jump at +0x%" PRIx64
-                          " whose targets are unknown (%s)",
-                          ij.site - fn.start, why);
+            w->unresolved.push_back({ij.site, in_cold, why});
+            continue;
         }
+        if (t.relative) ++w->relative_tables;
         for (uint64_t target : t.targets)
             w->branches.push_back({ij.site, target, ZYDIS_MNEMONIC_JMP, in_cold});
         spans.push_back({t.first_site, ij.site});
@@ -243,11 +296,33 @@ const char *read_tables(const CodeRange &fn, const std::vector<CodeRange> &cold,
     return nullptr;
 }
 
+// Step 4 of plan_region: nullptr when no jump through a pointer can land in (addr, addr + len).
+const char *prove_pointer_jumps(const Walk &w, const CodeRange &fn, uint64_t addr, size_t len, AddressStored stored) {
+    if (w.unresolved.empty()) return nullptr;
+    const Unresolved &u = w.unresolved.front();
+    const char *and_why = nullptr;
+    if (w.entry_loads > w.relative_tables)
+        and_why = ", and the function reads a jump table's entry that no table read here explains";
+    else if (stored == nullptr)
+        and_why = "";
+    else if (const int s = stored(addr + 1, addr + len); s > 0)
+        and_why = ", and the object's data stores an address inside the bytes a jmp would replace";
+    else if (s < 0)
+        and_why = ", and the object's data cannot be searched for addresses";
+    if (and_why == nullptr) return nullptr;
+    if (u.in_cold)
+        return reason("a cold part of the function has an indirect jump at 0x%" PRIx64
+                      " whose targets are unknown (%s)%s",
+                      u.site, u.why, and_why);
+    return reason("the function has an indirect jump at +0x%" PRIx64 " whose targets are unknown (%s)%s",
+                  u.site - fn.start, u.why, and_why);
+}
+
 }  // namespace
 
 const char *plan_region(uint64_t addr, const CodeRange &fn, const std::vector<CodeRange> &cold,
                         const std::vector<uint64_t> &other_probes, Region *out, ReadMemory read,
-                        JumpIsReturn is_return) {
+                        JumpIsReturn is_return, AddressStored stored) {
     if (fn.bytes == nullptr || addr < fn.start || addr >= fn.start + fn.len)
         return "the probe address is outside the function's bounds";
 
@@ -278,7 +353,24 @@ const char *plan_region(uint64_t addr, const CodeRange &fn, const std::vector<Co
                       what, b.site - fn.start, b.target - addr);
     }
 
-    // 4. Another probe's int3 would be overwritten by the jump (and its hits lost).
+    //    Nor may the function compute the address of one (a computed goto's label).
+    for (const Branch &a : w.addresses) {
+        if (a.target <= addr || a.target >= addr + region.len) continue;
+        const char *what = ZydisMnemonicGetString(a.mnemonic);
+        if (a.in_cold)
+            return reason("a %s at 0x%" PRIx64 " in a cold part of the function computes the address of byte %" PRIu64
+                          " of the region",
+                          what, a.site, a.target - addr);
+        return reason("a %s at +0x%" PRIx64 " in the function computes the address of byte %" PRIu64
+                      " of the region",
+                      what, a.site - fn.start, a.target - addr);
+    }
+
+    // 4. A jump through a pointer lands where a stored or computed address points: proven
+    //    away from the region (region.hpp), or the function is refused.
+    if (const char *why = prove_pointer_jumps(w, fn, addr, region.len, stored)) return why;
+
+    // 5. Another probe's int3 would be overwritten by the jump (and its hits lost).
     for (uint64_t p : other_probes)
         if (p > addr && p < addr + region.len)
             return reason("another probe at +%" PRIu64 " lies inside the %zu bytes replaced",
@@ -349,6 +441,22 @@ int relocate_one(const Insn &insn, bool last, uint64_t at, uint8_t *out, size_t 
         return insn.len;
     }
 
+    if (is_indirect_jmp(insn)) {
+        // Copied as is; through disp32(%rip), the displacement rebased to reach the same
+        // pointer from the copy.
+        if (!last) return -EINVAL;
+        if (cap < insn.len) return -ENOSPC;
+        for (size_t i = 0; i < insn.len; ++i) out[i] = insn.bytes[i];
+        if (rip_relative_modrm(insn)) {
+            if (insn.zi.raw.disp.size != 32) return -EINVAL;
+            const uint64_t pointer = insn.addr + insn.len + static_cast<uint64_t>(insn.zi.raw.disp.value);
+            int32_t disp = 0;
+            if (!rel32(at, insn.len, pointer, &disp)) return -ERANGE;
+            put_le(out + insn.zi.raw.disp.offset, static_cast<uint32_t>(disp), 4);
+        }
+        return insn.len;
+    }
+
     if (is_call(insn)) {
         if (!last || insn.target == 0) return -EINVAL;
         if (cap < kCallSeqLen) return -ENOSPC;
@@ -412,7 +520,7 @@ int relocate_region(const Region &region, uint64_t at, uint8_t *out, size_t cap,
             map->offset[i] = static_cast<uint32_t>(pos);
         }
         pos += static_cast<size_t>(n);
-        if (last && (is_ret(insn) || is_call(insn))) falls_through = false;
+        if (last && (is_ret(insn) || is_call(insn) || is_indirect_jmp(insn))) falls_through = false;
     }
     if (map) map->n = region.n;
 

@@ -40,15 +40,28 @@ struct Region {
 //   - the region is the instructions from addr until >= 5 bytes, all inside fn;
 //   - each is relocatable: a plain instruction (RIP-relative operands are fine), a direct
 //     jmp/jcc whose target lies outside the region, or, as the LAST instruction only, a
-//     `ret`/`ret imm16` or a direct `call rel32`; no indirect call/jmp, loop/jrcxz, or
+//     `ret`/`ret imm16`, a jump through a pointer (`jmp *%rax`, `jmp *ptr(%rip)`: a tail call)
+//     or a direct `call rel32`; no indirect call, loop/jrcxz, or
 //     anything decode() refuses;
 //   - no direct branch anywhere in fn or cold targets bytes (addr, addr + len);
 //   - every indirect jmp of fn (and of its cold parts) is a jump table that `read` can read
-//     (jump_table.hpp), whose targets then count as direct branches; any other (a tail call
-//     through a pointer, a computed goto, or any with `read` null) has invisible targets and
-//     refuses the function, as the kernel's optprobes refuse every indirect jump, unless
-//     `is_return` says it is a return (its target is outside the function);
+//     (jump_table.hpp), whose targets then count as direct branches, or a return
+//     (`is_return`: its target is outside the function), or a jump through a pointer whose
+//     target can be no byte of (addr, addr + len): see below. Any other has invisible targets
+//     and refuses the function, as the kernel's optprobes refuse every indirect jump;
+//   - no code of fn or its cold parts computes the address of a byte in (addr, addr + len)
+//     (a RIP-relative operand, an absolute immediate or displacement);
 //   - no other probe point inside (addr, addr + len).
+// A jump through a pointer (a tail call `jmp *%rax` after the epilogue, `jmp *8(%rdi)`, a
+// computed goto) goes, as the kernel's rule assumes, to another function's entry or into its
+// own function, there where a stored or computed address points. In a linked object the only
+// code addresses that are neither stored in its data nor computed by its code are those a
+// switch table holds as offsets from the table, which a table read here explains, and return
+// addresses, which only a call pushes. So such a jump cannot land inside the region when
+// (1) every relative table entry the function reads (movsxd from a 4-scaled index) belongs
+// to a table read here (no unread table whose sum the jump could be), (2) `stored` says that
+// the object's data stores no address in (addr, addr + len), and (3) the function's code
+// computes none (above).
 // Returns nullptr and fills *out, or a fixed, precise reason (static storage), e.g.
 // "the function has an indirect jump at +0x1c whose targets are unknown (...)",
 // "a jump at 0x... targets byte 3 of the region", "the function ends 2 bytes after the
@@ -59,9 +72,15 @@ struct Region {
 // pad): its target is the caller's code, never this function's. Null: none is.
 using JumpIsReturn = bool (*)(uint64_t site, int dwarf_reg);
 
+// Whether the data of the object holding [from, to) stores an address inside it (a pointer a
+// jump could load, symbols::code_address_stored): 0 none, 1 some, -1 not known (no object,
+// unreadable). Null: not known.
+using AddressStored = int (*)(uint64_t from, uint64_t to);
+
 const char *plan_region(uint64_t addr, const CodeRange &fn, const std::vector<CodeRange> &cold,
                         const std::vector<uint64_t> &other_probes, Region *out,
-                        ReadMemory read = nullptr, JumpIsReturn is_return = nullptr);
+                        ReadMemory read = nullptr, JumpIsReturn is_return = nullptr,
+                        AddressStored stored = nullptr);
 
 // Whether a direct branch of fn or of its cold parts targets `target` (fn's entry: a loop whose
 // head is the function's first instruction, or a tail call to itself, jumps there). False
@@ -84,7 +103,8 @@ struct RelocMap {
 //     touching flags or any register: lea -8(%rsp),%rsp; push %rax; movabs $ret,%rax;
 //     mov %rax,8(%rsp); pop %rax; jmp target (rel32) -- so the callee returns straight into
 //     the original function and unwinders never see the detour; no jump back after it;
-//   - a final `ret` is copied as is; no jump back after it.
+//   - a final `ret` is copied as is, and a final jump through a pointer too (its
+//     disp32(%rip) rebased); no jump back after them.
 // Returns the bytes written, or -ERANGE / -ENOSPC. `map` gets each instruction's offset.
 int relocate_region(const Region &region, uint64_t at, uint8_t *out, size_t cap, RelocMap *map);
 

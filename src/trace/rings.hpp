@@ -70,8 +70,10 @@ struct alignas(64) Header {
     uint32_t hist;                      // 1: the hist area is there
     std::atomic<uint32_t> final{0};     // 1: nmissed copied (the session stopped or the process exited)
     // "spec TEXT" for each resolved spec, "ADDRESS SPEC NAME" for each probe (SPEC: its index),
-    // a line each, in order; appended when probes are added (up to names_room bytes). A session
-    // started from the environment (`trace -- CMD`) begins with "exe PATH", its executable.
+    // a line each, in order; appended when probes are added (up to names_room bytes), then
+    // "slow INDEX REASON" for each of those on the breakpoint path (when there is room). A
+    // session started from the environment (`trace -- CMD`) begins with "exe PATH", its
+    // executable.
     uint64_t names_offset;
     std::atomic<uint64_t> names_bytes{0};
     uint64_t names_room;

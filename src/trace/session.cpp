@@ -353,6 +353,7 @@ void place(Session &ss, std::vector<Target> fns, Started *out)
     for (const Status &r : results) registered += r.ok() ? 1 : 0;
     // The failed ones stay in the list (their index is the shared memory's), unregistered.
     std::map<std::string, size_t> reasons;
+    std::string slow_lines;
     for (uint32_t i = 0; i < n; ++i) {
         Probe &p = *ss.list[first + i];
         out->names.push_back(placed[i].name);
@@ -380,7 +381,11 @@ void place(Session &ss, std::vector<Target> fns, Started *out)
         ++reasons[why_not];
         out->slow_each.push_back(
             fmt::format("{}: {}", probe_text(placed[i].name, ss.specs[placed[i].spec]), why_not));
+        slow_lines += fmt::format("slow {} {}\n", first + i, why_not);
     }
+    // The tool's --verbose summary says which of the functions that ran took the breakpoint
+    // path: each one's reason, published beside the names (left out when there is no room).
+    if (!slow_lines.empty()) append_names(ss, slow_lines);
     out->placed += static_cast<size_t>(registered);
     std::vector<std::pair<size_t, std::string>> by_count;
     for (auto &[why_not, count] : reasons) by_count.emplace_back(count, why_not);

@@ -29,7 +29,9 @@ die_like() {  # the program's fate as this script's own
 }
 case $mode in
 count | hist | events)
-    opts=(--"$mode")
+    # --verbose: the probes on the breakpoint path, and which of them were called (the jump
+    # path's share of the functions that ran, run.sh's jump_share).
+    opts=(--"$mode" --verbose)
     if [ "$mode" = events ]; then opts=(-o "$log.lptrace"); fi
     printf '%s\n' "$*" >"$log.cmd"
     # 61 and 62: the suite's stdout and stderr, which fdshim.so gives back to the program.

@@ -86,6 +86,42 @@ figures() {
         END { printf "%d %d %d %d %d %d %d %d\n", best, bj, calls, drop, noring, missed, s, unknown }'
 }
 
+# The jump path's share of the functions that ran (issue 31, item 7), from the --count runs'
+# logs (LOGDIR: *.out, the count tables; *.err, --verbose's list of the functions called on
+# the breakpoint path), over every process of the program: prints "called short long slow
+# hot_slow", where short are the called functions too short for the jump (a ret or the
+# function's end less than 5 bytes from the entry), long the others, slow those of them on the
+# breakpoint path, hot_slow those among the 20 most called of them; writes the slow ones, most
+# called first, with their reasons, to OUT.
+jump_share() {  # LOGDIR OUT
+    : >"$2"
+    awk -v out="$2" '
+        FNR == 1 { err = FILENAME ~ /\.err$/ }
+        !err && / [0-9]+$/ && !/^\(/ { n = $NF; name = $0; sub(/ +[0-9]+$/, "", name); calls[name] += n; next }
+        err && /^liveprobe:   / && match($0, /: [0-9]+ calls?: /) {
+            name = substr($0, 14, RSTART - 14)
+            why = substr($0, RSTART + RLENGTH)
+            reason[name] = why
+            if (why ~ /^(a ret ends the code|the function ends|a jump through a pointer ends the code) [0-9]+ bytes/) short[name] = 1
+        }
+        END {
+            for (f in calls) {
+                if (f in short) { ns++; continue }
+                long[++nl] = f
+                if (f in reason) { nslow++; print calls[f] "\t" f "\t" reason[f] > out }
+            }
+            for (k = 1; k <= 20 && k <= nl; k++) {  # the 20 most called of them, by selection
+                best = 0
+                for (i = 1; i <= nl; i++)
+                    if (!(i in taken) && (best == 0 || calls[long[i]] > calls[long[best]])) best = i
+                taken[best] = 1
+                if (long[best] in reason) hot++
+            }
+            printf "%d %d %d %d %d\n", ns + nl, ns, nl, nslow, hot
+        }' "$1"/*.out "$1"/*.err 2>/dev/null
+    sort -t "$(printf '\t')" -k1,1nr -o "$2" "$2"
+}
+
 rows=()
 status=0
 for name in "${names[@]}"; do
@@ -214,16 +250,24 @@ for name in "${names[@]}"; do
     ratio() { [ -n "$1" ] && awk -v a="$1" -v b="$u" 'BEGIN { if (b > 0) printf "%.1f", a / b; else print "-" }' || echo "-"; }
     dm=$(awk '$2 !~ /^(none|execbase|attachbase)$/ { d += $8; m += $10; k += $11 } END { printf "%d / %d%s", d, m, k ? " (+" k " unknown)" : "" }' "$pw/figures")
     share=$(awk -v p="$probes" -v j="$jump" 'BEGIN { if (p > 0) printf "%.1f%%", 100 * j / p; else print "-" }')
+    # Of the functions that ran (count mode), long enough for the jump: the share on it.
+    ran=-
+    if [ -d "$pw/count/lp" ]; then
+        read -r called short long slow hot < <(jump_share "$pw/count/lp" "$pw/count/slow-called")
+        ran=$(awk -v l="$long" -v s="$slow" -v c="$called" -v h="$hot" \
+            'BEGIN { if (l > 0) printf "%.1f%% of %d (%d of %d called too short; %d of the 20 hottest off it)", 100 * (l - s) / l, l, c - l, c, h; else print "-" }')
+        say "$name: of the $called functions called, $short too short for the jump; of the $long others, $slow on the breakpoint path ($hot of the 20 most called): $pw/count/slow-called"
+    fi
     vs=$(awk '$2 !~ /^(none|execbase|attachbase)$/ { v = $12; for (i = 13; i <= NF && $i !~ /=/; i++) v = v " " $i; printf "%s%s: %s", sep, $2, v; sep = "; " }' "$pw/figures")
-    line="| $name | $RP_LANG | $probes | $share | $u | ${c:--} (x$(ratio "$c")) | ${h:--} (x$(ratio "$h")) | $dm | $vs |"
-    echo "realprograms: $name: probes=$probes jump-share=$share untraced=${u}s count=${c:--}s (x$(ratio "$c")) hist=${h:--}s (x$(ratio "$h")) dropped/missed=$dm; $vs"
+    line="| $name | $RP_LANG | $probes | $share | $ran | $u | ${c:--} (x$(ratio "$c")) | ${h:--} (x$(ratio "$h")) | $dm | $vs |"
+    echo "realprograms: $name: probes=$probes jump-share=$share ran-share=$ran untraced=${u}s count=${c:--}s (x$(ratio "$c")) hist=${h:--}s (x$(ratio "$h")) dropped/missed=$dm; $vs"
     rows+=("$line")
     unset secs verdict
 done
 
 {
-    echo "| program | lang | functions probed | on the jump path | untraced s | --count s (ratio) | --hist s (ratio) | dropped / missed | results against untraced |"
-    echo "|---|---|---|---|---|---|---|---|---|"
+    echo "| program | lang | functions probed | on the jump path | of those called and long enough, on the jump path | untraced s | --count s (ratio) | --hist s (ratio) | dropped / missed | results against untraced |"
+    echo "|---|---|---|---|---|---|---|---|---|---|"
     printf '%s\n' "${rows[@]}"
 } >"$work/results.md"
 cat "$work/results.md"

@@ -325,6 +325,24 @@ verbose_check() {  # NAME FILE
     [ -n "$placed" ] && [ "$lines" -eq $((placed - fast)) ] && [ "$lines" -gt 0 ] &&
         pass "$1: --verbose names the $lines probes on the breakpoint path of $placed" ||
         { fail "$1: --verbose: placed ${placed:-?}, ${fast:-?} optimized, $lines named:"; grep breakpoint "$2" | head -3 | sed 's/^/    /'; }
+    # At the end, which of them were called: "K of the M functions called took the breakpoint
+    # path:", then K lines "  NAME: N calls: REASON", each one a function named above; or "the
+    # M functions called all took the jump path". M is the count table's "(M of T functions
+    # called)".
+    local k m listed bad=0 name called
+    called=$(sed -n 's/^(\([0-9]*\) of [0-9]* functions called)$/\1/p' "$2")
+    read -r k m < <(sed -n 's/^liveprobe: \([0-9]*\) of the \([0-9]*\) functions called took the breakpoint path:$/\1 \2/p' "$2")
+    if [ -z "$k" ]; then
+        m=$(sed -n 's/^liveprobe: the \([0-9]*\) functions called all took the jump path$/\1/p' "$2")
+        [ -n "$m" ] && k=0
+    fi
+    listed=$(grep -cE '^liveprobe:   [^ ].*: [0-9]+ calls?: .' "$2")
+    while IFS= read -r name; do
+        grep -qF "on the breakpoint path: $name: " "$2" || bad=$((bad + 1))
+    done < <(sed -n 's/^liveprobe:   \([^ ]*\): [0-9]* calls*: .*/\1/p' "$2")
+    [ -n "$k" ] && [ "$m" = "$called" ] && [ "$k" -le "$m" ] && [ "$listed" = "$k" ] && [ "$bad" = 0 ] &&
+        pass "$1: --verbose names the $k of the $m functions called that took the breakpoint path" ||
+        { fail "$1: --verbose's called list: '${k:-?} of ${m:-?}', $listed listed, $bad not named before"; grep -A3 'functions called' "$2" | sed 's/^/    /'; }
 }
 "$lp" trace --verbose --count 'libc.so.6:*' -- "$bin/tests/lp_nap_target" 1000 0.3 >"$tmp/verbose.out" 2>&1
 verbose_check "-- CMD" "$tmp/verbose.out"

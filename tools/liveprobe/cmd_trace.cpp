@@ -81,6 +81,30 @@ void print_summary(const Folded &f, uint64_t events, const std::string &read)
                  f.keys.size(), calls, read.c_str(), f.dropped, f.unringed, miss.c_str());
 }
 
+// --verbose, --count or --hist: which of the functions that were called took the breakpoint
+// path (a signal a hit), the most called first, each with its reason (the verbose list at the
+// start names every one, called or not). Probes whose reason the target could not publish
+// count as on the jump path.
+void print_breakpoint_calls(const Folded &f, const TraceProbes &names)
+{
+    std::vector<std::pair<uint64_t, uint32_t>> slow;  // (calls, key)
+    size_t called = 0;
+    for (uint32_t k = 0; k < f.count.size(); ++k) {
+        if (f.count[k] == 0) continue;
+        ++called;
+        if (f.slow.count(k)) slow.emplace_back(f.count[k], k);
+    }
+    std::sort(slow.begin(), slow.end(), [](auto &a, auto &b) { return a.first > b.first; });
+    if (slow.empty()) {
+        std::fprintf(stderr, "liveprobe: the %zu functions called all took the jump path\n", called);
+        return;
+    }
+    std::fprintf(stderr, "liveprobe: %zu of the %zu functions called took the breakpoint path:\n", slow.size(), called);
+    for (auto [calls, k] : slow)
+        std::fprintf(stderr, "liveprobe:   %s: %" PRIu64 " call%s: %s\n", names.names[k].c_str(), calls,
+                     calls == 1 ? "" : "s", f.slow.at(k).c_str());
+}
+
 // The images a trace reads (trace_images.hpp) and what is done with them: the first, and the
 // ones followed since (-- CMD), read while they live, then folded into the sums and closed.
 struct Reader {
@@ -286,7 +310,8 @@ Runner add_trace(CLI::App &app)
                   "Do not trace the children the process forks, nor the programs they execute (-- CMD: both are "
                   "traced by default, each program with the same specs from before its main)");
     cmd->add_flag("--verbose", o->verbose,
-                  "Name each probe left on the breakpoint path (microseconds a hit), with its reason");
+                  "Name each probe left on the breakpoint path (microseconds a hit), with its reason; with "
+                  "--count or --hist, also which of them were called, and how often");
     cmd->add_option("--chrome", o->chrome, "Write the calls to FILE as Chrome trace events (chrome://tracing, Perfetto)");
     cmd->add_option("--maxactive", o->maxactive,
                     "Calls of one function followed at once, per function (default 16384: recursion that deep; "
@@ -661,6 +686,7 @@ Runner add_trace(CLI::App &app)
         }
         rd.images.clear();  // the followed images' connections closed: their sessions stop
         std::fflush(stdout);  // the summary (stderr) after what it sums up
+        if (o->verbose && (o->count || o->hist)) print_breakpoint_calls(rd.folded, names);
         if (rd.followed || rd.untraced)
             std::fprintf(stderr, "liveprobe: followed exec: %zu run%s of %zu program%s traced%s\n",
                          rd.followed + (top.named ? 1 : 0), rd.followed + (top.named ? 1 : 0) == 1 ? "" : "s",

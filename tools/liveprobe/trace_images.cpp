@@ -48,10 +48,17 @@ bool load_names(Image &im)
     probes.names.clear();
     probes.spec.clear();
     im.own.clear();
+    im.slow.clear();
     std::vector<trace::Spec> placed;
     for (std::string line; std::getline(in, line);) {
         if (line.rfind("exe ", 0) == 0) {  // trace -- CMD: the image's executable
             im.exe = line.substr(4);
+            continue;
+        }
+        if (line.rfind("slow ", 0) == 0) {  // "slow INDEX REASON": probe INDEX on the breakpoint path
+            char *end = nullptr;
+            const unsigned long p = std::strtoul(line.c_str() + 5, &end, 10);
+            if (end && *end == ' ' && p < probes.names.size()) im.slow[static_cast<uint32_t>(p)] = end + 1;
             continue;
         }
         if (line.rfind("spec ", 0) == 0) {
@@ -219,6 +226,7 @@ void Folded::add(const Image &im)
             hist.push_back({});
         }
         count[it->second] += t.count[p];
+        if (auto s = im.slow.find(p); s != im.slow.end()) slow.emplace(it->second, s->second);
         for (uint32_t b = 0; b < trace::kHistBuckets; ++b) hist[it->second][b] += t.hist[p][b];
     }
     Header *h = trace::header_of(shm.base);

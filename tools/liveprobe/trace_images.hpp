@@ -40,6 +40,7 @@ struct Image {
     Shm shm;
     TraceProbes probes;      // names demangled, with `prefix` before the executable's own
     std::vector<uint8_t> own;  // probe i is a function of the executable itself (no "OBJECT:")
+    std::map<uint32_t, std::string> slow;  // the probes on the breakpoint path, with why
     bool named = false;  // the session is set up and its names read
     int conn = -1;       // a followed image's connection: open while a process of it lives
     // -o FILE: its events, encoded into its own trace file.
@@ -66,6 +67,7 @@ struct Folded {
     std::map<std::pair<std::string, std::string>, uint32_t> index;
     std::vector<uint64_t> count;
     std::vector<std::array<uint64_t, trace::kHistBuckets>> hist;
+    std::map<uint32_t, std::string> slow;  // keys whose probe took the breakpoint path in some image, why
     std::set<std::string> exes;  // the executables whose images had a session
     uint64_t dropped = 0, unringed = 0, missed = 0;
     uint32_t images = 0, unknown_missed = 0;  // images folded; of which their misses were not published

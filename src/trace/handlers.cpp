@@ -355,6 +355,18 @@ int hist_return_slow(void *arg) noexcept
 
 int hist_return_clock(struct kretprobe_instance *ri, struct pt_regs *) noexcept { return hist_return_slow(ri); }
 
+int left_call(struct kretprobe_instance *ri, struct pt_regs *) noexcept
+{
+    const Probe *p = probe_of_rp(ri->rp);
+    const Slot &sl = g_slots[p->session];
+    if (sl.silent.load(std::memory_order_relaxed)) return 0;
+    const int32_t ring = p->session == 0 ? ring_or_count_unringed<true>(0) : ring_or_count_unringed<false>(p->session);
+    if (ring < 0) return 0;
+    std::atomic<uint64_t> *c = count_of(sl.base, sl.capacity, static_cast<uint32_t>(ring), p->index);
+    c->store(c->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);  // this thread's row only
+    return 0;
+}
+
 // The other slots' --hist, with the TSC or not.
 int hist_return_other(struct kretprobe_instance *ri, struct pt_regs *) noexcept
 {

@@ -75,6 +75,10 @@ int fetch_pre_other(struct kprobe *kp, struct pt_regs *regs) noexcept;
 int event_return_other(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;
 int fetch_return_other(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;
 int hist_return_other(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;  // with or without the TSC
+// --hist and the per-event modes' unwind handler: a call that left without returning (an
+// exception, a longjmp, its thread's exit), counted in its thread's count row, so that the
+// totals hold every call as --count's do.
+int left_call(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;
 // --count of a function that jumps back to its own entry (core::entry_is_jumped_to): a
 // kretprobe's entry handler, which the engine runs once a call, not once a turn.
 int count_entry(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;

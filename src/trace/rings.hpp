@@ -17,7 +17,7 @@
 
 namespace liveprobe::trace {
 
-constexpr uint64_t kRingsMagic = 0x37676e6972706c;  // "lpring7"
+constexpr uint64_t kRingsMagic = 0x38676e6972706c;  // "lpring8"
 constexpr uint32_t kRings = 64;
 constexpr uint32_t kRingRecords = 524288;  // 16 MiB a thread (the memfd is sparse: only what is written)
 
@@ -78,13 +78,17 @@ struct alignas(64) Header {
     std::atomic<uint64_t> names_bytes{0};
     uint64_t names_room;
     std::atomic<uint32_t> ready{0};     // 1: the session is set up (probes, names)
+    // 1: --count, whose count rows hold the calls; otherwise they hold the calls that left
+    // without returning (an exception, a longjmp, the thread's exit: the unwind handler).
+    uint32_t counts_calls;
 };
 
 constexpr uint32_t kHistBuckets = 40;  // log2 of nanoseconds: bucket b holds [2^(b-1), 2^b)
 
 // After the rings (each per-probe area has `capacity` entries), per probe: its nmissed (copied
 // from the target's kretprobe when the session stops or the process exits), then per ring
-// (thread) and probe: a count (--count), and for --hist the buckets, 64-bit (a hot function
+// (thread) and probe: a count (--count: the calls; otherwise: the calls that left without
+// returning, Header::counts_calls), and for --hist the buckets, 64-bit (a hot function
 // fills 2^32 in minutes), whose sum is the count (--hist's return touches one line, not two).
 // The file is sparse: rows no thread touched take no memory.
 constexpr size_t kRingsBytes = sizeof(Header) + kRings * sizeof(RingHead) + size_t{kRings} * kRingRecords * sizeof(Record);

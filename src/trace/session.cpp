@@ -326,6 +326,7 @@ void place(Session &ss, std::vector<Target> fns, Started *out)
                             : spec.kind == SpecKind::ret ? (first_slot ? fetch_return : fetch_return_other)
                             : first_slot                 ? event_return
                                                          : event_return_other;
+            p->rp.unwind_handler = left_call;  // counted, so that the totals hold every call
             p->rp.data_size = regs ? sizeof(EntryData) : sizeof(uint64_t);
             p->rp.maxactive = spec.maxactive ? spec.maxactive : ss.maxactive;
             rps.push_back(&p->rp);
@@ -613,6 +614,7 @@ int start(Mode mode, const std::vector<std::string> &spec_texts, int maxactive, 
     h->records = kRingRecords;
     h->capacity = capacity;
     h->hist = mode == Mode::hist;
+    h->counts_calls = mode == Mode::count;
     h->names_offset = names_offset(capacity, mode == Mode::hist);
     h->names_room = bytes - h->names_offset;
     ss->base = base;

@@ -32,10 +32,24 @@ for f in top dive flat mid leaf; do
         fail "count: $f ${n:-not} counted, the program counted $(own "$f")"
 done
 mode hist --hist
-# Under --hist, the calls that returned: those that threw did not.
+# Under --hist, the calls that returned are timed; those an exception left are counted beside
+# them (before, they were in no total: --hist's summary said fewer calls than --count's).
 n=$(sed -n 's/^@ns\[top(int, int)\]: \([0-9]*\) calls$/\1/p' "$tmp/hist.out")
 [ "$n" = "$(own top)" ] && pass "hist: every call of top returned and was timed ($n)" || fail "hist: top ${n:-none}"
+for f in dive leaf; do
+    read -r back left < <(sed -n "s/^@ns\[$f(.*)\]: \([0-9]*\) calls, and \([0-9]*\) that left without returning .*/\1 \2/p" "$tmp/hist.out")
+    [ -n "$left" ] && [ "$left" -gt 0 ] && [ $((back + left)) = "$(own "$f")" ] &&
+        pass "hist: $f: $back calls returned and $left left by an exception, the program's $(own "$f")" ||
+        { fail "hist: $f: ${back:-?} returned, ${left:-?} left, the program counted $(own "$f"):"; grep "^@ns\[$f" "$tmp/hist.out" | sed 's/^/    /'; }
+done
+calls_of() { sed -n 's/^liveprobe: [0-9]* functions traced, \([0-9]*\) calls.*/\1/p' "$1"; }
+[ "$(calls_of "$tmp/hist.err")" = "$(calls_of "$tmp/count.err")" ] &&
+    pass "hist: the summary counts $(calls_of "$tmp/hist.err") calls, as --count's" ||
+    fail "hist: the summary counts $(calls_of "$tmp/hist.err") calls, --count's $(calls_of "$tmp/count.err")"
 mode events -o "$tmp/t.lptrace"
+[ "$(calls_of "$tmp/events.err")" = "$(calls_of "$tmp/count.err")" ] &&
+    pass "events: the summary counts $(calls_of "$tmp/events.err") calls, as --count's" ||
+    fail "events: the summary counts $(calls_of "$tmp/events.err") calls, --count's $(calls_of "$tmp/count.err")"
 
 # A return probe on a cold part: refused, saying why; an instruction probe there works.
 out=$("$lp" trace --no-follow 'r:_Z4leafi.cold' -- "$target" 2>&1); rc=$?

@@ -68,9 +68,14 @@ struct Opts {
 // are what was read and what was dropped.
 void print_summary(const Folded &f, uint64_t events, const std::string &read)
 {
-    uint64_t calls = 0;
+    uint64_t calls = 0, left = 0;
     for (uint64_t n : f.count) calls += n;
+    for (uint64_t n : f.left) left += n;
     if (!read.empty()) calls = events + f.dropped;
+    // --hist and per event: the calls that left without returning are calls too (--count
+    // counts them at their entry), though they have no duration and no event.
+    calls += left;
+    std::string of_which = left ? fmt::format(" ({} left without returning)", left) : std::string();
     std::string miss = f.unknown_missed == 0 ? std::to_string(f.missed)
                        : f.images == 1       ? std::string("unknown (the process ended abruptly)")
                                              : fmt::format("{}, and unknown in {} of {} processes (ended abruptly, or "
@@ -78,7 +83,7 @@ void print_summary(const Folded &f, uint64_t events, const std::string &read)
                                                            f.missed, f.unknown_missed, f.images);
     std::fprintf(stderr, "liveprobe: %zu functions traced, %" PRIu64 " calls%s, %" PRIu64 " dropped (ring full), %" PRIu64
                          " without a ring, missed %s\n",
-                 f.keys.size(), calls, read.c_str(), f.dropped, f.unringed, miss.c_str());
+                 f.keys.size(), calls, (read + of_which).c_str(), f.dropped, f.unringed, miss.c_str());
 }
 
 // --verbose, --count or --hist: which of the functions that were called took the breakpoint
@@ -90,9 +95,10 @@ void print_breakpoint_calls(const Folded &f, const TraceProbes &names)
     std::vector<std::pair<uint64_t, uint32_t>> slow;  // (calls, key)
     size_t called = 0;
     for (uint32_t k = 0; k < f.count.size(); ++k) {
-        if (f.count[k] == 0) continue;
+        const uint64_t n = f.count[k] + f.left[k];
+        if (n == 0) continue;
         ++called;
-        if (f.slow.count(k)) slow.emplace_back(f.count[k], k);
+        if (f.slow.count(k)) slow.emplace_back(n, k);
     }
     std::sort(slow.begin(), slow.end(), [](auto &a, auto &b) { return a.first > b.first; });
     if (slow.empty()) {

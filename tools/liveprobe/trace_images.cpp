@@ -183,6 +183,7 @@ TraceTotals totals_of(const Shm &shm)
 {
     TraceTotals t(shm.probes);
     bool hist = trace::header_of(shm.base)->hist != 0;
+    const bool calls = trace::header_of(shm.base)->counts_calls != 0;  // else the rows hold calls that left
     for (uint32_t r = 0; r < kRings; ++r) {
         const trace::RingHead *h = trace::ring_head(shm.base, r);
         if (h->tid.load(std::memory_order_acquire) == 0) continue;
@@ -193,10 +194,12 @@ TraceTotals totals_of(const Shm &shm)
             t.count[(w - 1) / trace::kHistBuckets]++;
         }
         for (uint32_t p = 0; p < shm.probes; ++p) {
-            if (!hist) {
+            if (calls) {
                 t.count[p] += trace::count_of(shm.base, shm.capacity, r, p)->load();
                 continue;
             }
+            t.left[p] += trace::count_of(shm.base, shm.capacity, r, p)->load();
+            if (!hist) continue;
             for (uint32_t b = 0; b < trace::kHistBuckets; ++b) {  // --hist counts no calls but in buckets
                 const uint64_t n = trace::hist_of(shm.base, shm.capacity, r, p)[b].load();
                 t.hist[p][b] += n;
@@ -223,9 +226,11 @@ void Folded::add(const Image &im)
         if (added) {
             keys.push_back(key);
             count.push_back(0);
+            left.push_back(0);
             hist.push_back({});
         }
         count[it->second] += t.count[p];
+        left[it->second] += t.left[p];
         if (auto s = im.slow.find(p); s != im.slow.end()) slow.emplace(it->second, s->second);
         for (uint32_t b = 0; b < trace::kHistBuckets; ++b) hist[it->second][b] += t.hist[p][b];
     }
@@ -258,6 +263,7 @@ TraceTotals Folded::totals() const
     TraceTotals t(keys.size());
     t.count = count;
     t.hist = hist;
+    t.left = left;
     return t;
 }
 

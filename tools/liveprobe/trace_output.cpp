@@ -246,12 +246,21 @@ void print_hists(const TraceTotals &t, const TraceProbes &probes)
         const auto &buckets = t.hist[p];
         uint64_t total = 0;
         for (uint64_t n : buckets) total += n;
-        if (total == 0) continue;
+        const uint64_t left = p < t.left.size() ? t.left[p] : 0;
+        if (total == 0 && left == 0) continue;
+        // Calls that left without returning have no duration: said beside the histogram.
+        const std::string also =
+            left ? fmt::format(", and {} that left without returning (an exception, a longjmp, a thread's exit)", left)
+                 : std::string();
+        std::printf("@ns[%s]: %" PRIu64 " calls%s\n", probes.name_of(p).c_str(), total, also.c_str());
+        if (total == 0) {
+            std::printf("\n");
+            continue;
+        }
         uint64_t peak = *std::max_element(buckets.begin(), buckets.end());
         uint32_t lo = 0, hi = trace::kHistBuckets - 1;
         while (buckets[lo] == 0) ++lo;
         while (buckets[hi] == 0) --hi;
-        std::printf("@ns[%s]: %" PRIu64 " calls\n", probes.name_of(p).c_str(), total);
         for (uint32_t b = lo; b <= hi; ++b) {
             std::string range = b == 0 ? "[0]" : fmt::format("[{}, {})", bound(b), bound(b + 1));
             int bar = static_cast<int>(buckets[b] * 52 / peak);

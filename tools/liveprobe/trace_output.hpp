@@ -52,7 +52,8 @@ void chrome_end(FILE *f);
 struct TraceTotals {
     std::vector<uint64_t> count;
     std::vector<std::array<uint64_t, trace::kHistBuckets>> hist;
-    explicit TraceTotals(size_t probes) : count(probes), hist(probes) {}
+    std::vector<uint64_t> left;  // --hist, per event: calls that left without returning (no time)
+    explicit TraceTotals(size_t probes) : count(probes), hist(probes), left(probes) {}
     void add(const TraceEvent &e, const TraceProbes &probes);  // from a trace file
 };
 uint32_t hist_bucket(uint64_t ns);

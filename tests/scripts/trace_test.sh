@@ -355,5 +355,11 @@ sleep 0.3
 "$lp" trace -p "$vt" --verbose --duration 0.3 --count 'libc.so.6:*' >"$tmp/verbose_p.out" 2>&1
 verbose_check "-p" "$tmp/verbose_p.out"
 
+# --verbose says which functions the missed calls were of: lp_tr_fib's recursion 10 deep with 3
+# return instances misses 170 of its 177 calls.
+out=$("$lp" trace --verbose --maxactive 3 --hist lp_tr_fib lp_tr_leaf -- "$target" 2>&1 >/dev/null)
+grep -q '^liveprobe: the 170 missed calls were of 1 function:$' <<<"$out" && grep -q '^liveprobe:   lp_tr_fib: 170$' <<<"$out" &&
+    pass "--verbose: the 170 missed calls are lp_tr_fib's" || { fail "--verbose, misses by function:"; tail -4 <<<"$out" | sed 's/^/    /'; }
+
 echo "$failures failure(s)"
 [ "$failures" -eq 0 ]

@@ -111,6 +111,24 @@ void print_breakpoint_calls(const Folded &f, const TraceProbes &names)
                      calls == 1 ? "" : "s", f.slow.at(k).c_str());
 }
 
+// --verbose: which functions the missed calls were of, the most first. A miss is a hit while
+// the thread ran liveprobe's own handler (a signal handler that interrupted it calls a probed
+// function, as the kernel's kprobes miss a reentrant hit) or with every return instance of
+// the function taken (--maxactive).
+void print_missed_by_function(const Folded &f, const TraceProbes &names)
+{
+    std::vector<std::pair<uint64_t, uint32_t>> rows;
+    for (uint32_t k = 0; k < f.missed_by.size(); ++k)
+        if (f.missed_by[k]) rows.emplace_back(f.missed_by[k], k);
+    if (rows.empty()) return;
+    std::sort(rows.begin(), rows.end(), [](auto &a, auto &b) { return a.first > b.first; });
+    std::fprintf(stderr, "liveprobe: the %" PRIu64 " missed calls were of %zu function%s:\n", f.missed, rows.size(),
+                 rows.size() == 1 ? "" : "s");
+    for (size_t i = 0; i < rows.size() && i < 20; ++i)
+        std::fprintf(stderr, "liveprobe:   %s: %" PRIu64 "\n", names.names[rows[i].second].c_str(), rows[i].first);
+    if (rows.size() > 20) std::fprintf(stderr, "liveprobe:   ... and %zu more functions\n", rows.size() - 20);
+}
+
 // The images a trace reads (trace_images.hpp) and what is done with them: the first, and the
 // ones followed since (-- CMD), read while they live, then folded into the sums and closed.
 struct Reader {
@@ -693,6 +711,7 @@ Runner add_trace(CLI::App &app)
         rd.images.clear();  // the followed images' connections closed: their sessions stop
         std::fflush(stdout);  // the summary (stderr) after what it sums up
         if (o->verbose && (o->count || o->hist)) print_breakpoint_calls(rd.folded, names);
+        if (o->verbose) print_missed_by_function(rd.folded, names);
         if (rd.followed || rd.untraced)
             std::fprintf(stderr, "liveprobe: followed exec: %zu run%s of %zu program%s traced%s\n",
                          rd.followed + (top.named ? 1 : 0), rd.followed + (top.named ? 1 : 0) == 1 ? "" : "s",

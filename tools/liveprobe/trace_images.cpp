@@ -217,6 +217,7 @@ void Folded::add(const Image &im)
     const Shm &shm = im.shm;
     if (!im.named) return;
     const TraceTotals t = totals_of(shm);
+    std::vector<uint32_t> key_of(shm.probes);
     for (uint32_t p = 0; p < shm.probes; ++p) {
         // Keyed without the events' prefix: probes() puts the executable's name back when
         // there is more than one.
@@ -227,8 +228,10 @@ void Folded::add(const Image &im)
             keys.push_back(key);
             count.push_back(0);
             left.push_back(0);
+            missed_by.push_back(0);
             hist.push_back({});
         }
+        key_of[p] = it->second;
         count[it->second] += t.count[p];
         left[it->second] += t.left[p];
         if (auto s = im.slow.find(p); s != im.slow.end()) slow.emplace(it->second, s->second);
@@ -238,7 +241,11 @@ void Folded::add(const Image &im)
     for (uint32_t i = 0; i < kRings; ++i) dropped += trace::ring_head(shm.base, i)->dropped.load();
     unringed += h->unringed.load();
     if (h->final.load())
-        for (uint32_t p = 0; p < shm.probes; ++p) missed += trace::missed_of(shm.base, p)->load();
+        for (uint32_t p = 0; p < shm.probes; ++p) {
+            const uint64_t m = trace::missed_of(shm.base, p)->load();
+            missed += m;
+            missed_by[key_of[p]] += m;
+        }
     else
         ++unknown_missed;
     exes.insert(im.exe);

@@ -68,6 +68,7 @@ struct Folded {
     std::vector<uint64_t> count;
     std::vector<std::array<uint64_t, trace::kHistBuckets>> hist;
     std::vector<uint64_t> left;  // calls that left without returning (--hist, per event)
+    std::vector<uint64_t> missed_by;  // the misses of each
     std::map<uint32_t, std::string> slow;  // keys whose probe took the breakpoint path in some image, why
     std::set<std::string> exes;  // the executables whose images had a session
     uint64_t dropped = 0, unringed = 0, missed = 0;

@@ -1,5 +1,6 @@
 #include "agent/agent.hpp"
 #include "os/linux/environ.hpp"
+#include "os/linux/high_fd.hpp"
 
 #include <malloc.h>
 #include <poll.h>
@@ -527,12 +528,14 @@ bool serve_one(int lfd)
         return true;
     }
     if (const int s = handle(fd); s >= 0) {
-        own(static_cast<uint32_t>(s), fd);
+        own(static_cast<uint32_t>(s), os::move_fd_high(fd));  // kept for the session: out of the program's way
     } else {
         close(fd);
     }
     return true;
 }
+
+int listen_again(int lfd);
 
 // Serves the socket, one connection at a time, and watches the descriptors of the trace
 // sessions' owners: the end of one (the tool's, whatever killed it) stops its session.
@@ -556,7 +559,11 @@ void *agent_thread(void *arg)
                 g_owners[s].fd = -1;  // the program closed it (and may use the number): not ours now
             }
         }
-        if (p[0].revents && !serve_one(lfd)) return nullptr;  // closed: the agent stopped
+        if (!is_listen_socket(lfd)) {  // the program closed it
+            if ((lfd = listen_again(lfd)) < 0) return nullptr;
+            continue;
+        }
+        if (p[0].revents && !serve_one(lfd)) return nullptr;  // shut down: the agent stopped
         // After what the owner's end or a request did: the thread-stop helper of what it placed
         // or removed reaped, freed memory given back, the agent stopped after a detach.
         os::stop_threads_reap_helper();
@@ -565,28 +572,15 @@ void *agent_thread(void *arg)
     }
 }
 
-// Called with g_mu held.
-int start_locked(std::string *why)
+// The agent's socket at `path`, listening: its descriptor, or -errno with *why (g_mu held).
+int listen_at(const std::string &path, std::string *why)
 {
-    pid_t pid = getpid();
-    if (g_running && g_pid == pid) return 0;
-    if (g_running) {  // a fork child: the parent's thread is not here, its socket is the parent's
-        if (is_listen_socket(g_listen_fd)) close(g_listen_fd);
-        g_listen_fd = -1;
-        g_running = false;
-    }
-    if (int r = ensure_runtime_dir(why); r < 0) return r;
-    sweep_stale_sockets(getuid());  // those of killed processes do not pile up
-    std::string path = socket_path(getuid(), pid);
     struct sockaddr_un sa {};
     int fd = unix_socket(path, &sa, why);
     if (fd < 0) return fd;
     // Out of the program's way: a script's own descriptors are 3 to 9 (`exec 3>&1`), and the
     // lowest free number, which a new socket takes, was one of them.
-    if (const int high = fcntl(fd, F_DUPFD_CLOEXEC, 512); high >= 0) {
-        close(fd);
-        fd = high;
-    }
+    fd = os::move_fd_high(fd);
     unlink(path.c_str());  // a stale socket of an earlier process with this pid
     // Created 0600 from the start (umask), then checked.
     mode_t old = umask(0177);
@@ -602,6 +596,39 @@ int start_locked(std::string *why)
     fstat(fd, &st);
     g_listen_dev = st.st_dev;
     g_listen_ino = st.st_ino;
+    return fd;
+}
+
+// The agent's thread, when its socket is not its own any more: the program closed it (a
+// daemon's closefrom), and may have a file under its number. (Closing a socket's last
+// descriptor wakes its pollers: the thread sees it at once.) Made again, so that tools still
+// reach the agent: the new descriptor, or -1 when the agent stops (the socket was shut down
+// by a detach or the program's exit: still ours; or it cannot be made).
+int listen_again(int lfd)
+{
+    std::lock_guard lk(g_mu);
+    if (is_listen_socket(lfd) || !g_running || g_pid != getpid()) return -1;
+    std::string why;
+    const int fd = listen_at(g_socket, &why);
+    if (fd >= 0) g_listen_fd = fd;
+    return fd;
+}
+
+// Called with g_mu held.
+int start_locked(std::string *why)
+{
+    pid_t pid = getpid();
+    if (g_running && g_pid == pid) return 0;
+    if (g_running) {  // a fork child: the parent's thread is not here, its socket is the parent's
+        if (is_listen_socket(g_listen_fd)) close(g_listen_fd);
+        g_listen_fd = -1;
+        g_running = false;
+    }
+    if (int r = ensure_runtime_dir(why); r < 0) return r;
+    sweep_stale_sockets(getuid());  // those of killed processes do not pile up
+    std::string path = socket_path(getuid(), pid);
+    const int fd = listen_at(path, why);
+    if (fd < 0) return fd;
     g_guarded = false;  // read by the thread about to start
     // The thread takes none of the program's signals, but for the synchronous ones: it runs
     // libc's code, on which breakpoints are placed (while it places them too), and the kernel
@@ -679,9 +706,7 @@ void adopt_owner_from_environment()
     os::erase_env("LIVEPROBE_TRACE_OWNER_FD");
     struct stat st {};
     if (fd < 0 || fstat(fd, &st) != 0 || !S_ISFIFO(st.st_mode)) return;
-    const int high = fcntl(fd, F_DUPFD_CLOEXEC, 512);
-    close(fd);
-    if (high < 0) return;
+    const int high = os::move_fd_high(fd);
     own(0, high);  // the session LIVEPROBE_TRACE starts, the process's first: slot 0
     g_owners[0].pid = getppid();
 }
@@ -700,9 +725,7 @@ void adopt_follow_from_environment()
         for (const char *v : {"LIVEPROBE_TRACE", "LIVEPROBE_TRACE_FOLLOW", "LIVEPROBE_TRACE_VERBOSE"}) os::erase_env(v);
         return;
     }
-    const int high = fcntl(fd, F_DUPFD_CLOEXEC, 512);
-    close(fd);
-    if (high < 0) return;
+    const int high = os::move_fd_high(fd);
     own(0, high);
     g_owners[0].pid = tool;
     g_follow_fd = high;

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "core/immortal.hpp"
+#include "os/linux/high_fd.hpp"
 #include "symbols/elf_object.hpp"
 #include "symbols/symbols.hpp"
 
@@ -171,7 +172,7 @@ bool open_dwarf(const std::string &open_path, const std::string &path)
     if (d.debug_fd >= 0) close(d.debug_fd);
     if (d.fd >= 0) close(d.fd);
     d = DwarfFile{};
-    d.fd = open(open_path.c_str(), O_RDONLY | O_CLOEXEC);
+    d.fd = os::move_fd_high(open(open_path.c_str(), O_RDONLY | O_CLOEXEC));  // kept: out of the program's way
     if (d.fd < 0) return false;
     d.key = key;
     d.dw = dwarf_begin(d.fd, DWARF_C_READ);
@@ -179,7 +180,7 @@ bool open_dwarf(const std::string &open_path, const std::string &path)
         if (Elf *elf = elf_begin(d.fd, ELF_C_READ_MMAP, nullptr)) {
             std::string debug = find_debug_file(elf, path);
             elf_end(elf);
-            if (!debug.empty() && (d.debug_fd = open(debug.c_str(), O_RDONLY | O_CLOEXEC)) >= 0)
+            if (!debug.empty() && (d.debug_fd = os::move_fd_high(open(debug.c_str(), O_RDONLY | O_CLOEXEC))) >= 0)
                 d.dw = dwarf_begin(d.debug_fd, DWARF_C_READ);
         }
     }

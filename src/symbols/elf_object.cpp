@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "os/linux/high_fd.hpp"
 #include "symbols/names.hpp"
 
 namespace liveprobe::symbols {
@@ -25,7 +26,7 @@ OpenElf open_elf(const std::string &path) {
     static const bool version_ok = elf_version(EV_CURRENT) != EV_NONE;
     OpenElf out;
     if (!version_ok) return out;
-    out.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    out.fd = os::move_fd_high(::open(path.c_str(), O_RDONLY | O_CLOEXEC));  // kept open: out of the program's way
     if (out.fd < 0) return out;
     out.elf = elf_begin(out.fd, ELF_C_READ_MMAP, nullptr);
     if (out.elf == nullptr || elf_kind(out.elf) != ELF_K_ELF) {

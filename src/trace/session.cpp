@@ -1,5 +1,6 @@
 #include "trace/session.hpp"
 #include "os/linux/environ.hpp"
+#include "os/linux/high_fd.hpp"
 #include "core/immortal.hpp"
 #include "core/kretprobe.hpp"
 #include "core/error.hpp"
@@ -593,7 +594,7 @@ int start(Mode mode, const std::vector<std::string> &spec_texts, int maxactive, 
         }
         bytes = static_cast<size_t>(st.st_size);
     } else {
-        fd = static_cast<int>(syscall(SYS_memfd_create, "liveprobe-trace", 1u /* MFD_CLOEXEC */));
+        fd = os::move_fd_high(static_cast<int>(syscall(SYS_memfd_create, "liveprobe-trace", 1u /* MFD_CLOEXEC */)));
         if (fd < 0 || ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
             int e = errno;
             if (fd >= 0) close(fd);

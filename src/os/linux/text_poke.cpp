@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <linux/membarrier.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "os/linux/high_fd.hpp"
 #include "os/linux/raw_syscall.hpp"
 
 namespace liveprobe::os {
@@ -18,19 +20,36 @@ namespace {
 
 // The descriptor of /proc/self/mem and the pid that opened it: after fork() (or vfork, or a
 // raw clone, which skip atfork handlers) an inherited descriptor still writes into the
-// parent's memory, so a pid change reopens it.
+// parent's memory, so a pid change reopens it. It is kept at 512 or above (high_fd.hpp), and
+// its device and inode are checked before each use: a program that closed it (closefrom) may
+// have a file of its own under that number now, which must never be written, nor closed.
 std::mutex g_mem_mu;
 int g_mem_fd = -1;
 int g_mem_pid = 0;
+dev_t g_mem_dev = 0;
+ino_t g_mem_ino = 0;
+
+// Whether g_mem_fd is still the file liveprobe opened.
+bool mem_fd_is_ours()
+{
+    struct stat st {};
+    return fstat(g_mem_fd, &st) == 0 && st.st_dev == g_mem_dev && st.st_ino == g_mem_ino;
+}
 bool g_membarrier_ok = false;
 
 int mem_fd()
 {
     int pid = raw_getpid();
-    if (g_mem_fd >= 0 && g_mem_pid == pid) return g_mem_fd;
-    if (g_mem_fd >= 0) close(g_mem_fd);
-    g_mem_fd = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
+    const bool ours = g_mem_fd >= 0 && mem_fd_is_ours();
+    if (ours && g_mem_pid == pid) return g_mem_fd;
+    if (ours) close(g_mem_fd);  // the parent's, inherited
+    g_mem_fd = move_fd_high(open("/proc/self/mem", O_RDWR | O_CLOEXEC));
     g_mem_pid = pid;
+    struct stat st {};
+    if (g_mem_fd >= 0 && fstat(g_mem_fd, &st) == 0) {
+        g_mem_dev = st.st_dev;
+        g_mem_ino = st.st_ino;
+    }
     if (g_mem_fd >= 0 && !g_membarrier_ok) {
         g_membarrier_ok =
             syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE, 0, 0) == 0;
@@ -66,7 +85,7 @@ Status write_locked(uint64_t addr, const void *bytes, size_t n)
 void close_text_fd()
 {
     std::lock_guard lk(g_mem_mu);
-    if (g_mem_fd >= 0 && g_mem_pid == raw_getpid()) close(g_mem_fd);
+    if (g_mem_fd >= 0 && g_mem_pid == raw_getpid() && mem_fd_is_ours()) close(g_mem_fd);
     g_mem_fd = -1;
 }
 

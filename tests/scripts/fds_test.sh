@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# liveprobe's descriptors stay out of the program's way (issue 31, item 5; the real-program
+# suite's bug 3). A program's open() takes the lowest free number and programs count on it:
+# fmtlib's tests close a descriptor and dup2() it back, daemons close every descriptor above 2
+# and open their own. The agent kept /proc/self/mem and every object file it read at 4 to 9:
+# they took the numbers the program's files were to get, and after a closefrom the program's
+# own file could sit under liveprobe's number, where its next patch would have been written.
+source "$(dirname "${BASH_SOURCE[0]}")/../support/script_common.sh" fds
+target=$bin/tests/lp_closefrom_target
+mkdir -p "$tmp/files"
+"${launch[@]}" "$target" "$tmp/files" >"$tmp/out" 2>&1 &
+pid=$!
+pids+=("$pid")
+for _ in $(seq 100); do grep -q ready "$tmp/out" && break; sleep 0.05; done
+low_fds() { ls /proc/"$1"/fd | awk '$1 >= 3 && $1 < 512' | sort -n | tr '\n' ' '; }
+before=$(low_fds "$pid")
+
+# 1. A trace comes and goes: the program's numbers below 512 are as they were.
+"$lp" trace -p "$pid" --count --duration 0.5 work 'libc.so.6:usleep' >"$tmp/t1" 2>&1 || fail "trace 1: $(tail -2 "$tmp/t1")"
+after=$(low_fds "$pid")
+[ "$after" = "$before" ] && pass "after a trace, the program's descriptors below 512 are its own (${after:-none})" ||
+    fail "after a trace, descriptors below 512: '$after', before it: '$before'"
+
+# 2. The program closes everything above 2 and opens 16 files (3 to 18); a second trace patches
+#    code again: none of the program's files is written, and the trace counts the calls.
+kill -USR1 "$pid"
+for _ in $(seq 100); do grep -q reopened "$tmp/out" && break; sleep 0.05; done
+"$lp" trace -p "$pid" --count --duration 0.5 work 'libc.so.6:usleep' >"$tmp/t2" 2>&1
+grep -qE '^work +[0-9]+$' "$tmp/t2" && pass "a trace after the program's closefrom counts its calls" ||
+    fail "trace 2: $(grep -v '^\[' "$tmp/t2" | tail -3)"
+bad=0
+for i in $(seq 0 15); do
+    [ "$(cat "$tmp/files/f$i")" = "file $i" ] || { bad=$((bad + 1)); fail "f$i holds $(stat -c %s "$tmp/files/f$i") bytes, not its own line"; }
+done
+[ "$bad" = 0 ] && pass "the program's 16 files hold only what it wrote"
+kill -TERM "$pid"
+wait "$pid"
+rc=$?
+[ "$rc" = 0 ] && grep -q "^fds: $(seq -s ' ' 3 18)\$" "$tmp/out" &&
+    pass "the program ends well, with its descriptors 3 to 18 its own" ||
+    fail "the program: exit $rc, $(grep '^fds' "$tmp/out")"
+
+[ "$failures" -eq 0 ] && echo "fds: all passed" || echo "fds: $failures failure(s)"
+[ "$failures" -eq 0 ]

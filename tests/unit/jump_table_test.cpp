@@ -191,6 +191,34 @@ TEST(JumpTable, ATableAddressHoistedIntoACalleeSavedRegister)
         << refused(back, 0);
 }
 
+TEST(JumpTable, AHoistedTableInACallerSavedRegister)
+{
+    // jq's jv_parser_next: the lea hoisted into %rcx before a loop that makes no call.
+    const Bytes fn = {
+        0x48, 0x8d, 0x0d, 0xf9, 0x0f, 0x00, 0x00,  // 0:  lea kTable(%rip),%rcx
+        0x83, 0xff, 0x02,                          // 7:  cmp $2,%edi
+        0x77, 0x0c,                                // a:  ja 0x18
+        0x48, 0x63, 0x04, 0xb9,                    // c:  movslq (%rcx,%rdi,4),%rax
+        0x48, 0x01, 0xc8,                          // 10: add %rcx,%rax
+        0xff, 0xe0,                                // 13: jmp *%rax
+        0x90, 0x90, 0x90,                          // 15: nops
+        0xc3,                                      // 18: ret
+        0xff, 0xcf,                                // 19: dec %edi
+        0xeb, 0xea,                                // 1b: jmp 0x7
+    };
+    relative_table({0x18, 0x19, 0x18});
+    Region r;
+    const char *why = plan(fn, 0, &r);
+    EXPECT_EQ(why, nullptr) << why;
+    // A call on the way back to the loop may change %rcx: refused.
+    Bytes calls = fn;
+    const Bytes call_then_loop = {0xe8, 0xe2, 0xff, 0xff, 0xff, 0xeb, 0xe7};  // 19: call 0; 1e: jmp 0x7
+    calls.resize(0x19);
+    calls.insert(calls.end(), call_then_loop.begin(), call_then_loop.end());
+    EXPECT_NE(refused(calls, 0).find("operands are not computed just before it"), std::string::npos)
+        << refused(calls, 0);
+}
+
 TEST(JumpTable, AHoistedTableInAFunctionWithAColdPart)
 {
     // The same loop, its default case moved into a cold part that jumps back into the function

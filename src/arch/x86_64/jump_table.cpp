@@ -178,12 +178,14 @@ bool callee_saved(ZydisRegister r)
     }
 }
 
-// The table a callee-saved register holds at the jump when its definition is not in the window:
-// GCC hoists `lea TABLE(%rip), %rB` out of the loop a switch is in, before calls (which keep the
-// register), and may reuse the register for something else after the loop. Every value the
-// register can hold at the jump must then come from such a lea: no other write of it (setcc,
-// mov, pop...), and not its value on entry (the caller's), may reach the jump on a path that no
-// lea of it crosses (reaches_jump). Each lea's address is a candidate, and read_jump_table
+// The table a register holds at the jump when its definition is not in the window: GCC hoists
+// `lea TABLE(%rip), %rB` out of the loop a switch is in, into a callee-saved register when the
+// loop makes calls (which keep it), any register when it makes none, and may reuse the register
+// for something else after the loop. Every value the register can hold at the jump must then
+// come from such a lea: no other write of it (setcc, mov, pop..., and for a caller-saved
+// register any call, which may change it), and not its value on entry (the caller's), may
+// reach the jump on a path that no lea of it crosses (reaches_jump). Each lea's address is a
+// candidate, and read_jump_table
 // keeps those whose entries all target the function: one that does not cannot be what the jump
 // adds, or the program would jump out of the function through it. The targets are those of
 // every candidate kept, more than the real table's at worst, which only refuses more.
@@ -259,7 +261,7 @@ bool reaches_jump(const Flow &f, uint64_t entry, ZydisRegister r, size_t from, s
 
 bool hoisted_table(const Part &p, ZydisRegister r, uint64_t jmp_site, std::vector<uint64_t> *tables)
 {
-    if (!callee_saved(r)) return false;  // a call's result is written unseen
+    const bool kept_by_calls = callee_saved(r);
     Flow f;
     for (const CodePart &c : p.parts) {
         f.ranges.emplace_back(c.start, c.start + c.len);
@@ -273,7 +275,8 @@ bool hoisted_table(const Part &p, ZydisRegister r, uint64_t jmp_site, std::vecto
     const size_t jmp = f.index_of(jmp_site);
     if (jmp == SIZE_MAX || reaches_jump(f, entry, r, SIZE_MAX, jmp)) return false;
     for (size_t i = 0; i < f.insns.size(); ++i) {
-        if (!writes(f.insns[i], r)) continue;
+        const bool call_clobbers = !kept_by_calls && f.insns[i].zi.mnemonic == ZYDIS_MNEMONIC_CALL;
+        if (!writes(f.insns[i], r) && !call_clobbers) continue;
         uint64_t t = 0;
         if (rip_lea(f.insns[i], r, &t)) {
             if (std::find(tables->begin(), tables->end(), t) == tables->end()) tables->push_back(t);

@@ -11,7 +11,7 @@
 //         jmp   *%rE                     (notrack or not)
 //     the four instructions in a straight line in this order, other instructions between them
 //     allowed when they write none of the registers involved (rB, rE; the index is not needed);
-//     or the lea hoisted out of the switch's loop into a callee-saved rB, when no other value
+//     or the lea hoisted out of the switch's loop into rB (callee-saved when the loop calls), when no other value
 //     of rB reaches the jmp (jump_table.cpp hoisted_table);
 //   - absolute (non-PIE code): `jmp *TABLE(,%rI,8)`, 64-bit entries.
 // The table's length comes from the bounds check right before the dispatch (`cmp $N-1, %eI;

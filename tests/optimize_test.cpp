@@ -79,6 +79,21 @@ TEST(Optimize, StateFlagsAndReasons)
     EXPECT_EQ(lp_o_goto_into(5), 7);
     EXPECT_EQ(sw.nmissed + into.nmissed, 0u);
 
+    // Shorter than the jump: the jmp takes the ret and a byte of the alignment padding after it,
+    // and the removal puts the padding back with the rest.
+    const auto *short_fn = reinterpret_cast<const unsigned char *>(&lp_o_short);
+    const size_t short_span = reinterpret_cast<const unsigned char *>(&lp_o_short_after) - short_fn;
+    const std::vector<unsigned char> short_before(short_fn, short_fn + short_span);
+    kprobe shortp{};
+    shortp.symbol_name = "lp_o_short";
+    shortp.pre_handler = empty_pre;
+    ASSERT_EQ(register_kprobe(&shortp), 0);
+    EXPECT_EQ(static_cast<bool>(shortp.flags & KPROBE_FLAG_OPTIMIZED), optimizing()) << why(shortp);
+    EXPECT_EQ(lp_o_short(9), 9);
+    EXPECT_EQ(shortp.nmissed, 0u);
+    unregister_kprobe(&shortp);
+    EXPECT_EQ(std::vector<unsigned char>(short_fn, short_fn + short_span), short_before);
+
     // Turning optimization off at run time puts every probe on the breakpoint path, and on
     // again optimizes them again.
     liveprobe_set_optimization(0);

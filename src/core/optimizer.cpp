@@ -86,11 +86,15 @@ std::vector<uint8_t> original_code(uint64_t start, uint64_t end, const std::map<
     for (auto it = points.lower_bound(start > 32 ? start - 32 : 0); it != points.end() && it->first < end; ++it) {
         const ProbePoint *p = it->second;
         if (p->opt.load() != kOptNone) {
+            uint64_t at = p->addr;
             for (size_t i = 0; i < p->region.n; ++i) {
                 const arch::Insn &in = p->region.insns[i];
                 for (size_t b = 0; b < in.len; ++b)
                     if (in.addr + b >= start && in.addr + b < end) code[in.addr + b - start] = in.bytes[b];
+                at = in.addr + in.len;
             }
+            for (size_t b = 0; b < p->region.pad_len; ++b)  // the padding the jmp covers
+                if (at + b >= start && at + b < end) code[at + b - start] = p->region.pad[b];
         } else if (p->armed && p->addr >= start) {
             code[p->addr - start] = p->orig_byte;
         }
@@ -202,8 +206,11 @@ std::string prepare(ProbePoint *pp, const std::map<uint64_t, ProbePoint *> &poin
 {
     auto fn = symbols::function_at(pp->addr);
     if (!fn) return "no function bounds are known for the address (no symbol, no FDE)";
-    std::vector<uint8_t> body = original_code(fn->start, fn->end, points);
-    arch::CodeRange range{fn->start, body.data(), body.size()};
+    // The function's bytes, then its alignment padding (a region of a function shorter than the
+    // jump may cover it).
+    const uint64_t pad_end = symbols::padding_end(*fn);
+    std::vector<uint8_t> body = original_code(fn->start, pad_end, points);
+    arch::CodeRange range{fn->start, body.data(), fn->end - fn->start};
     // GCC's cold part (f.cold) jumps back into f: its branches count too.
     std::vector<arch::CodeRange> cold;
     std::vector<std::vector<uint8_t>> cold_bodies;
@@ -217,7 +224,7 @@ std::string prepare(ProbePoint *pp, const std::map<uint64_t, ProbePoint *> &poin
         if (it->second != pp) others.push_back(it->first);
     arch::Region region;
     if (const char *why = arch::plan_region(pp->addr, range, cold, others, &region, os::peek_data, symbols::jump_is_return,
-                                                 symbols::code_address_stored))
+                                                 symbols::code_address_stored, pad_end - fn->end))
         return why;
     const BranchIndex *bi = branch_index_for(pp->addr, points);
     if (!bi) return "the address is not in an executable mapping";
@@ -504,6 +511,7 @@ void unoptimize_point(ProbePoint *pp, bool keep_int3)
     size_t n = 0;
     for (size_t i = 0; i < r.n; ++i)
         for (size_t b = 0; b < r.insns[i].len; ++b) orig[n++] = r.insns[i].bytes[b];
+    for (size_t b = 0; b < r.pad_len; ++b) orig[n++] = r.pad[b];  // the padding the jmp covered
     // 1. int3 on the first byte: a thread reaching the address traps (and is sent to the
     //    detour while opt != none).
     const uint8_t int3 = 0xcc;

@@ -328,6 +328,12 @@ const Symbol *ElfObject::function_containing(uint64_t addr) const {
     return best;
 }
 
+uint64_t ElfObject::next_function_start(uint64_t addr) const {
+    auto it = std::lower_bound(function_starts_.begin(), function_starts_.end(), addr,
+                               [this](uint32_t i, uint64_t a) { return symbols_[i].value < a; });
+    return it == function_starts_.end() ? UINT64_MAX : symbols_[*it].value;
+}
+
 const Symbol *ElfObject::function_starting(uint64_t addr) const {
     auto it = std::lower_bound(function_starts_.begin(), function_starts_.end(), addr,
                                [this](uint32_t i, uint64_t a) { return symbols_[i].value < a; });

@@ -62,6 +62,8 @@ class ElfObject {
     const Symbol *function_containing(uint64_t addr) const;
     // A FUNC/IFUNC symbol starting exactly at `addr` (sized or not, best alias), else nullptr.
     const Symbol *function_starting(uint64_t addr) const;
+    // The first FUNC/IFUNC symbol start at or after `addr`, else UINT64_MAX.
+    uint64_t next_function_start(uint64_t addr) const;
 
     // The symbol a PLT jump slot (R_X86_64_JUMP_SLOT relocation at file address `got`) binds
     // to, or "" when there is none.

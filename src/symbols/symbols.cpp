@@ -458,6 +458,22 @@ bool jump_is_return(uint64_t site, int dwarf_reg) {
     return elf && dwarf_reg >= 0 && elf->return_address_register(site - m->bias) == dwarf_reg;
 }
 
+uint64_t padding_end(const Function &f) {
+    std::lock_guard lock(g_mutex);
+    refresh();
+    Module *m = module_at(f.start);
+    ElfObject *elf = m ? tables(*m) : nullptr;
+    if (elf == nullptr || f.from_eh_frame || f.end <= f.start) return f.end;
+    const uint64_t end = f.end - m->bias;
+    uint64_t limit = std::min((end + 15) & ~uint64_t{15}, elf->next_function_start(end));
+    for (uint64_t a = end; a < limit; ++a) {
+        uint64_t s = 0, e = 0;
+        if (elf->fde_range(a, &s, &e)) limit = a;
+    }
+    if (!m->contains(m->bias + limit - (limit > end ? 1 : 0))) return f.end;
+    return m->bias + limit;
+}
+
 int code_address_stored(uint64_t from, uint64_t to) {
     std::lock_guard lock(g_mutex);
     refresh();

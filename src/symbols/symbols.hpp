@@ -42,6 +42,11 @@ struct Function {
 // The function containing addr, from symbols or FDEs; nullopt when none is known.
 std::optional<Function> function_at(uint64_t addr);
 
+// The end of f's alignment padding: [f.end, the result) belongs to no function (no symbol
+// starts there, no FDE covers it), up to the next 16-byte boundary; f.end when f's bounds come
+// from an FDE, or nothing follows it. What the bytes hold is the caller's to check.
+uint64_t padding_end(const Function &f);
+
 // Whether a symbol name (as in the file, or demangled) names a part GCC split out of a function
 // ("NAME.cold", "NAME.cold.3", "f(int) [clone .cold]"): code the function jumps to from
 // inside, never called. Clones ("NAME.part.0", ".isra.0", ".constprop.0") are functions.

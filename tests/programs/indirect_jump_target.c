@@ -3,7 +3,8 @@
  *              every C++ virtual call in tail position and every callback wrapper has;
  *   run        an interpreter's loop by computed goto (GCC's labels as values: the labels'
  *              addresses in a table in the data, `jmp *%rax` after each instruction);
- *   twice      the table's callee, and step, what dispatch calls.
+ *   twice      the table's callee, and step, what dispatch calls;
+ *   peek       a function shorter than the jump (a load and a ret).
  * Each must take the jump path: no address the program stores or computes lands inside the
  * bytes a jmp replaces at their entries. The program prints its own counts of each call.
  *
@@ -17,6 +18,12 @@ struct op {
 };
 
 static long steps, runs, dispatches;
+
+/* Shorter than the jump: a load and a ret, then the alignment padding the jmp also covers. */
+__attribute__((noinline)) long peek(const long *p)
+{
+    return *p;
+}
 
 __attribute__((noinline)) long step(long x)
 {
@@ -61,6 +68,7 @@ int main(int argc, char **argv)
     for (long i = 0; i < calls; ++i) {
         sum += dispatch(&ops[i & 1]);
         sum += run(program, i & 15);
+        sum += peek(&sum) & 1;
     }
     printf("dispatch %ld\nrun %ld\nsteps %ld\nsum %ld\n", dispatches, runs, steps, sum);
     return 0;

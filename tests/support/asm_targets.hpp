@@ -75,6 +75,9 @@ extern char lp_o_loop_probe[];
 
 // long lp_o_tiny(long x): lea 1(%rdi),%rax ; ret
 long lp_o_tiny(long x);
+// long lp_o_short(long x): x, in 4 bytes (mov, ret), then nop padding up to lp_o_short_after
+long lp_o_short(long x);
+void lp_o_short_after();
 // long lp_o_switch(long x): x, through a jump to an address it computes past its entry's bytes
 long lp_o_switch(long x);
 // long lp_o_goto_into(long x): x + 2, through a jump it computes back into its entry's bytes

@@ -689,6 +689,39 @@ TEST(Region, AJumpThroughAPointerMayEndTheRegion) {
         << why;
 }
 
+// A function shorter than the jump, ending in a ret: the jmp also covers the alignment padding
+// after it (nops or int3s no function claims), whose original bytes the region keeps. Without
+// padding, or with padding that is not nops, refused as before.
+TEST(Region, AShortFunctionTakesItsPadding) {
+    const Bytes fn_and_pad = {
+        0x8b, 0x07,              // 0: mov (%rdi),%eax
+        0xc3,                    // 2: ret
+        0x0f, 0x1f, 0x40, 0x00,  // 3: nopl 0x0(%rax)  (padding)
+        0x90,                    // 7: nop
+    };
+    const CodeRange fn{kFn, fn_and_pad.data(), 3};
+    Region r;
+    ASSERT_EQ(plan_region(kFn, fn, {}, {}, &r, nullptr, nullptr, nullptr, 5), nullptr);
+    EXPECT_EQ(r.len, 5u);
+    EXPECT_EQ(r.n, 2u);
+    ASSERT_EQ(r.pad_len, 2u);
+    EXPECT_EQ(r.pad[0], 0x0f);
+    EXPECT_EQ(r.pad[1], 0x1f);
+    EXPECT_EQ(relocate_ok(r, kDetour), Bytes({0x8b, 0x07, 0xc3}));  // the ret: no jump back
+
+    // No padding known, or too little, or not nops: refused as a ret too close.
+    EXPECT_NE(std::string(plan_region(kFn, fn, {}, {}, &r)).find("a ret ends the code 3 bytes after the probe"),
+              std::string::npos);
+    EXPECT_NE(plan_region(kFn, fn, {}, {}, &r, nullptr, nullptr, nullptr, 1), nullptr);
+    const Bytes code_after = {0x8b, 0x07, 0xc3, 0x55, 0x48, 0x89, 0xe5};  // push %rbp; mov %rsp,%rbp
+    EXPECT_NE(plan_region(kFn, CodeRange{kFn, code_after.data(), 3}, {}, {}, &r, nullptr, nullptr, nullptr, 4), nullptr);
+    // A ret that is not the function's last instruction (code follows it, reached by a jump):
+    // the bytes after it are the function's, not padding.
+    const Bytes early_ret = {0x85, 0xff, 0x74, 0x01, 0xc3, 0x31, 0xc0, 0xc3};  // test; je +1; ret; xor; ret
+    EXPECT_EQ(plan_region(kFn, CodeRange{kFn, early_ret.data(), early_ret.size()}, {}, {}, &r), nullptr);
+    EXPECT_EQ(r.pad_len, 0u);
+}
+
 TEST(Region, IndirectCallInTheRegion) {
     const Bytes fn = {
         0xff, 0xd0,                    // 0: call *%rax

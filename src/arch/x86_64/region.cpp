@@ -186,8 +186,23 @@ bool is_direct_jump(const Insn &insn) {
     }
 }
 
-// Takes instructions from addr until kJmpLen bytes are covered. Returns nullptr or a reason.
-const char *take_region(uint64_t addr, const CodeRange &fn, Region *region) {
+// How many of the n bytes at p are whole nop or int3 instructions, from the first: alignment
+// padding (GCC's `data16 cs nopw`, `nopl 0(%rax)`, `xchg %ax,%ax`, int3 fill).
+size_t padding_bytes(const uint8_t *p, size_t n) {
+    ZydisDecoder dec;
+    ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
+    ZydisDecodedInstruction zi;
+    size_t off = 0;
+    while (off < n && ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&dec, nullptr, p + off, n - off, &zi)) &&
+           (zi.mnemonic == ZYDIS_MNEMONIC_NOP || zi.mnemonic == ZYDIS_MNEMONIC_INT3 ||
+            (zi.mnemonic == ZYDIS_MNEMONIC_XCHG && zi.length == 2 && p[off] == 0x66 && p[off + 1] == 0x90)))
+        off += zi.length;
+    return off;
+}
+
+// Takes instructions from addr until kJmpLen bytes are covered, the function's padding after a
+// final ret or jump through a pointer included. Returns nullptr or a reason.
+const char *take_region(uint64_t addr, const CodeRange &fn, size_t padding, Region *region) {
     const uint64_t fn_end = fn.start + fn.len;
     uint64_t at = addr;
     region->addr = addr;
@@ -212,6 +227,15 @@ const char *take_region(uint64_t addr, const CodeRange &fn, Region *region) {
             if (!last_ok && !is_direct_jump(insn))
                 return reason("a %s at +%" PRIu64 " cannot be relocated (only jmp and jcc)",
                               ZydisMnemonicGetString(insn.zi.mnemonic), at - addr);
+            const size_t short_by = kJmpLen - (region->len + insn.len < kJmpLen ? region->len + insn.len : kJmpLen);
+            if (last_ok && short_by && !is_call(insn) && at + insn.len == fn_end &&
+                padding_bytes(fn.bytes + fn.len, padding) >= short_by) {
+                for (size_t i = 0; i < short_by; ++i) region->pad[i] = fn.bytes[fn.len + i];
+                region->pad_len = short_by;
+                region->n++;
+                region->len = kJmpLen;
+                return nullptr;
+            }
             if (last_ok && region->len + insn.len < kJmpLen) {
                 if (is_ret(insn))
                     return reason(
@@ -322,7 +346,7 @@ const char *prove_pointer_jumps(const Walk &w, const CodeRange &fn, uint64_t add
 
 const char *plan_region(uint64_t addr, const CodeRange &fn, const std::vector<CodeRange> &cold,
                         const std::vector<uint64_t> &other_probes, Region *out, ReadMemory read,
-                        JumpIsReturn is_return, AddressStored stored) {
+                        JumpIsReturn is_return, AddressStored stored, size_t padding) {
     if (fn.bytes == nullptr || addr < fn.start || addr >= fn.start + fn.len)
         return "the probe address is outside the function's bounds";
 
@@ -337,7 +361,7 @@ const char *plan_region(uint64_t addr, const CodeRange &fn, const std::vector<Co
 
     // 2. The instructions the jump replaces, each relocatable.
     Region region;
-    if (const char *why = take_region(addr, fn, &region)) return why;
+    if (const char *why = take_region(addr, fn, padding, &region)) return why;
 
     // 3. Nothing may land on bytes 1..len-1 of the region: after patching they hold the
     //    middle of the jump. Landing on the first byte is fine (it is the jump).

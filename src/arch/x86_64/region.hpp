@@ -29,9 +29,14 @@ struct CodeRange {
 // The replaced region at a probe address.
 struct Region {
     uint64_t addr = 0;
-    size_t len = 0;  // >= kJmpLen: whole instructions
+    size_t len = 0;  // >= kJmpLen: whole instructions, and the padding below
     size_t n = 0;
     Insn insns[kMaxRegionInsns];
+    // A function shorter than the jump that ends in a ret (or a jump through a pointer): the
+    // jmp also covers the alignment padding after it, never executed (nops or int3s that no
+    // function, FDE or branch claims). Their original bytes, put back with the others.
+    uint8_t pad[kJmpLen] = {};
+    size_t pad_len = 0;
 };
 
 // Decides whether the probe at `addr` can be jump-optimized. `fn` is the function holding
@@ -62,6 +67,9 @@ struct Region {
 // to a table read here (no unread table whose sum the jump could be), (2) `stored` says that
 // the object's data stores no address in (addr, addr + len), and (3) the function's code
 // computes none (above).
+// `padding`: how many bytes after fn's end are its alignment padding, belonging to no function
+// (fn.bytes holds them after fn.len): a region that ends in fn's last instruction, a ret or a
+// jump through a pointer, short of 5 bytes, takes as many of them as are nops or int3s.
 // Returns nullptr and fills *out, or a fixed, precise reason (static storage), e.g.
 // "the function has an indirect jump at +0x1c whose targets are unknown (...)",
 // "a jump at 0x... targets byte 3 of the region", "the function ends 2 bytes after the
@@ -80,7 +88,7 @@ using AddressStored = int (*)(uint64_t from, uint64_t to);
 const char *plan_region(uint64_t addr, const CodeRange &fn, const std::vector<CodeRange> &cold,
                         const std::vector<uint64_t> &other_probes, Region *out,
                         ReadMemory read = nullptr, JumpIsReturn is_return = nullptr,
-                        AddressStored stored = nullptr);
+                        AddressStored stored = nullptr, size_t padding = 0);
 
 // Whether a direct branch of fn or of its cold parts targets `target` (fn's entry: a loop whose
 // head is the function's first instruction, or a tail call to itself, jumps there). False

@@ -150,8 +150,9 @@ void drop_owner(uint32_t s)
 }
 
 // The connection of session s's owner closed (or sent something, which no owner does): the
-// tool is gone without its trace-stop. Its session stops, and the log says so.
-void owner_gone(uint32_t s)
+// tool is gone without its trace-stop; or, `by_program`, the program closed the agent's end of
+// it (a closefrom). Its session stops, and the log says so.
+void owner_gone(uint32_t s, bool by_program)
 {
     const pid_t owner = g_owners[s].pid;
     // In a forked child, the end of the tool's connection is the end of the session, however
@@ -173,6 +174,10 @@ void owner_gone(uint32_t s)
     else if (child)
         line = fmt::format("liveprobe: the trace session of tool pid {} ended: removed its {} probes from this forked "
                            "child in {:.1f} ms\n",
+                           owner, started.placed, static_cast<double>(monotonic_ns() - t0) / 1e6);
+    else if (by_program)
+        line = fmt::format("liveprobe: the program closed the connection of the trace session's tool (pid {}): removed "
+                           "its {} probes in {:.1f} ms\n",
                            owner, started.placed, static_cast<double>(monotonic_ns() - t0) / 1e6);
     else
         line = fmt::format("liveprobe: the trace session's tool (pid {}) is gone without stopping it: removed its {} "
@@ -552,12 +557,12 @@ void *agent_thread(void *arg)
         }
         for (uint32_t s = 0; s < trace::kSessions; ++s) {
             if (g_owners[s].fd < 0 || !p[1 + s].revents) continue;
-            if (owner_fd_is_ours(s)) {
-                owner_gone(s);
-                g_trim = true;
-            } else {
-                g_owners[s].fd = -1;  // the program closed it (and may use the number): not ours now
-            }
+            // The tool's end closed, or the program closed ours (a closefrom: the number may be
+            // the program's file now, never closed by owner_gone): either way no tool holds the
+            // session any more, and its probes must go.
+            const bool by_program = !owner_fd_is_ours(s);
+            owner_gone(s, by_program);
+            g_trim = true;
         }
         if (!is_listen_socket(lfd)) {  // the program closed it
             if ((lfd = listen_again(lfd)) < 0) return nullptr;

@@ -122,7 +122,7 @@ if start detach; then
     else fail "detach --force: exit $rc:"; echo "$out" | sed 's/^/    /'; fi
     for _ in $(seq 100); do kill -0 "$tr" 2>/dev/null || break; sleep 0.05; done
     if kill -0 "$tr" 2>/dev/null; then fail "the tool whose session was detached runs on"; kill "$tr"
-    else grep -q "the session was ended in process $pid (liveprobe detach)" "$tmp/detach.trace" &&
+    else grep -q "the session was ended in process $pid (liveprobe detach" "$tmp/detach.trace" &&
         pass "the detached session's tool ended and said why" || { fail "the detached tool's output:"; cat "$tmp/detach.trace"; }
     fi
     wait "$tr" 2>/dev/null

@@ -33,6 +33,18 @@ for i in $(seq 0 15); do
     [ "$(cat "$tmp/files/f$i")" = "file $i" ] || { bad=$((bad + 1)); fail "f$i holds $(stat -c %s "$tmp/files/f$i") bytes, not its own line"; }
 done
 [ "$bad" = 0 ] && pass "the program's 16 files hold only what it wrote"
+# 3. The program closes everything above 2 during a trace, the tool's connection included: the
+#    session has lost its tool, and its probes go at once (before, they stayed in the program
+#    after the tool had ended, and `status` still showed the session).
+"$lp" trace -p "$pid" --count --duration 2 work >"$tmp/t3" 2>&1 &
+tool=$!
+for _ in $(seq 100); do grep -q placed "$tmp/t3" && break; sleep 0.05; done
+kill -USR1 "$pid"
+wait "$tool"
+st=$("$lp" status -p "$pid" 2>&1)
+grep -q '^probes: 0$' <<<"$st" && grep -q '^trace session: none$' <<<"$st" &&
+    pass "a closefrom during a trace ends its session: no probe is left" ||
+    { fail "a closefrom during a trace:"; grep -E '^(probes|trace session)' <<<"$st" | sed 's/^/    /'; }
 kill -TERM "$pid"
 wait "$pid"
 rc=$?

@@ -640,8 +640,13 @@ Runner add_trace(CLI::App &app)
                                          o->pid, now->exe.c_str());
                             executed = true;
                         } else if (now && now->state != 'Z') {
-                            std::fprintf(stderr, "liveprobe: the session was ended in process %d (liveprobe detach)\n",
+                            std::fprintf(stderr,
+                                         "liveprobe: the session was ended in process %d (liveprobe detach, or the "
+                                         "program closed liveprobe's descriptors)\n",
                                          o->pid);
+                            // The agent copies the session's misses as it stops it: a moment.
+                            const trace::Header *h = trace::header_of(rd.images[0]->shm.base);
+                            for (int i = 0; i < 100 && rd.images[0]->shm.base && !h->final.load(); ++i) usleep(10000);
                         }
                         ended = true;
                     }

@@ -237,14 +237,14 @@ const char *take_region(uint64_t addr, const CodeRange &fn, size_t padding, Regi
                 return nullptr;
             }
             if (last_ok && region->len + insn.len < kJmpLen) {
+                // The function's last instruction: its padding was too short to take, or none.
+                const char *no_pad = at + insn.len == fn_end ? ", and no alignment padding after the function to take" : "";
                 if (is_ret(insn))
-                    return reason(
-                        "a ret ends the code %zu bytes after the probe (%zu are "
-                        "replaced)",
-                        region->len + insn.len, kJmpLen);
+                    return reason("a ret ends the code %zu bytes after the probe (%zu are replaced)%s",
+                                  region->len + insn.len, kJmpLen, no_pad);
                 if (is_indirect_jmp(insn))
-                    return reason("a jump through a pointer ends the code %zu bytes after the probe (%zu are replaced)",
-                                  region->len + insn.len, kJmpLen);
+                    return reason("a jump through a pointer ends the code %zu bytes after the probe (%zu are replaced)%s",
+                                  region->len + insn.len, kJmpLen, no_pad);
                 return reason("a call is not the last instruction of the region");
             }
         }
@@ -311,12 +311,18 @@ const char *read_tables(const CodeRange &fn, const std::vector<CodeRange> &cold,
             w->branches.push_back({ij.site, target, ZYDIS_MNEMONIC_JMP, in_cold});
         spans.push_back({t.first_site, ij.site});
     }
+    // Sites in the function as +offsets, in a cold part as addresses (as the other reasons).
+    auto where = [&fn](uint64_t a, char *buf, size_t n) {
+        if (a >= fn.start && a < fn.start + fn.len) std::snprintf(buf, n, "+0x%" PRIx64, a - fn.start);
+        else std::snprintf(buf, n, "0x%" PRIx64, a);
+        return buf;
+    };
+    char from[24], to[24];
     for (const Span &s : spans)
         for (const Branch &b : w->branches)
             if (b.target > s.from && b.target <= s.to)
-                return reason("a jump at 0x%" PRIx64 " lands inside the jump table dispatch at 0x%" PRIx64
-                              ": its targets are unknown",
-                              b.site, s.to);
+                return reason("a jump at %s lands inside the jump table dispatch at %s: its targets are unknown",
+                              where(b.site, from, sizeof from), where(s.to, to, sizeof to));
     return nullptr;
 }
 

@@ -625,6 +625,27 @@ TEST(Region, AnUnexplainedTableEntryKeepsTheJumpUnknown) {
     EXPECT_NE(why.find("and the function reads a jump table's entry that no table read here explains"),
               std::string::npos)
         << why;
+
+    // A movsxd of an int array's element, and a tail call through a loaded pointer (gawk's
+    // do_sub: `jmp *make_number(%rip)`): no sum is jumped through, the function takes the jump.
+    const Bytes int_array_and_pointer = {
+        0x53,                          // 0: push %rbx
+        0x48, 0x89, 0xfb,              // 1: mov %rdi,%rbx
+        0xb8, 0x01, 0x00, 0x00, 0x00,  // 4: mov $1,%eax
+        0x48, 0x63, 0x04, 0xb9,        // 9: movslq (%rcx,%rdi,4),%rax
+        0x48, 0x8b, 0x43, 0x08,        // d: mov 0x8(%rbx),%rax
+        0x5b,                          // 11: pop %rbx
+        0xff, 0xe0,                    // 12: jmp *%rax
+    };
+    const ReadMemory nothing = [](uint64_t, void *, size_t) { return false; };
+    EXPECT_EQ(plan_region(kFn, range(int_array_and_pointer), {}, {}, &r, nothing, nullptr,
+                          [](uint64_t, uint64_t) { return 0; }),
+              nullptr);
+    Bytes through_memory = int_array_and_pointer;
+    through_memory.resize(0x11);
+    through_memory.insert(through_memory.end(), {0x5b, 0xff, 0x60, 0x08});  // pop %rbx; jmp *0x8(%rax)
+    EXPECT_EQ(plan_region(kFn, range(through_memory), {}, {}, &r, nothing, nullptr, [](uint64_t, uint64_t) { return 0; }),
+              nullptr);
 }
 
 // A computed goto's label: the function's own code takes the address of byte 3 of the region

@@ -215,9 +215,10 @@ struct Flow {
 };
 
 // Whether a value of r set at insns[from] (or on entry, from == SIZE_MAX) reaches the jump at
-// insns[jmp] on a path no lea of r crosses; true too when a path leaves what can be followed
-// (an indirect jump, a branch into the middle of an instruction).
-bool reaches_jump(const Flow &f, uint64_t entry, ZydisRegister r, size_t from, size_t jmp)
+// insns[jmp] on a path no lea of r crosses (nor, `calls_write`: r is caller-saved, a call,
+// whose value is then its own); true too when a path leaves what can be followed (an indirect
+// jump, a branch into the middle of an instruction).
+bool reaches_jump(const Flow &f, uint64_t entry, ZydisRegister r, size_t from, size_t jmp, bool calls_write)
 {
     std::vector<char> seen(f.insns.size(), 0);
     std::vector<size_t> todo;
@@ -236,6 +237,7 @@ bool reaches_jump(const Flow &f, uint64_t entry, ZydisRegister r, size_t from, s
         const Dec &d = f.insns[k];
         uint64_t t = 0;
         if (rip_lea(d, r, &t)) continue;  // a table's address from here on
+        if (calls_write && d.zi.mnemonic == ZYDIS_MNEMONIC_CALL) continue;  // the call's value from here on: its own write
         const ZydisMnemonic m = d.zi.mnemonic;
         if (m == ZYDIS_MNEMONIC_RET) continue;
         const bool cond = d.zi.meta.category == ZYDIS_CATEGORY_COND_BR;
@@ -273,14 +275,18 @@ bool hoisted_table(const Part &p, ZydisRegister r, uint64_t jmp_site, std::vecto
     std::sort(f.insns.begin(), f.insns.end(), [](const Dec &a, const Dec &b) { return a.site < b.site; });
     const uint64_t entry = p.parts.front().start;
     const size_t jmp = f.index_of(jmp_site);
-    if (jmp == SIZE_MAX || reaches_jump(f, entry, r, SIZE_MAX, jmp)) return false;
+    if (jmp == SIZE_MAX || reaches_jump(f, entry, r, SIZE_MAX, jmp, !kept_by_calls)) return false;
     for (size_t i = 0; i < f.insns.size(); ++i) {
         const bool call_clobbers = !kept_by_calls && f.insns[i].zi.mnemonic == ZYDIS_MNEMONIC_CALL;
         if (!writes(f.insns[i], r) && !call_clobbers) continue;
         uint64_t t = 0;
         if (rip_lea(f.insns[i], r, &t)) {
-            if (std::find(tables->begin(), tables->end(), t) == tables->end()) tables->push_back(t);
-        } else if (reaches_jump(f, entry, r, i, jmp)) {
+            // Only the leas whose value reaches the jump: a caller-saved register is set to
+            // many addresses (a string for each call), which the calls then take.
+            if (std::find(tables->begin(), tables->end(), t) == tables->end() &&
+                reaches_jump(f, entry, r, i, jmp, !kept_by_calls))
+                tables->push_back(t);
+        } else if (reaches_jump(f, entry, r, i, jmp, !kept_by_calls)) {
             return false;
         }
     }
@@ -294,8 +300,13 @@ const char *match_relative(const Window &w, const Part &p, ZydisRegister jumped,
     if (add < 0) return "the register jumped through is not computed just before the jump";
     const Dec &a = w.insns[add];
     if (a.zi.mnemonic != ZYDIS_MNEMONIC_ADD || a.zi.operand_count_visible != 2 ||
-        a.ops[1].type != ZYDIS_OPERAND_TYPE_REGISTER || !is_gpr64(a.ops[1].reg.value))
+        a.ops[1].type != ZYDIS_OPERAND_TYPE_REGISTER || !is_gpr64(a.ops[1].reg.value)) {
+        // A 64-bit load of the whole register from memory: a pointer.
+        out->through_pointer = a.zi.mnemonic == ZYDIS_MNEMONIC_MOV && a.zi.operand_count_visible == 2 &&
+                               a.ops[0].type == ZYDIS_OPERAND_TYPE_REGISTER && a.ops[0].reg.value == jumped &&
+                               a.ops[1].type == ZYDIS_OPERAND_TYPE_MEMORY && a.ops[1].size == 64;
         return "the register jumped through is not the sum of two registers";
+    }
     const ZydisRegister other = a.ops[1].reg.value;
     // jumped = jumped + other: one held the entry, the other the table.
     const long d1 = last_def(w, static_cast<size_t>(add), jumped);
@@ -402,6 +413,7 @@ const char *read_jump_table(const std::vector<CodePart> &parts, size_t part_inde
         if (!decode_at(start, code, len, starts[i], &w.insns[w.n++])) return "undecodable code before the jump";
     bool relative = false;
     out->entries = 0;
+    out->through_pointer = false;
     std::vector<uint64_t> candidates;
     if (op.type == ZYDIS_OPERAND_TYPE_REGISTER && is_gpr64(op.reg.value)) {
         if (const char *why = match_relative(w, part, op.reg.value, out, &candidates)) return why;
@@ -415,6 +427,7 @@ const char *read_jump_table(const std::vector<CodePart> &parts, size_t part_inde
         out->entries = table_bound(w, w.n, full(op.mem.index), &cmp_at);
         if (out->entries) out->first_site = w.insns[cmp_at].site;
     } else {
+        out->through_pointer = op.type == ZYDIS_OPERAND_TYPE_MEMORY;  // jmp *8(%rax), jmp *ptr(%rip)
         return "the jump is through neither a computed table entry nor a table of addresses";
     }
     out->relative = relative;

@@ -38,6 +38,10 @@ struct JumpTable {
                                // check, else its lea; else the jmp itself)
     size_t entries = 0;        // the count the bounds check allows, 0 when none was found
     bool relative = false;     // 32-bit entries relative to the table (a movsxd reads them)
+    // When no table is read: the jump goes through a pointer loaded from memory (`jmp *8(%rax)`,
+    // or `jmp *%rax` right after `mov 8(%rdi),%rax`), not through a sum of registers: an
+    // unread relative table cannot be what it jumps through.
+    bool through_pointer = false;
     std::vector<uint64_t> targets;  // one per entry read, in table order
 };
 

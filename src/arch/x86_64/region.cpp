@@ -70,7 +70,8 @@ int dwarf_number(ZydisRegister r) {
 struct Unresolved {
     uint64_t site;
     bool in_cold;
-    const char *why;  // read_jump_table's (static storage)
+    const char *why;       // read_jump_table's (static storage)
+    bool through_pointer;  // certainly through a pointer loaded from memory, not a sum
 };
 
 struct Walk {
@@ -303,7 +304,7 @@ const char *read_tables(const CodeRange &fn, const std::vector<CodeRange> &cold,
         if (why && ij.dwarf_reg >= 0 && is_return && is_return(ij.site, ij.dwarf_reg))
             continue;  // a return: its target is the caller's
         if (why) {
-            w->unresolved.push_back({ij.site, in_cold, why});
+            w->unresolved.push_back({ij.site, in_cold, why, t.through_pointer});
             continue;
         }
         if (t.relative) ++w->relative_tables;
@@ -330,8 +331,13 @@ const char *read_tables(const CodeRange &fn, const std::vector<CodeRange> &cold,
 const char *prove_pointer_jumps(const Walk &w, const CodeRange &fn, uint64_t addr, size_t len, AddressStored stored) {
     if (w.unresolved.empty()) return nullptr;
     const Unresolved &u = w.unresolved.front();
+    // A jump that may go through a sum of registers may be an unread relative table's dispatch
+    // when the function reads an entry no table explains (a movsxd of an int array's element
+    // looks the same): only jumps through a loaded pointer are free of that.
+    bool may_be_sum = false;
+    for (const Unresolved &j : w.unresolved) may_be_sum = may_be_sum || !j.through_pointer;
     const char *and_why = nullptr;
-    if (w.entry_loads > w.relative_tables)
+    if (may_be_sum && w.entry_loads > w.relative_tables)
         and_why = ", and the function reads a jump table's entry that no table read here explains";
     else if (stored == nullptr)
         and_why = "";

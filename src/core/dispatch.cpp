@@ -131,8 +131,11 @@ const char kNudgeTag = 0;  // is_nudge: the value of liveprobe's own SIGTRAP
 bool reset_abandoned_handler_once(ThreadRecord *rec, uint64_t sp) noexcept
 {
     // A handler left, or a level of busy taken and left before or after its handler (the light
-    // dispatcher records its frame first: jump_light).
-    if ((rec->in_handler <= 0 && rec->busy.depth == 0) || rec->quiet || rec->kret_entry || rec->kret_rsb) return false;
+    // dispatcher records its frame first: jump_light). A kretprobe's entry left there too (its
+    // entry handler, or the call recorded and its slot replaced but not yet marked for the
+    // return stack buffer: kret_entry, kret_rsb) is past once the frames are: a hit deeper in
+    // them, or a signal landing in them, has a lower stack pointer and resets nothing.
+    if ((rec->in_handler <= 0 && rec->busy.depth == 0) || rec->quiet) return false;
     // The outermost of the frames named: every one must be gone.
     uint64_t outer = rec->handler_sp;
     for (uint64_t m : {reinterpret_cast<uint64_t>(rec->jump_light), reinterpret_cast<uint64_t>(rec->jump_regs),
@@ -141,6 +144,8 @@ bool reset_abandoned_handler_once(ThreadRecord *rec, uint64_t sp) noexcept
         if (m > outer) outer = m;
     if (outer == 0 || sp <= outer || os::stack_region(sp) != os::stack_region(outer)) return false;
     kret_abandon_return(rec);  // the instance whose return handler was left, back
+    kret_abandon_entry(rec);   // the call whose entry handler was left: not recorded, back
+    rec->kret_rsb = nullptr;   // a call recorded, left unmarked: reaped as any left call
     rec->busy.release(0);
     rec->kret_busy.release(0);
     rec->guard = nullptr;

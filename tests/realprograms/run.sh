@@ -95,11 +95,14 @@ figures() {
 # called first, with their reasons, to OUT.
 jump_share() {  # LOGDIR OUT
     : >"$2"
+    # A name is the same function with or without its executable's name before it ("gawk:do_sub"
+    # once a process ran more than one executable; a library's "libz.so.1:" stays).
     awk -v out="$2" '
+        function own(n) { if (match(n, /^[A-Za-z0-9_.+-]+:[^:]/) && substr(n, 1, RLENGTH - 1) !~ /\.so/) return substr(n, RLENGTH); return n }
         FNR == 1 { err = FILENAME ~ /\.err$/ }
-        !err && / [0-9]+$/ && !/^\(/ { n = $NF; name = $0; sub(/ +[0-9]+$/, "", name); calls[name] += n; next }
+        !err && / [0-9]+$/ && !/^\(/ { n = $NF; name = $0; sub(/ +[0-9]+$/, "", name); calls[own(name)] += n; next }
         err && /^liveprobe:   / && match($0, /: [0-9]+ calls?: /) {
-            name = substr($0, 14, RSTART - 14)
+            name = own(substr($0, 14, RSTART - 14))
             why = substr($0, RSTART + RLENGTH)
             reason[name] = why
             if (why ~ /^(a ret ends the code|the function ends|a jump through a pointer ends the code) [0-9]+ bytes/) short[name] = 1

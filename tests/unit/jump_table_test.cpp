@@ -219,6 +219,34 @@ TEST(JumpTable, AHoistedTableInACallerSavedRegister)
         << refused(calls, 0);
 }
 
+TEST(JumpTable, ALoopBackToTheEntryLoadAfterALeaInThePrologue)
+{
+    // gawk's parse_expression: the lea in the prologue, the loop's head at the entry's load, and
+    // a jump back to it. Read straight, the dispatch runs from the lea, and the jump back lands
+    // inside it; proven hoisted (nothing but the lea writes %rbx), it starts at the load.
+    const Bytes fn = {
+        0x53,                                      // 0:  push %rbx
+        0x48, 0x8d, 0x1d, 0xf8, 0x0f, 0x00, 0x00,  // 1:  lea kTable(%rip),%rbx
+        0x48, 0x63, 0x04, 0xbb,                    // 8:  movslq (%rbx,%rdi,4),%rax
+        0x48, 0x01, 0xd8,                          // c:  add %rbx,%rax
+        0xff, 0xe0,                                // f:  jmp *%rax
+        0xff, 0xcf,                                // 11: dec %edi
+        0xeb, 0xf3,                                // 13: jmp 0x8
+        0x5b,                                      // 15: pop %rbx
+        0xc3,                                      // 16: ret
+    };
+    relative_table({0x11, 0x15});
+    Region r;
+    const char *why = plan(fn, 0, &r);
+    EXPECT_EQ(why, nullptr) << why;
+    // A write of %rbx on the way back: the lea's value is not the only one at the jump.
+    Bytes clobber = fn;
+    clobber[0x11] = 0x31;  // 11: xor %ebx,%ebx
+    clobber[0x12] = 0xdb;
+    EXPECT_NE(refused(clobber, 0).find("lands inside the jump table dispatch"), std::string::npos)
+        << refused(clobber, 0);
+}
+
 TEST(JumpTable, AHoistedTableInAFunctionWithAColdPart)
 {
     // The same loop, its default case moved into a cold part that jumps back into the function

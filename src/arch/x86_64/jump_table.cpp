@@ -161,6 +161,8 @@ size_t table_bound(const Window &w, size_t use, ZydisRegister index, size_t *cmp
 struct Part {
     const std::vector<CodePart> &parts;
     uint64_t jmp_site;
+    const KnownJumps *known;  // other dispatches' targets, or null
+    bool narrow;              // read_jump_table's
 };
 
 bool callee_saved(ZydisRegister r)
@@ -195,6 +197,7 @@ bool callee_saved(ZydisRegister r)
 // keep), and falling off a part's end (after a call that does not return) ends a path.
 struct Flow {
     std::vector<Dec> insns;  // every part's, by address
+    const KnownJumps *known = nullptr;
     size_t index_of(uint64_t addr) const
     {
         size_t lo = 0, hi = insns.size();
@@ -243,7 +246,17 @@ bool reaches_jump(const Flow &f, uint64_t entry, ZydisRegister r, size_t from, s
         const bool cond = d.zi.meta.category == ZYDIS_CATEGORY_COND_BR;
         if (m == ZYDIS_MNEMONIC_JMP || cond) {
             const ZydisDecodedOperand &o = d.ops[0];
-            if (o.type != ZYDIS_OPERAND_TYPE_IMMEDIATE || !o.imm.is_relative) return true;  // unknown targets
+            if (o.type != ZYDIS_OPERAND_TYPE_IMMEDIATE || !o.imm.is_relative) {
+                // Another dispatch whose table was read: its targets; any other: unknown.
+                auto it = f.known ? f.known->find(d.site) : KnownJumps::const_iterator();
+                if (!f.known || it == f.known->end()) return true;
+                for (uint64_t target : it->second) {
+                    const size_t at = f.index_of(target);
+                    if (at == SIZE_MAX) return true;
+                    push(at);
+                }
+                continue;
+            }
             ZyanU64 target = 0;
             if (!ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(&d.zi, &o, d.site, &target))) return true;
             if (f.covers(target)) {
@@ -265,6 +278,7 @@ bool hoisted_table(const Part &p, ZydisRegister r, uint64_t jmp_site, std::vecto
 {
     const bool kept_by_calls = callee_saved(r);
     Flow f;
+    f.known = p.known;
     for (const CodePart &c : p.parts) {
         f.ranges.emplace_back(c.start, c.start + c.len);
         for (uint32_t off : *c.starts) {
@@ -337,9 +351,17 @@ const char *match_relative(const Window &w, const Part &p, ZydisRegister jumped,
         return "the table entry is not read from the table the jump adds";
     }
     out->table = table;
-    if (!hoisted) *candidates = {table};
     long first = lea < load ? lea : load;
     if (bdef < first) first = bdef;
+    // The table's lea may come well before the entry's load, with a loop's head between them
+    // that a jump back reaches (gawk's parse_expression): when every value of the base register
+    // that reaches the jump is a table's lea (hoisted_table), the sequence that must be entered
+    // at its top starts at the load.
+    if (p.narrow && !hoisted && first < load && hoisted_table(p, base, p.jmp_site, candidates)) {
+        hoisted = true;
+        first = load;
+    }
+    if (!hoisted) *candidates = {table};
     size_t cmp_at = 0;
     out->entries = table_bound(w, static_cast<size_t>(load), index, &cmp_at);
     if (out->entries && static_cast<long>(cmp_at) < first) first = static_cast<long>(cmp_at);
@@ -393,13 +415,13 @@ const char *read_entries(uint64_t table, size_t esize, size_t entries, ReadMemor
 
 const char *read_jump_table(const std::vector<CodePart> &parts, size_t part_index, size_t n_before, uint32_t jmp_off,
                             ReadMemory read, bool (*in_function)(uint64_t target, const void *ctx), const void *ctx,
-                            JumpTable *out)
+                            JumpTable *out, const KnownJumps *known, bool narrow)
 {
     const CodePart &here = parts[part_index];
     const uint64_t start = here.start;
     const uint8_t *code = here.code;
     const size_t len = here.len;
-    const Part part{parts, start + jmp_off};
+    const Part part{parts, start + jmp_off, known, narrow};
     const std::vector<uint32_t> starts(here.starts->begin(), here.starts->begin() + static_cast<long>(n_before));
     if (!read) return "no memory reader";
     Dec j;

@@ -25,6 +25,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <vector>
 
 namespace liveprobe::arch {
@@ -59,9 +60,15 @@ struct CodePart {
 // `in_function(target)` says whether an address is an instruction's start in the function or
 // one of its parts (where each entry of a real table leads: reading stops at one that is not).
 // Returns nullptr and fills *out, or why the jump is not a table of a known shape.
+// `known`: the targets of the function's other dispatches read already (by their jmp's site),
+// which the proof of a hoisted table register follows instead of giving up at their jumps.
+// `narrow`: when the table's lea comes before the entry's load, try to prove the register
+// hoisted anyway, so that first_site is the load (a jump landing between them is then fine):
+// a whole-function proof, asked for only when the wider span is refused.
+using KnownJumps = std::map<uint64_t, std::vector<uint64_t>>;
 const char *read_jump_table(const std::vector<CodePart> &parts, size_t part, size_t n_before, uint32_t jmp_off,
                             ReadMemory read, bool (*in_function)(uint64_t target, const void *ctx), const void *ctx,
-                            JumpTable *out);
+                            JumpTable *out, const KnownJumps *known = nullptr, bool narrow = false);
 
 // At most this many entries are read from one table.
 constexpr size_t kMaxJumpTableEntries = 1u << 16;

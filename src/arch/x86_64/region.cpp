@@ -295,12 +295,48 @@ const char *read_tables(const CodeRange &fn, const std::vector<CodeRange> &cold,
         const CodeRange &r = i == 0 ? fn : cold[i - 1];
         code.push_back({r.start, r.bytes, r.len, &w->starts[i]});
     }
-    for (const IndirectJmp &ij : w->indirect) {
-        const bool in_cold = ij.part != 0;
+    // Read in rounds. The first reads each table as its dispatch shows it. A table that could
+    // not be read, or whose dispatch a known target lands inside, is read again once others
+    // are known: its hoisted register's proof then follows the paths through their jumps (gawk's
+    // parse_expression has two dispatches, one with its lea right before), and it may prove
+    // the register hoisted and start the dispatch at the entry's load.
+    const size_t n = w->indirect.size();
+    std::vector<JumpTable> tables(n);
+    std::vector<const char *> whys(n, "not read");
+    KnownJumps known;
+    auto read_one = [&](size_t k, bool again) {
+        const IndirectJmp &ij = w->indirect[k];
         JumpTable t;
-        const char *why = read_jump_table(code, ij.part, ij.n_before,
-                                          static_cast<uint32_t>(ij.site - code[ij.part].start), read, in_parts,
-                                          &parts, &t);
+        whys[k] = read_jump_table(code, ij.part, ij.n_before, static_cast<uint32_t>(ij.site - code[ij.part].start),
+                                  read, in_parts, &parts, &t, again ? &known : nullptr, again);
+        tables[k] = t;
+        if (whys[k] == nullptr) known[ij.site] = t.targets;
+    };
+    auto entered_inside = [&](size_t k) {  // a known target inside table k's dispatch
+        const uint64_t from = tables[k].first_site, to = w->indirect[k].site;
+        for (const Branch &b : w->branches)
+            if (b.target > from && b.target <= to) return true;
+        for (const auto &[site, targets] : known)
+            for (uint64_t target : targets)
+                if (target > from && target <= to) return true;
+        return false;
+    };
+    for (size_t k = 0; k < n; ++k) read_one(k, false);
+    for (bool progress = true; progress;) {
+        progress = false;
+        for (size_t k = 0; k < n; ++k) {
+            if (whys[k] == nullptr && !entered_inside(k)) continue;
+            const bool was_read = whys[k] == nullptr;
+            const uint64_t was_first = tables[k].first_site;
+            read_one(k, true);
+            progress = progress || (whys[k] == nullptr && (!was_read || tables[k].first_site != was_first));
+        }
+    }
+    for (size_t k = 0; k < n; ++k) {
+        const IndirectJmp &ij = w->indirect[k];
+        const bool in_cold = ij.part != 0;
+        const JumpTable &t = tables[k];
+        const char *why = whys[k];
         if (why && ij.dwarf_reg >= 0 && is_return && is_return(ij.site, ij.dwarf_reg))
             continue;  // a return: its target is the caller's
         if (why) {

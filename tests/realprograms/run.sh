@@ -102,8 +102,8 @@ jump_share() {  # LOGDIR OUT
         FNR == 1 { err = FILENAME ~ /\.err$/ }
         !err && / [0-9]+$/ && !/^\(/ { n = $NF; name = $0; sub(/ +[0-9]+$/, "", name); calls[own(name)] += n; next }
         err && /^liveprobe:   / && match($0, /: [0-9]+ calls?: /) {
+            why = substr($0, RSTART + RLENGTH)  # before own(), whose match() sets RSTART again
             name = own(substr($0, 14, RSTART - 14))
-            why = substr($0, RSTART + RLENGTH)
             reason[name] = why
             if (why ~ /^(a ret ends the code|the function ends|a jump through a pointer ends the code) [0-9]+ bytes/) short[name] = 1
         }

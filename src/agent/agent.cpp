@@ -53,15 +53,9 @@ int g_listen_fd = -1;
 // The listening socket's identity: a program may close the descriptor and reuse its number
 // (`exec 3>&1` in a script), and the agent must then neither close nor shut down the
 // program's file (a forked child's agent closed the script's fd 3, its copy of stdout).
-dev_t g_listen_dev = 0;
-ino_t g_listen_ino = 0;
+os::FdIdentity g_listen_file;
 
-bool is_listen_socket(int fd)
-{
-    struct stat st {};
-    return fd >= 0 && fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode) && st.st_dev == g_listen_dev &&
-           st.st_ino == g_listen_ino;
-}
+bool is_listen_socket(int fd) { return os::is_same_file(fd, g_listen_file); }
 // Plain storage: the constructor that may start the agent can run before this file's dynamic
 // initializers.
 char g_socket[sizeof(sockaddr_un::sun_path)];
@@ -78,8 +72,7 @@ std::atomic<const char *> g_reason{"api"};
 struct Owner {
     pid_t pid = 0;
     int fd = -1;
-    dev_t dev = 0;
-    ino_t ino = 0;
+    os::FdIdentity file;
     pid_t process = 0;  // the process the session was started in (a forked child has its copy)
 };
 Owner g_owners[trace::kSessions];
@@ -87,20 +80,15 @@ Owner g_owners[trace::kSessions];
 // Watches fd as session s's owner's (the agent's thread, or before it starts).
 void own(uint32_t s, int fd)
 {
-    struct stat st {};
-    fstat(fd, &st);
     g_owners[s].fd = fd;
-    g_owners[s].dev = st.st_dev;
-    g_owners[s].ino = st.st_ino;
+    g_owners[s].file = os::identity_of(fd);
     g_owners[s].process = getpid();
 }
 
 // Whether session s's owner descriptor is still the one own() was given.
 bool owner_fd_is_ours(uint32_t s)
 {
-    const Owner &o = g_owners[s];
-    struct stat st {};
-    return o.fd >= 0 && fstat(o.fd, &st) == 0 && st.st_dev == o.dev && st.st_ino == o.ino;
+    return os::is_same_file(g_owners[s].fd, g_owners[s].file);
 }
 
 // "held by tool pid N", "started by pid N", "started with the program": who session s is of.
@@ -597,10 +585,7 @@ int listen_at(const std::string &path, std::string *why)
         *why = fmt::format("cannot listen on {}: {}", path, std::strerror(e));
         return -e;
     }
-    struct stat st {};
-    fstat(fd, &st);
-    g_listen_dev = st.st_dev;
-    g_listen_ino = st.st_ino;
+    g_listen_file = os::identity_of(fd);
     return fd;
 }
 

@@ -1,6 +1,7 @@
 #include "os/linux/high_fd.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace liveprobe::os {
@@ -12,6 +13,19 @@ int move_fd_high(int fd)
     if (high < 0) return fd;
     close(fd);
     return high;
+}
+
+FdIdentity identity_of(int fd)
+{
+    struct stat st {};
+    if (fd < 0 || fstat(fd, &st) != 0) return {};
+    return {st.st_dev, st.st_ino};
+}
+
+bool is_same_file(int fd, const FdIdentity &id)
+{
+    const FdIdentity now = identity_of(fd);
+    return fd >= 0 && now.dev == id.dev && now.ino == id.ino && (id.dev != 0 || id.ino != 0);
 }
 
 }  // namespace liveprobe::os

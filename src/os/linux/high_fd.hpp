@@ -6,6 +6,8 @@
 // become the program's file: liveprobe's later writes to /proc/self/mem would land in it.
 #pragma once
 
+#include <sys/types.h>
+
 namespace liveprobe::os {
 
 constexpr int kFirstHighFd = 512;
@@ -13,5 +15,16 @@ constexpr int kFirstHighFd = 512;
 // fd moved to the lowest free number >= kFirstHighFd (close-on-exec), the old one closed; fd
 // itself when that fails (RLIMIT_NOFILE below 513) or fd < 0.
 int move_fd_high(int fd);
+
+// A kept descriptor's file (device and inode): a program may close the descriptor and reuse
+// its number for a file of its own, which liveprobe must then neither use, nor close.
+struct FdIdentity {
+    dev_t dev = 0;
+    ino_t ino = 0;
+};
+// fd's file now ({} when fd is not open).
+FdIdentity identity_of(int fd);
+// Whether fd is open on the file `id` names.
+bool is_same_file(int fd, const FdIdentity &id);
 
 }  // namespace liveprobe::os

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <linux/membarrier.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -26,15 +25,10 @@ namespace {
 std::mutex g_mem_mu;
 int g_mem_fd = -1;
 int g_mem_pid = 0;
-dev_t g_mem_dev = 0;
-ino_t g_mem_ino = 0;
+FdIdentity g_mem_file;
 
 // Whether g_mem_fd is still the file liveprobe opened.
-bool mem_fd_is_ours()
-{
-    struct stat st {};
-    return fstat(g_mem_fd, &st) == 0 && st.st_dev == g_mem_dev && st.st_ino == g_mem_ino;
-}
+bool mem_fd_is_ours() { return is_same_file(g_mem_fd, g_mem_file); }
 bool g_membarrier_ok = false;
 
 int mem_fd()
@@ -45,11 +39,7 @@ int mem_fd()
     if (ours) close(g_mem_fd);  // the parent's, inherited
     g_mem_fd = move_fd_high(open("/proc/self/mem", O_RDWR | O_CLOEXEC));
     g_mem_pid = pid;
-    struct stat st {};
-    if (g_mem_fd >= 0 && fstat(g_mem_fd, &st) == 0) {
-        g_mem_dev = st.st_dev;
-        g_mem_ino = st.st_ino;
-    }
+    g_mem_file = identity_of(g_mem_fd);
     if (g_mem_fd >= 0 && !g_membarrier_ok) {
         g_membarrier_ok =
             syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE, 0, 0) == 0;

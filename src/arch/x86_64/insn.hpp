@@ -63,6 +63,10 @@ enum class SlotTail : uint8_t {
 int build_slot(const Insn& insn, uint64_t at, SlotTail tail, uint8_t* out, size_t cap,
                size_t* trap_offset);
 
+// Writes insn's bytes at out, to be executed at `at`, its disp32(%rip) operand (`rip`: it has
+// one) rebased to address the same memory from there. insn.len bytes, or -ERANGE / -EINVAL.
+int copy_rebased(const Insn& insn, bool rip, uint64_t at, uint8_t* out);
+
 // Guarded memory access for emulate(): each returns false if the access faulted.
 struct MemOps {
     bool (*read)(void* ctx, uint64_t addr, void* dst, size_t n);

@@ -413,30 +413,21 @@ const char *plan_region(uint64_t addr, const CodeRange &fn, const std::vector<Co
 
     // 3. Nothing may land on bytes 1..len-1 of the region: after patching they hold the
     //    middle of the jump. Landing on the first byte is fine (it is the jump).
-    for (const Branch &b : w.branches) {
-        if (b.target <= addr || b.target >= addr + region.len) continue;
-        const char *what = ZydisMnemonicGetString(b.mnemonic);
-        if (b.in_cold)
-            return reason("a %s at 0x%" PRIx64
-                          " in a cold part of the function targets byte %" PRIu64 " of the region",
-                          what, b.site, b.target - addr);
-        return reason("a %s at +0x%" PRIx64 " in the function targets byte %" PRIu64
-                      " of the region",
-                      what, b.site - fn.start, b.target - addr);
-    }
-
     //    Nor may the function compute the address of one (a computed goto's label).
-    for (const Branch &a : w.addresses) {
-        if (a.target <= addr || a.target >= addr + region.len) continue;
-        const char *what = ZydisMnemonicGetString(a.mnemonic);
-        if (a.in_cold)
-            return reason("a %s at 0x%" PRIx64 " in a cold part of the function computes the address of byte %" PRIu64
-                          " of the region",
-                          what, a.site, a.target - addr);
-        return reason("a %s at +0x%" PRIx64 " in the function computes the address of byte %" PRIu64
-                      " of the region",
-                      what, a.site - fn.start, a.target - addr);
-    }
+    auto lands_inside = [&](const std::vector<Branch> &list, const char *does) -> const char * {
+        for (const Branch &b : list) {
+            if (b.target <= addr || b.target >= addr + region.len) continue;
+            const char *what = ZydisMnemonicGetString(b.mnemonic);
+            if (b.in_cold)
+                return reason("a %s at 0x%" PRIx64 " in a cold part of the function %s byte %" PRIu64 " of the region",
+                              what, b.site, does, b.target - addr);
+            return reason("a %s at +0x%" PRIx64 " in the function %s byte %" PRIu64 " of the region", what,
+                          b.site - fn.start, does, b.target - addr);
+        }
+        return nullptr;
+    };
+    if (const char *why = lands_inside(w.branches, "targets")) return why;
+    if (const char *why = lands_inside(w.addresses, "computes the address of")) return why;
 
     // 4. A jump through a pointer lands where a stored or computed address points: proven
     //    away from the region (region.hpp), or the function is refused.
@@ -493,17 +484,7 @@ uint8_t jcc_condition(const Insn &insn) {
 int relocate_one(const Insn &insn, bool last, uint64_t at, uint8_t *out, size_t cap) {
     if (insn.cls == InsnClass::kOutOfLine) {
         if (cap < insn.len) return -ENOSPC;
-        if (!insn.rip_relative) {
-            for (size_t i = 0; i < insn.len; ++i) out[i] = insn.bytes[i];
-            return insn.len;
-        }
-        // build_slot rebases the displacement exactly as the breakpoint path's slots do; its
-        // one-byte int3 tail is dropped.
-        uint8_t tmp[kMaxInsnLen + 1];
-        const int n = build_slot(insn, at, SlotTail::kTrap, tmp, sizeof tmp, nullptr);
-        if (n < 0) return n;
-        for (size_t i = 0; i < insn.len; ++i) out[i] = tmp[i];
-        return insn.len;
+        return copy_rebased(insn, insn.rip_relative, at, out);  // as the breakpoint path's slots
     }
 
     if (is_ret(insn)) {
@@ -518,15 +499,7 @@ int relocate_one(const Insn &insn, bool last, uint64_t at, uint8_t *out, size_t 
         // pointer from the copy.
         if (!last) return -EINVAL;
         if (cap < insn.len) return -ENOSPC;
-        for (size_t i = 0; i < insn.len; ++i) out[i] = insn.bytes[i];
-        if (rip_relative_modrm(insn)) {
-            if (insn.zi.raw.disp.size != 32) return -EINVAL;
-            const uint64_t pointer = insn.addr + insn.len + static_cast<uint64_t>(insn.zi.raw.disp.value);
-            int32_t disp = 0;
-            if (!rel32(at, insn.len, pointer, &disp)) return -ERANGE;
-            put_le(out + insn.zi.raw.disp.offset, static_cast<uint32_t>(disp), 4);
-        }
-        return insn.len;
+        return copy_rebased(insn, rip_relative_modrm(insn), at, out);
     }
 
     if (is_call(insn)) {

@@ -35,6 +35,28 @@ bool jmp_rel32(uint64_t from, uint64_t to, int32_t *rel) {
 
 }  // namespace
 
+int copy_rebased(const Insn &insn, bool rip, uint64_t at, uint8_t *out) {
+    const size_t len = insn.len;
+    int64_t new_disp = 0;
+    const size_t disp_off = insn.zi.raw.disp.offset;
+    if (rip) {
+        if (insn.zi.raw.disp.size != 32 || disp_off + 4 > len) return -EINVAL;
+        // Both copies compute next_ip + disp, and only next_ip moves:
+        // new_disp = old_disp + (addr + len) - (at + len).
+        new_disp = insn.zi.raw.disp.value + static_cast<int64_t>(insn.addr - at);
+        if (insn.zi.address_width == 32) {
+            // EIP-relative (0x67): the address is truncated to 32 bits, so any displacement
+            // congruent modulo 2^32 addresses the same byte; it always reaches.
+            new_disp = static_cast<int32_t>(static_cast<uint32_t>(new_disp));
+        } else if (!fits_i32(new_disp)) {
+            return -ERANGE;
+        }
+    }
+    for (size_t i = 0; i < len; ++i) out[i] = insn.bytes[i];
+    if (rip) put_le(out + disp_off, static_cast<uint64_t>(new_disp), 4);
+    return static_cast<int>(len);
+}
+
 int build_slot(const Insn &insn, uint64_t at, SlotTail tail, uint8_t *out, size_t cap,
                size_t *trap_offset) {
     if (insn.cls != InsnClass::kOutOfLine || insn.len == 0 || insn.len > kMaxInsnLen)
@@ -48,24 +70,7 @@ int build_slot(const Insn &insn, uint64_t at, SlotTail tail, uint8_t *out, size_
         tail_len = jmp_rel32(at + len, next, &back_rel) ? kJmpRel32Len : kJmpAbsLen;
     if (cap < len + tail_len) return -ENOSPC;
 
-    int64_t new_disp = 0;
-    const size_t disp_off = insn.zi.raw.disp.offset;
-    if (insn.rip_relative) {
-        if (insn.zi.raw.disp.size != 32 || disp_off + 4 > len) return -EINVAL;
-        // Both copies compute next_ip + disp, and only next_ip moves:
-        // new_disp = old_disp + (addr + len) - (at + len).
-        new_disp = insn.zi.raw.disp.value + static_cast<int64_t>(insn.addr - at);
-        if (insn.zi.address_width == 32) {
-            // EIP-relative (0x67): the address is truncated to 32 bits, so any displacement
-            // congruent modulo 2^32 addresses the same byte; it always reaches.
-            new_disp = static_cast<int32_t>(static_cast<uint32_t>(new_disp));
-        } else if (!fits_i32(new_disp)) {
-            return -ERANGE;
-        }
-    }
-
-    for (size_t i = 0; i < len; ++i) out[i] = insn.bytes[i];
-    if (insn.rip_relative) put_le(out + disp_off, static_cast<uint64_t>(new_disp), 4);
+    if (const int r = copy_rebased(insn, insn.rip_relative, at, out); r < 0) return r;
 
     uint8_t *t = out + len;
     if (tail == SlotTail::kTrap) {

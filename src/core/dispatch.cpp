@@ -1,11 +1,13 @@
 #include "core/dispatch.hpp"
 
+#include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "core/kretprobe.hpp"
 #include "core/probe_table.hpp"
 #include "os/linux/raw_syscall.hpp"
+#include "os/linux/signals.hpp"
 #include "os/linux/stack_regions.hpp"
 #include "os/linux/text_poke.hpp"
 
@@ -128,21 +130,29 @@ namespace {
 
 const char kNudgeTag = 0;  // is_nudge: the value of liveprobe's own SIGTRAP
 
-bool reset_abandoned_handler_once(ThreadRecord *rec, uint64_t sp) noexcept
+// Whether what the record says runs on this thread was left: every frame it names is below sp
+// on the same stack. A handler left, or a level of busy taken and left before or after its
+// handler (the light dispatcher records its frame first: jump_light), or a return's level of
+// kret_busy (the trampoline names the call: kret_light). A kretprobe's entry left there too (its
+// entry handler, or the call recorded and its slot replaced but not yet marked for the return
+// stack buffer: kret_entry, kret_rsb) is past once the frames are: a hit deeper in them, or a
+// signal landing in them, has a lower stack pointer and resets nothing. liveprobe's own code
+// running on the thread (quiet) is left once the frame of its outermost scope is.
+bool abandoned(const ThreadRecord *rec, uint64_t sp) noexcept
 {
-    // A handler left, or a level of busy taken and left before or after its handler (the light
-    // dispatcher records its frame first: jump_light). A kretprobe's entry left there too (its
-    // entry handler, or the call recorded and its slot replaced but not yet marked for the
-    // return stack buffer: kret_entry, kret_rsb) is past once the frames are: a hit deeper in
-    // them, or a signal landing in them, has a lower stack pointer and resets nothing.
-    if ((rec->in_handler <= 0 && rec->busy.depth == 0) || rec->quiet) return false;
+    if (rec->in_handler <= 0 && rec->busy.depth == 0 && rec->kret_busy.depth == 0) return false;
     // The outermost of the frames named: every one must be gone.
     uint64_t outer = rec->handler_sp;
     for (uint64_t m : {reinterpret_cast<uint64_t>(rec->jump_light), reinterpret_cast<uint64_t>(rec->jump_regs),
                        reinterpret_cast<uint64_t>(rec->kret_light_sp), reinterpret_cast<uint64_t>(rec->kret_guard.regs),
-                       kret_abandoned_frame(rec)})
+                       kret_abandoned_frame(rec), rec->quiet > 0 ? rec->quiet_sp : 0, rec->level_sp})
         if (m > outer) outer = m;
-    if (outer == 0 || sp <= outer || os::stack_region(sp) != os::stack_region(outer)) return false;
+    if (rec->quiet > 0 && rec->quiet_sp == 0) return false;  // a thread of liveprobe's own
+    return outer != 0 && sp > outer && os::stack_region(sp) == os::stack_region(outer);
+}
+
+void reset_abandoned(ThreadRecord *rec) noexcept
+{
     kret_abandon_return(rec);  // the instance whose return handler was left, back
     kret_abandon_entry(rec);   // the call whose entry handler was left: not recorded, back
     rec->kret_rsb = nullptr;   // a call recorded, left unmarked: reaped as any left call
@@ -158,23 +168,40 @@ bool reset_abandoned_handler_once(ThreadRecord *rec, uint64_t sp) noexcept
     rec->kret_guard = {};
     rec->kret_light = nullptr;
     rec->handler_sp = 0;
+    rec->quiet_sp = 0;
+    rec->level_sp = 0;
     std::atomic_signal_fence(std::memory_order_seq_cst);
+    rec->quiet = 0;
     rec->in_handler = 0;
-    return true;
 }
 
 }  // namespace
 
 bool reset_abandoned_handler(ThreadRecord *rec, uint64_t sp) noexcept
 {
-    // Once at a time: a nudge (a signal) may land in the middle of a reset by a hit, or the
-    // other way round; whichever comes second looks again after marking itself.
-    if (rec->resetting) return false;
-    rec->resetting = true;
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-    const bool done = reset_abandoned_handler_once(rec, sp);
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-    rec->resetting = false;
+    // 1. A first look, with nothing blocked: most callers are hits inside a handler that runs.
+    // 2. Signals blocked but those liveprobe handles at once (SIGTRAP: a probe hit, or a nudge;
+    //    a fault: a guard's): a program's handler landing in a half-done reset that then left
+    //    by siglongjmp left it half done (instances given back twice), or left `resetting` set
+    //    and the thread's hits missed for ever (issue 31: a timer's handler that jumped every
+    //    20 us lost every later call).
+    // 3. Once at a time: a nudge may land in the middle of a reset by a hit, or the other way
+    //    round; whichever comes second looks again after marking itself.
+    // 4. The look again, and the reset, then the mask as it was.
+    if (rec->resetting || !abandoned(rec, sp)) return false;
+    const uint64_t block = ~os::kSynchronousMask;
+    uint64_t old = 0;
+    os::raw_sigprocmask(SIG_BLOCK, &block, &old);
+    bool done = false;
+    if (!rec->resetting) {
+        rec->resetting = true;
+        std::atomic_signal_fence(std::memory_order_seq_cst);
+        done = abandoned(rec, sp);
+        if (done) reset_abandoned(rec);
+        std::atomic_signal_fence(std::memory_order_seq_cst);
+        rec->resetting = false;
+    }
+    os::raw_sigprocmask(SIG_SETMASK, &old, nullptr);
     return done;
 }
 

@@ -13,6 +13,7 @@
 
 #include "core/probe.hpp"
 #include "core/thread_state.hpp"
+#include "os/linux/stack_regions.hpp"
 #include "os/linux/text_poke.hpp"
 
 namespace liveprobe::core {
@@ -162,10 +163,48 @@ bool reset_abandoned_handler(ThreadRecord *rec, uint64_t sp) noexcept;
 void nudge_thread(const ThreadRecord *r) noexcept;
 bool is_nudge(const siginfo_t *info) noexcept;
 
+// The frame of a C path that may take the outermost level of busy (level_sp), named from before
+// it takes the level until after it gives it back: a level left by a siglongjmp out of a signal
+// that landed in between is then seen as abandoned (reset_abandoned_handler). `frame`: a stack
+// address below which the path runs and at or above which its level is gone. A nested level
+// keeps the outer's name; a path nested in a signal handler that landed in an outer path before
+// it took its level gives the outer's name back; a name whose frame is gone (below `frame` on
+// its stack: a path left before it took a level) is dropped. `taken`: the caller took the
+// outermost level already, under a name of its own until now.
+class BusyFrame {
+public:
+    BusyFrame(ThreadRecord *rec, uint64_t frame, bool taken = false) noexcept : rec_(rec)
+    {
+        if (rec->busy.depth != 0 && !taken) return;
+        prev_ = rec->level_sp;
+        if (prev_ && prev_ < frame && os::stack_region(prev_) == os::stack_region(frame)) prev_ = 0;
+        rec->level_sp = frame;
+        std::atomic_signal_fence(std::memory_order_seq_cst);
+        owned_ = true;
+    }
+    ~BusyFrame()
+    {
+        if (!owned_) return;
+        std::atomic_signal_fence(std::memory_order_seq_cst);
+        rec_->level_sp = prev_;
+    }
+    BusyFrame(const BusyFrame &) = delete;
+    BusyFrame &operator=(const BusyFrame &) = delete;
+
+private:
+    ThreadRecord *rec_;
+    uint64_t prev_ = 0;
+    bool owned_ = false;
+};
+
 // in_handler from 0 to 1 and back, for the C paths: handler_sp set to `frame` and cleared.
 inline void enter_handler(ThreadRecord *rec, const void *frame) noexcept
 {
-    if (rec->in_handler++ == 0) rec->handler_sp = reinterpret_cast<uint64_t>(frame);
+    // The frame first: a signal landing in between, whose handler leaves by siglongjmp, leaves a
+    // handler that reset_abandoned_handler can tell is gone.
+    if (rec->in_handler == 0) rec->handler_sp = reinterpret_cast<uint64_t>(frame);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    rec->in_handler++;
 }
 inline void leave_handler(ThreadRecord *rec) noexcept
 {

@@ -526,6 +526,7 @@ extern "C" int lp_kret_light_c(struct kprobe *kp, uint64_t slot, liveprobe::core
             (ks->entry_bare ? lp_kret_call_bare(ri, nullptr, rec) : lp_kret_call_saving(ri, nullptr, rec)) == 0;
         std::atomic_signal_fence(std::memory_order_seq_cst);
         rec->kret_light_sp = nullptr;
+        rec->kret_light_h = nullptr;  // set only while a handler runs (kret_fault_resume)
         return ok;
     });
     if (!in) return 0;
@@ -676,6 +677,10 @@ extern "C" KretReturn lp_kret_light_return(uint64_t slot) noexcept
     KretState *ks = e->ks;
     if (!ks->return_light) [[unlikely]]
         return {0, 2};
+    // Named first, then taken, as the trampoline's fast path does (kret_abandon_return).
+    rec->kret_light = e;
+    rec->in_handler = 1;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
     rec->ret_top = e->below;
     e->below = nullptr;
     struct kretprobe_instance *ri = e->ri();
@@ -684,8 +689,6 @@ extern "C" KretReturn lp_kret_light_return(uint64_t slot) noexcept
     *reinterpret_cast<uint64_t *>(slot) = ret;
     if (publish_busy<const void *>(rec->kret_busy, ks) && ks->live.load(std::memory_order_acquire)) [[likely]] {
         if (kretprobe_handler_t h = ks->rp->handler) [[likely]] {
-            rec->in_handler = 1;
-            rec->kret_light = e;
             rec->kret_light_h = reinterpret_cast<void *>(h);
             std::atomic_signal_fence(std::memory_order_seq_cst);
             auto *regs = reinterpret_cast<struct pt_regs *>(slot - 128);
@@ -695,11 +698,14 @@ extern "C" KretReturn lp_kret_light_return(uint64_t slot) noexcept
                 lp_kret_call_bare(ri, regs, rec);
             std::atomic_signal_fence(std::memory_order_seq_cst);
             rec->kret_light_sp = nullptr;
-            rec->kret_light = nullptr;
-            rec->in_handler = 0;
+            rec->kret_light_h = nullptr;
         }
     }
     rec->kret_busy.release(0);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    rec->kret_light = nullptr;
+    rec->in_handler = 0;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
     give_back(rec, e);
     flush_dead(rec);
     return {ret, rsb};
@@ -714,7 +720,11 @@ uint64_t liveprobe::core::kret_abandoned_frame(const ThreadRecord *rec) noexcept
 
 void liveprobe::core::kret_abandon_return(ThreadRecord *rec) noexcept
 {
-    if (rec->kret_light) give_back(rec, static_cast<Inst *>(rec->kret_light));
+    // A light return names its call before it takes it off the return stack: until then the
+    // call is still there, and is reaped as any call left by a jump.
+    if (rec->kret_light) {
+        if (rec->kret_light != rec->ret_top) give_back(rec, static_cast<Inst *>(rec->kret_light));
+    }
     else if (rec->kret_guard.regs && rec->kret_guard.inst) give_back(rec, static_cast<Inst *>(rec->kret_guard.inst));
 }
 
@@ -747,8 +757,9 @@ bool liveprobe::core::kret_fault_resume(int sig, ucontext_t *uc) noexcept
     (void)sig;
     ThreadRecord *rec = this_thread_if_any();
     if (!rec) return false;
-    if (rec->kret_light && rec->in_handler) {
-        // A light return's handler: abandoned.
+    if (rec->kret_light && rec->in_handler && rec->kret_light_h) {
+        // A light return's handler (kret_light_h: while it runs, not the rest of the return,
+        // where a fault is a signal handler's that landed there): abandoned.
         auto *in = static_cast<Inst *>(rec->kret_light);
         if (in->ks->fault_id) count(rec, in->ks->fault_id);
         greg_t *g = uc->uc_mcontext.gregs;

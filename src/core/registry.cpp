@@ -78,6 +78,7 @@ public:
         note_caller_stack(reinterpret_cast<uint64_t>(__builtin_frame_address(0)) + 16);
         rec_ = this_thread();
         if (rec_) {
+            if (rec_->quiet == 0) rec_->quiet_sp = 0;  // never reset: the mutex is held
             rec_->in_handler++;
             rec_->quiet++;
         }

@@ -31,6 +31,9 @@ void reset_record(ThreadRecord *rec) noexcept
     rec->kret_busy.clear();
     rec->in_handler = 0;
     rec->quiet = 0;
+    rec->quiet_sp = 0;
+    rec->level_sp = 0;
+    rec->handler_sp = 0;
     rec->guard = nullptr;
     rec->jump_regs = nullptr;
     rec->jump_light = nullptr;
@@ -45,6 +48,7 @@ void reset_record(ThreadRecord *rec) noexcept
 bool g_key_ok = [] { return pthread_key_create(&g_exit_key, [](void *p) {
                          auto *rec = static_cast<ThreadRecord *>(p);
                          ++rec->in_handler;  // the hook's calls are liveprobe's (QuietThread's state)
+                         rec->quiet_sp = 0;
                          ++rec->quiet;
                          if (g_thread_gone_hook) g_thread_gone_hook(rec);
                          reset_record(rec);
@@ -127,9 +131,9 @@ ThreadRecord *this_thread_claim() noexcept
     // Release the record at thread exit. pthread_setspecific on a key of the first block
     // writes into the thread descriptor, without allocating. A probe hit inside it counts a
     // miss (in_handler), so it cannot recurse.
-    r->in_handler++;
+    enter_handler(r, __builtin_frame_address(0));  // a jump out of a signal landing here: abandoned
     if (g_key_ok) pthread_setspecific(g_exit_key, r);
-    r->in_handler--;
+    leave_handler(r);
     return r;
 }
 

@@ -167,6 +167,15 @@ struct alignas(64) ThreadRecord {
     // assembly paths' own markers say the same: jump_light, the light return's kret_light.
     // What reset_abandoned_handler (dispatch.hpp) compares a later hit's stack pointer with.
     uint64_t handler_sp = 0;
+    // Where the outermost QuietThread of the program's own thread lives (its frame is at or above
+    // it), for reset_abandoned_handler: a scope left by a siglongjmp out of a signal handler;
+    // 0 when the quiet level is not one a jump may leave (the registry's, a thread's exit,
+    // liveprobe's own threads).
+    uint64_t quiet_sp = 0;
+    // The frame of the C path that holds the outermost level of busy (jump_pre, jump_post, the
+    // breakpoint path: dispatch.hpp BusyFrame), 0 otherwise: what reset_abandoned_handler
+    // compares a later hit's stack pointer with when that level was left by a siglongjmp.
+    uint64_t level_sp = 0;
     bool resetting = false;  // reset_abandoned_handler runs on this thread (a nudge may land in it)
     // The stack pointer at the entry of the outermost stack walker running on this thread
     // (_Unwind_Backtrace, unw_backtrace: its return slot), 0 when none (core/kret_unwind.cpp).
@@ -243,6 +252,9 @@ public:
     explicit QuietThread(bool quiet = true) noexcept : rec_(this_thread()), d_(quiet ? 1 : -1)
     {
         if (rec_ && (quiet || rec_->quiet > 0)) {
+            // The scope named before it starts (reset_abandoned_handler).
+            if (rec_->quiet == 0) rec_->quiet_sp = reinterpret_cast<uint64_t>(this);
+            std::atomic_signal_fence(std::memory_order_seq_cst);
             rec_->in_handler += d_;
             rec_->quiet += d_;
         } else {

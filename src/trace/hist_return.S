@@ -112,8 +112,8 @@ HIST_RETURN:
  * to lp_kret_inline_call, before anything changed, which calls hist_return.
  *
  * The bucket as hist_return finds it, but counted one call late: the ring's hist_pending
- * (rings.hpp RingHead) holds the bucket of this thread's previous such return, counted here
- * first (its address known long since), and this call's is left there in its place. A store
+ * (rings.hpp RingHead) holds the bucket of this thread's previous such return: this call's
+ * is left there in its place, and then that one counted (its address known long since). A store
  * to the bucket whose address hangs on the rdtsc just made held the loads after it up:
  * liveprobe-call-cycles 1 under --hist, 72 TSC cycles a call against 64 with the same work
  * and a store to a fixed address. The tool counts what is left pending at the end.
@@ -132,12 +132,7 @@ lp_trace_hist_inline:
     .cfi_offset %rbp, -16
     .cfi_offset %rbx, -96
     THREAD_ROWS 8f
-    movq %fs:LP_ROWS_PENDING(%rsi), %rsi     /* the ring's hist_pending */
-    movq (%rsi), %rdx                        /* the previous call's bucket word + 1, or 0 */
-    testq %rdx, %rdx
-    jz 1f
-    incq -8(%rax,%rdx,8)                     /* counted */
-1:  pushq %rdi
+    pushq %rdi
     .cfi_adjust_cfa_offset 8
     pushq %rsi
     .cfi_adjust_cfa_offset 8
@@ -148,10 +143,19 @@ lp_trace_hist_inline:
     movq LP_INST_RI + LP_RI_DATA(%rdi), %rdi /* the stamp */
     NS_BUCKET 2f, 5f
 4:  leal 1(%rsi,%rax), %eax                  /* its bucket word + 1 */
+    /* This call's bucket left pending first, then the one it replaces counted: a signal that
+     * lands in here and whose handler leaves by siglongjmp (the return abandoned:
+     * core::reset_abandoned_handler) loses one call, never counts one twice. */
 3:  popq %rsi
     .cfi_adjust_cfa_offset -8
-    movq %rax, (%rsi)                        /* pending */
-    popq %rdi
+    movq %fs:LP_ROWS_PENDING(%rsi), %rdi     /* the ring's hist_pending */
+    movq (%rdi), %rdx                        /* the previous call's bucket word + 1, or 0 */
+    movq %rax, (%rdi)                        /* pending */
+    testq %rdx, %rdx
+    jz 1f
+    movq %fs:LP_ROWS_HISTS(%rsi), %rax
+    incq -8(%rax,%rdx,8)                     /* counted */
+1:  popq %rdi
     .cfi_adjust_cfa_offset -8
     movq LP_INST_KS(%rdi), %rdx
     jmp lp_kret_inline_done

@@ -6,7 +6,12 @@
  * nested: the timer's handler calls `in_handler`, which raises SIGUSR1; that handler (nested on
  * top of the first) siglongjmps out of both, and out of the probed `in_handler` call.
  *
- *   siglongjmp_target [alt|nested] [ROUNDS]   (alt: the handler runs on a sigaltstack; 1300 rounds) */
+ * storm: a timer every 20 us whose handler siglongjmps back into the loop of `work` calls, so
+ * that the thread's next hit sets its record back while the timer keeps landing (in that
+ * reset too); ROUNDS jumps, then the timer stops and `after` is called 1000 times.
+ *
+ *   siglongjmp_target [alt|nested|storm] [ROUNDS]   (alt: the handler runs on a sigaltstack;
+ *   1300 rounds, 20000 for storm) */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdio.h>
@@ -23,7 +28,7 @@ __attribute__((noinline)) void work(void)
 }
 __attribute__((noinline)) void after(void) { afters++; }
 
-static int nested;
+static int nested, storm;
 static volatile long in_handlers, alarms;
 /* Set while the thread runs the loop of work calls: the handlers jump only then, never out of
  * `after` (whose calls the test counts: a call left by a jump would be entered, not returned). */
@@ -46,6 +51,13 @@ static void on_alarm(int sig)
 {
     (void)sig;
     ++alarms;
+    if (storm) {
+        if (in_loop && jumps < storm) {
+            ++jumps;
+            siglongjmp(env, 1);
+        }
+        return;
+    }
     if (!in_loop) return;
     if (nested) {
         in_handler();
@@ -55,12 +67,32 @@ static void on_alarm(int sig)
     siglongjmp(env, 1);
 }
 
+/* Every jump lands back in the loop, whose next call of `work` is the thread's first hit since
+ * the jump. The loop ends when the handler stops jumping (storm jumps done); a jump that lands
+ * after that is still taken (sigsetjmp again). */
+static int run_storm(int rounds)
+{
+    storm = rounds;
+    struct itimerval it = {{0, 20}, {0, 20}};
+    setitimer(ITIMER_REAL, &it, NULL);
+    sigsetjmp(env, 1);
+    in_loop = 1;
+    while (jumps < storm) work();
+    in_loop = 0;
+    struct itimerval off = {{0, 0}, {0, 0}};
+    setitimer(ITIMER_REAL, &off, NULL);
+    for (int i = 0; i < 1000; ++i) after();
+    printf("after %ld jumps %ld in_handler 0 on_alarm %ld\n", (long)afters, (long)jumps, (long)alarms);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int alt = argc > 1 && strcmp(argv[1], "alt") == 0;
     nested = argc > 1 && strcmp(argv[1], "nested") == 0;
-    const int mode = alt || nested;
-    const int rounds = argc > 1 + mode ? atoi(argv[1 + mode]) : 1300;
+    const int is_storm = argc > 1 && strcmp(argv[1], "storm") == 0;
+    const int mode = alt || nested || is_storm;
+    const int rounds = argc > 1 + mode ? atoi(argv[1 + mode]) : is_storm ? 20000 : 1300;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_usr1;
@@ -73,6 +105,7 @@ int main(int argc, char **argv)
         sa.sa_flags = SA_ONSTACK;
     }
     sigaction(SIGALRM, &sa, NULL);
+    if (is_storm) return run_storm(rounds);
     struct itimerval it = {{0, 200}, {0, 200}};
     setitimer(ITIMER_REAL, &it, NULL);
     for (int round = 0; round < rounds; ++round) {

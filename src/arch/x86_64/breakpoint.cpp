@@ -99,6 +99,7 @@ void post_trap(ThreadRecord *rec, uint64_t at, ucontext_t *uc, siginfo_t *info)
         return;
     }
     const auto *h = reinterpret_cast<const SlotHeader *>(slot);
+    BusyFrame level(rec, reinterpret_cast<uint64_t>(__builtin_frame_address(0)));
     BusyMark prev = rec->busy.mark();
     ProbePoint *pp = acquire(rec, h->orig);
     struct pt_regs regs;
@@ -161,6 +162,8 @@ void breakpoint_trap_handler(int sig, siginfo_t *info, ucontext_t *uc)
     // set back first.
     if (rec->in_handler || rec->busy.depth) [[unlikely]]
         reset_abandoned_handler(rec, static_cast<uint64_t>(uc->uc_mcontext.gregs[REG_RSP]));
+    // This handler's frame, below the signal frame (SIGTRAP runs on the thread's stack).
+    BusyFrame level(rec, reinterpret_cast<uint64_t>(__builtin_frame_address(0)));
     BusyMark prev = rec->busy.mark();
     ProbePoint *pp;
     for (;;) {

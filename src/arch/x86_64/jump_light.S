@@ -331,6 +331,7 @@ lp_kret_light_pre:
 5:  movq TL_REC@GOTTPOFF(%rip), %rdx
     movq %fs:(%rdx), %rdx
     movq $0, LP_REC_KRET_LIGHT_SP(%rdx)
+    movq $0, LP_REC_KRET_LIGHT_H(%rdx)   /* set only while a handler runs (kret_fault_resume) */
     testl %eax, %eax
     jnz 6f
     movq %rbx, %rdi

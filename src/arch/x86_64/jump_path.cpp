@@ -116,6 +116,9 @@ extern "C" int lp_jump_pre(uint64_t site, struct pt_regs *regs) noexcept
             }
             core::KprobeState *ks = pp->solo.load(std::memory_order_relaxed);
             if (!ks || must_save_vectors(pp)) [[unlikely]] {
+                // The level's name passes from jump_regs to level_sp, jump_pre's (the level is
+                // this path's outermost: taken at depth 0).
+                core::BusyFrame level(rec, reinterpret_cast<uint64_t>(regs), true);
                 rec->jump_regs = nullptr;
                 return jump_pre_acquired(rec, pp, prev, regs);
             }
@@ -196,6 +199,7 @@ int jump_pre(uint64_t site, struct pt_regs *regs) noexcept
     // set back first.
     if (rec->in_handler || rec->busy.depth) [[unlikely]]
         core::reset_abandoned_handler(rec, regs->sp);
+    core::BusyFrame level(rec, reinterpret_cast<uint64_t>(regs));
     core::BusyMark prev;
     ProbePoint *pp = core::acquire_site_saving(rec, reinterpret_cast<const void *>(site), &prev);
     if (!pp) return kJumpPlain;  // the probe is going away: run the original instructions
@@ -241,6 +245,7 @@ int jump_post(uint64_t site, struct pt_regs *regs) noexcept
     ThreadRecord *rec = core::this_thread();
     if (!rec) return kJumpPlain;
     uint64_t next = regs->ip;
+    core::BusyFrame level(rec, reinterpret_cast<uint64_t>(regs));
     core::BusyMark prev;
     ProbePoint *pp = core::acquire_site_saving(rec, reinterpret_cast<const void *>(site), &prev);
     if (!pp) return kJumpPlain;

@@ -176,7 +176,13 @@ lp_kretprobe_trampoline:
     jne 10f
     SAVE_FIVE
     movl $4, %ebp
-10: /* Taken: off the return stack, its real return address into the slot. */
+10: /* Named first, then taken: off the return stack, its real return address into the slot.
+     * From here until the instance goes back, kret_light and in_handler say a return runs: a
+     * signal that lands here and whose handler leaves by siglongjmp leaves a return that
+     * core::reset_abandoned_handler sees (its frame is the slot's), and gives back once taken
+     * (the return stack's top is no longer it); the signal handler's own hits are missed. */
+    movq %rdi, LP_REC_KRET_LIGHT(%rbx)
+    movl $1, LP_REC_IN_HANDLER(%rbx)
     movq %rax, LP_REC_RET_TOP(%rbx)
     movq $0, LP_INST_BELOW(%rdi)
     movq LP_INST_RI + LP_RI_RET_ADDR(%rdi), %rax
@@ -193,25 +199,28 @@ lp_kretprobe_trampoline:
     movq LP_RP_HANDLER(%rax), %rax
     testq %rax, %rax
     jz 3f
-    movl $1, LP_REC_IN_HANDLER(%rbx)
-    movq %rdi, LP_REC_KRET_LIGHT(%rbx)
-18: cmpb $0, LP_KRS_RETURN_SAVES(%rdx)
+    /* kret_light_h while the handler runs, and only then: a fault is the handler's
+     * (core::kret_fault_resume), not one of a signal handler that landed elsewhere here. */
+18: movq %rax, LP_REC_KRET_LIGHT_H(%rbx)
+    cmpb $0, LP_KRS_RETURN_SAVES(%rdx)
     leaq LP_INST_RI(%rdi), %rdi          /* ri */
     leaq -40(%rsp), %rsi                 /* regs: S - 128, of which only the fields saved here are read */
     jne 2f
     call *%rax
 14: /* rbx and rbp as they were: the handler returned (the ABI keeps them; a fault resumes at
      * lp_kret_light_after, below, which sets them again). */
+    movq $0, LP_REC_KRET_LIGHT_H(%rbx)
     movq LP_REC_KRET_LIGHT(%rbx), %rdi
     movq LP_INST_KS(%rdi), %rdx
-    movl $0, LP_REC_IN_HANDLER(%rbx)
-    movq $0, LP_REC_KRET_LIGHT(%rbx)
     .globl lp_kret_inline_done
     .hidden lp_kret_inline_done
 lp_kret_inline_done:  /* where a registered inline return's body comes back (core/kretprobe.hpp) */
-3:  /* The level released (the slot first, then depth). rdi = e, rdx = its KretState. */
+3:  /* The level released (the slot first, then depth), then the return's names. rdi = e, rdx =
+     * its KretState. */
     movq $0, LP_REC_KRET_BUSY_SLOT0(%rbx)
     movl $0, LP_REC_KRET_BUSY_DEPTH(%rbx)
+    movq $0, LP_REC_KRET_LIGHT(%rbx)
+    movl $0, LP_REC_IN_HANDLER(%rbx)
     xorl %eax, %eax                      /* bit 0 of rbp: the return stack buffer holds the caller */
     cmpl $1, LP_INST_NEXT_FREE(%rdi)     /* kInstRsb */
     sete %al
@@ -275,7 +284,6 @@ lp_kret_inline_done:  /* where a registered inline return's body comes back (cor
     .cfi_offset %rbx, -96
 2:  /* A handler that writes callee-saved registers: through lp_kret_call_saving (not
      * return_few: SAVE_FIVE was done), which keeps rbx and rbp, after a fault in it too. */
-    movq %rax, LP_REC_KRET_LIGHT_H(%rbx)
     movq %rbx, %rdx
     call lp_kret_call_saving
     movq $0, LP_REC_KRET_LIGHT_SP(%rbx)
@@ -304,8 +312,6 @@ lp_kret_inline_call:  /* rdi = e: its handler called as any other's */
     movq LP_RP_HANDLER(%rax), %rax
     testq %rax, %rax
     jz lp_kret_inline_done
-    movl $1, LP_REC_IN_HANDLER(%rbx)
-    movq %rdi, LP_REC_KRET_LIGHT(%rbx)
     jmp 18b
 15: /* The list, while it has room (rdx is free from here). */
     cmpl $LP_CACHE_MAX, LP_CACHE_N(%rax)

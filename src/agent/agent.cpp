@@ -24,6 +24,7 @@
 #include <fmt/ranges.h>
 
 #include "agent/channel.hpp"
+#include "agent/door.hpp"
 #include "agent/follow.hpp"
 #include "agent/log_ring.hpp"
 #include "agent/modules.hpp"
@@ -49,16 +50,12 @@ namespace {
 std::mutex g_mu;
 bool g_running = false;
 pid_t g_pid = 0;         // the process the running agent serves (a fork child starts its own)
-int g_listen_fd = -1;
-// The listening socket's identity: a program may close the descriptor and reuse its number
-// (`exec 3>&1` in a script), and the agent must then neither close nor shut down the
-// program's file (a forked child's agent closed the script's fd 3, its copy of stdout).
-os::FdIdentity g_listen_file;
-
-bool is_listen_socket(int fd) { return os::is_same_file(fd, g_listen_file); }
-// Plain storage: the constructor that may start the agent can run before this file's dynamic
-// initializers.
-char g_socket[sizeof(sockaddr_un::sun_path)];
+// The door tools reach the agent through (door.hpp). A program may close its descriptors and
+// reuse the numbers (`exec 3>&1` in a script, a daemon's closefrom), and the agent must then
+// neither close nor read the program's files (a forked child's agent closed the script's fd 3,
+// its copy of stdout): close_door and door_is_ours check each end's identity.
+Door g_door;
+std::atomic<bool> g_shutting{false};  // the program exits: the door was shut
 std::atomic<const char *> g_reason{"api"};
 // The owner of each trace session, by its slot (trace/session.hpp; the agent's thread only, or
 // before it starts): the tool that started it, and the descriptor the session lasts as long
@@ -219,8 +216,7 @@ void detach(const Request &rq, Out &out)
     symbols::invalidate();
     symbols::close_dwarf();
     os::close_text_fd();
-    out.line(fmt::format("agent stopped, socket {} removed, in {:.1f} ms", g_socket,
-                         static_cast<double>(monotonic_ns() - t0) / 1e6));
+    out.line(fmt::format("agent stopped, its door closed, in {:.1f} ms", static_cast<double>(monotonic_ns() - t0) / 1e6));
     g_detach = g_trim = true;
     out.ok();
 }
@@ -353,7 +349,7 @@ void serve(const Request &rq, Out &out)
         out.line(fmt::format("pid: {}", getpid()));
         out.line(fmt::format("started: {} ({:.1f} s ago)", g_reason.load(),
                              static_cast<double>(monotonic_ns() - g_started_ns) / 1e9));
-        out.line(fmt::format("socket: {}", g_socket));
+        out.line(fmt::format("door: descriptors {} and {}", g_door.in, g_door.out));
         out.line(fmt::format("probes: {}", probes.size()));
         // Removed return probes whose memory a thread still reaches (blocked inside a probed call,
         // or not yet past its next probe): a small record each (core/kretprobe.cpp).
@@ -441,10 +437,10 @@ int handle(int fd)
     struct ucred cred {};
     socklen_t len = sizeof cred;
     Out out;
+    // Who: the process that made the connection's socket pair (the tool), for the log. What it
+    // may do was settled by the kernel when it took the door (door.hpp).
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
         out.error(EACCES, "cannot read the peer's credentials");
-    } else if (cred.uid != getuid() && cred.uid != 0) {
-        out.error(EACCES, fmt::format("user {} may not control process {} of user {}", cred.uid, getpid(), getuid()));
     } else {
         // One line, read in chunks (a tracer's request names thousands of functions), up to
         // kMaxRequest; the client sends nothing after its newline.
@@ -496,48 +492,43 @@ void give_memory_back()
     malloc_trim(0);
 }
 
-// After a detach: the socket goes, the thread ends; attaching again starts another agent.
-void *stop_serving(int lfd)
+// After a detach: the door closes, the thread ends; attaching again starts another agent.
+void *stop_serving()
 {
     std::lock_guard lk(g_mu);
     g_detach = false;
-    if (g_running && g_listen_fd == lfd) {
-        unlink(g_socket);
+    if (g_running && g_pid == getpid()) {
         g_running = false;
-        g_listen_fd = -1;
+        close_door(&g_door);
     }
-    if (is_listen_socket(lfd)) close(lfd);
     return nullptr;
 }
 
-// Accepts one connection and serves it (keeping it when it is a session owner's); false when the
-// listening socket was closed.
-bool serve_one(int lfd)
+// Takes the connections waiting at the door and serves each (keeping it when it is a session
+// owner's); false when the door was shut (the program's exit).
+bool serve_door(int in)
 {
-    int fd = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) {
-        if (errno == EBADF || errno == EINVAL) return false;
-        if (errno != EINTR && errno != ECONNABORTED && errno != EAGAIN) usleep(10000);
-        return true;
+    for (;;) {
+        const int fd = take_connection(in);
+        if (fd == -EAGAIN || fd == -EWOULDBLOCK) return true;
+        if (fd == -ECONNRESET && g_shutting.load()) return false;
+        if (fd == -EINTR || fd == -1 || fd == -ECONNRESET) continue;
+        if (fd < 0) return false;
+        if (const int s = handle(fd); s >= 0) own(static_cast<uint32_t>(s), fd);
+        else close(fd);
     }
-    if (const int s = handle(fd); s >= 0) {
-        own(static_cast<uint32_t>(s), os::move_fd_high(fd));  // kept for the session: out of the program's way
-    } else {
-        close(fd);
-    }
-    return true;
 }
 
-int listen_again(int lfd);
+bool door_again();
 
-// Serves the socket, one connection at a time, and watches the descriptors of the trace
+// Serves the door, one connection at a time, and watches the descriptors of the trace
 // sessions' owners: the end of one (the tool's, whatever killed it) stops its session.
 void *agent_thread(void *arg)
 {
-    int lfd = static_cast<int>(reinterpret_cast<intptr_t>(arg));
+    int in = static_cast<int>(reinterpret_cast<intptr_t>(arg));
     core::QuietThread quiet;  // its calls into probed code are liveprobe's, not the program's
     for (;;) {
-        struct pollfd p[1 + trace::kSessions] = {{lfd, POLLIN, 0}};
+        struct pollfd p[1 + trace::kSessions] = {{in, POLLIN, 0}};
         for (uint32_t s = 0; s < trace::kSessions; ++s) p[1 + s] = {g_owners[s].fd, POLLIN, 0};  // -1: ignored
         if (poll(p, 1 + trace::kSessions, -1) < 0) {
             if (errno != EINTR) usleep(10000);
@@ -552,56 +543,42 @@ void *agent_thread(void *arg)
             owner_gone(s, by_program);
             g_trim = true;
         }
-        if (!is_listen_socket(lfd)) {  // the program closed it
-            if ((lfd = listen_again(lfd)) < 0) return nullptr;
-            continue;
+        {
+            std::unique_lock lk(g_mu);
+            const bool ours = door_is_ours(g_door) && g_door.in == in;
+            lk.unlock();
+            if (!ours) {  // the program closed an end (the other one's pollers wake): made again
+                if (!door_again()) return nullptr;
+                std::lock_guard relk(g_mu);
+                in = g_door.in;
+                continue;
+            }
         }
-        if (p[0].revents && !serve_one(lfd)) return nullptr;  // shut down: the agent stopped
+        if ((p[0].revents & POLLIN) && !serve_door(in)) return nullptr;  // shut: the program exits
+        if (p[0].revents & (POLLHUP | POLLERR | POLLNVAL)) return nullptr;
         // After what the owner's end or a request did: the thread-stop helper of what it placed
         // or removed reaped, freed memory given back, the agent stopped after a detach.
         os::stop_threads_reap_helper();
         if (g_trim) give_memory_back();
-        if (g_detach) return stop_serving(lfd);
+        if (g_detach) return stop_serving();
     }
 }
 
-// The agent's socket at `path`, listening: its descriptor, or -errno with *why (g_mu held).
-int listen_at(const std::string &path, std::string *why)
-{
-    struct sockaddr_un sa {};
-    int fd = unix_socket(path, &sa, why);
-    if (fd < 0) return fd;
-    // Out of the program's way: a script's own descriptors are 3 to 9 (`exec 3>&1`), and the
-    // lowest free number, which a new socket takes, was one of them.
-    fd = os::move_fd_high(fd);
-    unlink(path.c_str());  // a stale socket of an earlier process with this pid
-    // Created 0600 from the start (umask), then checked.
-    mode_t old = umask(0177);
-    int b = bind(fd, reinterpret_cast<struct sockaddr *>(&sa), sizeof sa);
-    umask(old);
-    if (b != 0 || listen(fd, 16) != 0) {
-        int e = errno;
-        close(fd);
-        *why = fmt::format("cannot listen on {}: {}", path, std::strerror(e));
-        return -e;
-    }
-    g_listen_file = os::identity_of(fd);
-    return fd;
-}
-
-// The agent's thread, when its socket is not its own any more: the program closed it (a
-// daemon's closefrom), and may have a file under its number. (Closing a socket's last
-// descriptor wakes its pollers: the thread sees it at once.) Made again, so that tools still
-// reach the agent: the new descriptor, or -1 when the agent stops (the socket was shut down
-// by a detach or the program's exit: still ours; or it cannot be made).
-int listen_again(int lfd)
+// The agent's thread, when an end of its door is not its own any more: the program closed it (a
+// daemon's closefrom), and may have a file under its number. Made again, so that tools still
+// reach the agent: false when the agent stops instead (detached, the program's exit, or no new
+// door).
+bool door_again()
 {
     std::lock_guard lk(g_mu);
-    if (is_listen_socket(lfd) || !g_running || g_pid != getpid()) return -1;
+    if (!g_running || g_pid != getpid()) return false;
+    close_door(&g_door);
     std::string why;
-    const int fd = listen_at(g_socket, &why);
-    if (fd >= 0) g_listen_fd = fd;
-    return fd;
+    if (open_door(&g_door, &why) < 0) {
+        g_running = false;
+        return false;
+    }
+    return true;
 }
 
 // Called with g_mu held.
@@ -609,16 +586,11 @@ int start_locked(std::string *why)
 {
     pid_t pid = getpid();
     if (g_running && g_pid == pid) return 0;
-    if (g_running) {  // a fork child: the parent's thread is not here, its socket is the parent's
-        if (is_listen_socket(g_listen_fd)) close(g_listen_fd);
-        g_listen_fd = -1;
+    if (g_running) {  // a fork child: the parent's thread is not here, its door is the parent's
+        close_door(&g_door);
         g_running = false;
     }
-    if (int r = ensure_runtime_dir(why); r < 0) return r;
-    sweep_stale_sockets(getuid());  // those of killed processes do not pile up
-    std::string path = socket_path(getuid(), pid);
-    const int fd = listen_at(path, why);
-    if (fd < 0) return fd;
+    if (int r = open_door(&g_door, why); r < 0) return r;
     g_guarded = false;  // read by the thread about to start
     // The thread takes none of the program's signals, but for the synchronous ones: it runs
     // libc's code, on which breakpoints are placed (while it places them too), and the kernel
@@ -630,32 +602,29 @@ int start_locked(std::string *why)
     for (int sig : os::kSynchronousSignals) sigdelset(&all, sig);
     pthread_sigmask(SIG_SETMASK, &all, &prev);
     pthread_t t;
-    int r = pthread_create(&t, nullptr, agent_thread, reinterpret_cast<void *>(static_cast<intptr_t>(fd)));
+    int r = pthread_create(&t, nullptr, agent_thread, reinterpret_cast<void *>(static_cast<intptr_t>(g_door.in)));
     pthread_sigmask(SIG_SETMASK, &prev, nullptr);
     if (r != 0) {
-        close(fd);
-        unlink(path.c_str());
+        close_door(&g_door);
         *why = fmt::format("cannot start the agent's thread: {}", std::strerror(r));
         return -r;
     }
     pthread_setname_np(t, "liveprobe");
     pthread_detach(t);
-    g_listen_fd = fd;
-    std::memcpy(g_socket, path.c_str(), path.size() + 1);
     g_pid = pid;
     g_running = true;
     g_started_ns = monotonic_ns();
     return 0;
 }
 
-void remove_socket_at_exit()
+void shut_door_at_exit()
 {
     core::QuietThread quiet;  // at the program's exit, on its thread: liveprobe's calls
     std::lock_guard lk(g_mu);
-    if (g_running && g_pid == getpid()) {
-        unlink(g_socket);
-        if (is_listen_socket(g_listen_fd)) shutdown(g_listen_fd, SHUT_RDWR);  // the thread's accept fails: it stops serving
-    }
+    if (g_running && g_pid == getpid() && door_is_ours(g_door)) {
+        g_shutting.store(true);
+        shutdown(g_door.in, SHUT_RDWR);
+    }  // the thread's poll wakes and it stops serving
 }
 
 bool wanted_by_environment()
@@ -675,8 +644,9 @@ void after_fork_in_child()
 {
     bool had = g_running;
     g_running = false;
-    if (is_listen_socket(g_listen_fd)) close(g_listen_fd);
-    g_listen_fd = -1;
+    // The parent's door: a child must not hold it, least of all one that drops privileges
+    // (whoever could read its descriptors would reach the parent's agent).
+    close_door(&g_door);
     bool owned = false;  // read in the child, the only thread now
     for (const Owner &o : g_owners) owned = owned || o.fd >= 0;
     if (had && (wanted_by_environment() || owned)) {
@@ -739,7 +709,7 @@ void adopt_follow_from_environment()
             after_fork_in_child();
             g_mu.unlock();
         });
-    std::atexit(remove_socket_at_exit);
+    std::atexit(shut_door_at_exit);
     adopt_owner_from_environment();
     adopt_follow_from_environment();
     if (!wanted_by_environment()) return;

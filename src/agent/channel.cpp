@@ -1,4 +1,5 @@
 #include "agent/channel.hpp"
+#include "agent/door.hpp"
 #include "os/linux/runtime_dir.hpp"
 
 #include <dirent.h>
@@ -197,13 +198,11 @@ void explain_unknown(pid_t pid, const std::string &verb, Reply *out)
 
 }  // namespace
 
-int request(uid_t uid, pid_t pid, const std::string &verb, const std::vector<std::string> &args, Reply *out,
-            std::string *why, int timeout_ms, int *held)
+int request(pid_t pid, const std::string &verb, const std::vector<std::string> &args, Reply *out, std::string *why,
+            int timeout_ms, int *held)
 {
     if (held) *held = -1;
-    std::string path = socket_path(uid, pid);
-    struct sockaddr_un sa {};
-    int fd = unix_socket(path, &sa, why);
+    const int fd = connect_through_door(pid, why);
     if (fd < 0) return fd;
     struct Closer {
         int fd;
@@ -212,16 +211,6 @@ int request(uid_t uid, pid_t pid, const std::string &verb, const std::vector<std
             if (fd >= 0) close(fd);
         }
     } closer{fd};
-    if (connect(fd, reinterpret_cast<struct sockaddr *>(&sa), sizeof sa) != 0) {
-        int e = errno;
-        if (e == ECONNREFUSED) {  // a socket nothing listens on: its agent stopped or died
-            *why = fmt::format("no agent in process {} (its socket {} is stale: nothing listens on it)", pid, path);
-            return -ENOENT;
-        }
-        *why = e == ENOENT ? fmt::format("no agent in process {}", pid)
-                           : fmt::format("cannot connect to {}: {}", path, std::strerror(e));
-        return -e;
-    }
     std::string line = fmt::format("{}{} {}", kProtocolPrefix, kProtocolVersion, verb);
     for (const std::string &a : args) line += " " + encode_arg(a);
     line += "\n";

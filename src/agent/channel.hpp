@@ -1,10 +1,6 @@
-// The agent's control channel: where its socket is, and the request protocol (used by the
-// agent inside a process and by the `liveprobe` tool).
-//
-// Where: a directory only its owner may enter, `$LIVEPROBE_RUNTIME_DIR` or
-// `/tmp/liveprobe-UID` (UID: the process's real user), mode 0700; the socket `PID.sock` in it,
-// mode 0600. The agent refuses a directory it does not own or that others can enter (someone
-// else made it first), and checks each peer's credentials: the same user, or root.
+// The agent's control channel: the request protocol (used by the agent inside a process and by
+// the `liveprobe` tool), over a connection made through the agent's door (door.hpp: the kernel
+// lets only a caller that may ptrace the process take it).
 //
 // Protocol, version 2: the client sends one line, "liveprobe/2 VERB [ARG ...]" (arguments
 // encoded, see encode_arg); the agent
@@ -65,12 +61,14 @@ struct Reply {
     std::vector<std::string> lines;   // the data lines, without ". "
 };
 
-// Connects to the agent of `pid` (user `uid`), sends "liveprobe/2 VERB ARGS", reads the reply.
-// -errno (ENOENT: no agent socket; ECONNREFUSED: a stale socket; ETIMEDOUT) with *why, or 0.
+// Connects to the agent of `pid` through its door (door.hpp: the kernel checks that the caller
+// may ptrace the process), sends "liveprobe/2 VERB ARGS", reads the reply. -errno (ENOENT: no
+// agent; EPERM: the caller may not ptrace the process; ESRCH: no such process; ETIMEDOUT) with
+// *why, or 0.
 // With `held`: the reply is complete at its last line, and the connection stays open in *held
 // (-1 when the request failed): for a request whose effect lasts as long as the connection (a
 // trace session started with its "owned" option ends when the connection closes).
-int request(uid_t uid, pid_t pid, const std::string &verb, const std::vector<std::string> &args, Reply *out,
+int request(pid_t pid, const std::string &verb, const std::vector<std::string> &args, Reply *out,
             std::string *why, int timeout_ms = 5000, int *held = nullptr);
 
 }  // namespace liveprobe::agent

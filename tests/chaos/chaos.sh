@@ -155,7 +155,7 @@ declare -A end_total=() end_ok=() mode_total=() mode_ok=() combo_fail=()
 sessions=0 passed=0 failed=0 not_available=0
 removal_ms=()          # how long status took to say probes: 0 after the tool ended (ms)
 max_events=0
-declare -A sockets_reported=() zombies_reported=()
+declare -A zombies_reported=()
 declare -A load_errors_seen=()
 
 # show FILE TITLE: the file's last 25 lines, indented.
@@ -297,18 +297,11 @@ session() {
         done
         [ -z "$newz" ] || reasons+=("pid $p has a zombie child: $newz")
     done
-    # Sockets: only of live processes; after a detach, none of the process.
-    local f
-    for f in "$LIVEPROBE_RUNTIME_DIR"/*.sock; do
-        [ -e "$f" ] || continue
-        p=${f##*/}; p=${p%.sock}
-        if ! running "$p" && [ -z "${sockets_reported[$f]:-}" ]; then
-            reasons+=("a socket of a dead process: $f")
-            sockets_reported[$f]=1
-        fi
-    done
-    if [ "$ending" = detach ] && [ -e "$LIVEPROBE_RUNTIME_DIR/$pid.sock" ]; then
-        reasons+=("after the detach, the socket $LIVEPROBE_RUNTIME_DIR/$pid.sock is still there")
+    # After a detach, no door of the agent's left in the process (its sockets at liveprobe's
+    # high descriptors, 512 and up).
+    if [ "$ending" = detach ] && running "$pid" &&
+        ls -l "/proc/$pid/fd" 2>/dev/null | awk '$9 >= 512 && $11 ~ /^socket:/' | grep -q .; then
+        reasons+=("after the detach, a socket of liveprobe's is still open in process $pid")
     fi
     # The trace file: its size (bounded by the session's length); a session that ended well
     # (Ctrl-C, --duration) leaves a file `trace -i` reads; then it is removed.

@@ -123,7 +123,7 @@ else
     out=$("$lp" attach -p 1 2>&1); rc=$?
     who="pid 1 (root's) as user $(id -u)"
 fi
-if [ "$rc" -eq 1 ] && grep -q "belongs to user" <<<"$out"; then pass "refused $who: $out"
+if [ "$rc" -eq 1 ] && grep -q "the kernel does not let you ptrace process" <<<"$out"; then pass "refused $who: $out"
 else fail "$who: exit $rc: $out"; fi
 [ "$(id -u)" -eq 0 ] && finish mine "rc 0"
 nopid=4194000; while kill -0 "$nopid" 2>/dev/null; do nopid=$((nopid + 1)); done

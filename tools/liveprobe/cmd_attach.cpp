@@ -24,11 +24,10 @@ Runner add_attach(CLI::App &app)
             return kExitFailure;
         }
         if (rep.already_running)
-            std::printf("liveprobe: the agent is already running in process %d (%s)\n", *pid, rep.socket.c_str());
+            std::printf("liveprobe: the agent is already running in process %d\n", *pid);
         else
-            std::printf("liveprobe: agent %s in process %d through thread %d in %.1f ms (%s)\n",
-                        rep.loaded_library ? "loaded and started" : "started", *pid, rep.thread, rep.ms,
-                        rep.socket.c_str());
+            std::printf("liveprobe: agent %s in process %d through thread %d in %.1f ms\n",
+                        rep.loaded_library ? "loaded and started" : "started", *pid, rep.thread, rep.ms);
         return 0;
     };
 }

@@ -33,7 +33,7 @@ Runner add_detach(CLI::App &app)
             return kExitFailure;
         }
         agent::Reply reply;
-        int r = agent::request(info->uid, *pid, "detach", *force ? std::vector<std::string>{"force"}
+        int r = agent::request(*pid, "detach", *force ? std::vector<std::string>{"force"}
                                                                  : std::vector<std::string>{},
                                &reply, &why, 60000);
         if (r < 0) {

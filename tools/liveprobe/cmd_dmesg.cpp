@@ -36,7 +36,7 @@ Runner add_dmesg(CLI::App &app)
         uint64_t next = 0;
         for (bool first = true;; first = false) {
             agent::Reply reply;
-            int r = agent::request(info->uid, *pid, "log", {std::to_string(next)}, &reply, &why);
+            int r = agent::request(*pid, "log", {std::to_string(next)}, &reply, &why);
             if (r < 0) {
                 if (!first && *follow) return 0;  // the process is gone: done following
                 complain(r == -ENOENT ? fmt::format("{} (liveprobe attach -p {} loads one)", why, *pid) : why);

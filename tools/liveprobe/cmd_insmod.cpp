@@ -25,13 +25,13 @@ namespace liveprobe::tool {
 namespace {
 
 // Loads the module into pid, whose agent runs: 0, or the tool's failure status.
-int load(pid_t pid, uid_t uid, const std::string &path, const std::vector<std::string> &params)
+int load(pid_t pid, const std::string &path, const std::vector<std::string> &params)
 {
     std::vector<std::string> args{path};
     args.insert(args.end(), params.begin(), params.end());
     agent::Reply reply;
     std::string why;
-    int r = agent::request(uid, pid, "insmod", args, &reply, &why, 60000);
+    int r = agent::request(pid, "insmod", args, &reply, &why, 60000);
     std::string file = path.substr(path.rfind('/') + 1);
     if (r < 0) {
         // A process that died under the request may take a moment to show it.
@@ -105,7 +105,7 @@ Runner add_insmod(CLI::App &app)
             }
             if (!rep.already_running)
                 std::fprintf(stderr, "liveprobe: agent loaded into process %d in %.1f ms\n", o->pid, rep.ms);
-            return load(o->pid, info->uid, path, params);
+            return load(o->pid, path, params);
         }
         // A program to start: libliveprobe-start.so, preloaded after the library, has the
         // module loaded before the program's main runs (src/preload/start_main.cpp), and the

@@ -29,7 +29,7 @@ Runner add_rmmod(CLI::App &app)
         std::string n = name->substr(name->rfind('/') + 1);
         if (n.size() > 3 && n.compare(n.size() - 3, 3, ".so") == 0) n.resize(n.size() - 3);
         agent::Reply reply;
-        int r = agent::request(info->uid, *pid, "rmmod", {n}, &reply, &why, 60000);
+        int r = agent::request(*pid, "rmmod", {n}, &reply, &why, 60000);
         if (r < 0) {
             complain(r == -ENOENT ? fmt::format("rmmod {}: {} (no module is loaded there)", n, why)
                                   : fmt::format("rmmod {}: {}", n, why));

@@ -28,7 +28,7 @@ int print_agent_reply(pid_t pid, const std::string &verb, const std::string &no_
         return kExitFailure;
     }
     agent::Reply reply;
-    if (int r = agent::request(info->uid, pid, verb, {}, &reply, &why); r < 0) {
+    if (int r = agent::request(pid, verb, {}, &reply, &why); r < 0) {
         complain(r == -ENOENT ? fmt::format("{} ({})", why, no_agent_hint) : why);
         return kExitFailure;
     }

@@ -486,7 +486,7 @@ Runner add_trace(CLI::App &app)
             args.insert(args.end(), o->specs.begin(), o->specs.end());
             std::fprintf(stderr, "liveprobe: placing probes in process %d...\n", o->pid);
             agent::Reply reply;
-            if (agent::request(info->uid, o->pid, "trace-start", args, &reply, &why, 300000, &owner_conn) < 0) {
+            if (agent::request(o->pid, "trace-start", args, &reply, &why, 300000, &owner_conn) < 0) {
                 std::string ignored;
                 auto now = process_info(o->pid, &ignored);
                 if (!now || now->state == 'Z') why = fmt::format("process {} exited while its probes were placed", o->pid);
@@ -525,7 +525,7 @@ Runner add_trace(CLI::App &app)
             if (mfd < 0 || fstat(mfd, &st) != 0) {
                 complain(fmt::format("trace: cannot open the trace's shared memory in process {}: {}", o->pid,
                                      std::strerror(errno)));
-                agent::request(info->uid, o->pid, "trace-stop", stop_args, &reply, &why);
+                agent::request(o->pid, "trace-stop", stop_args, &reply, &why);
                 return kExitFailure;
             }
             shm.bytes = static_cast<size_t>(st.st_size);
@@ -664,14 +664,14 @@ Runner add_trace(CLI::App &app)
         bool running_on = false;  // -- CMD: the program outlives the trace (--duration, output gone)
         if (o->pid && !child && !executed) {
             agent::Reply reply;
-            agent::request(getuid(), o->pid, "trace-stop", stop_args, &reply, &why);  // publishes the misses
+            agent::request(o->pid, "trace-stop", stop_args, &reply, &why);  // publishes the misses
             if (owner_conn >= 0) close(owner_conn);
         } else if (child && !child_done) {
             // The program runs on, untraced: its session stopped (its misses published), and
             // the pipe closed for the children it forked, whose agents stop theirs (and the
             // connections of the followed images, below).
             agent::Reply reply;
-            agent::request(getuid(), child, "trace-stop", {}, &reply, &why);
+            agent::request(child, "trace-stop", {}, &reply, &why);
             close(owner_conn);
             running_on = true;
             std::fprintf(stderr, "liveprobe: tracing stopped (%s); PID %d runs on untraced\n",

@@ -306,13 +306,6 @@ int check_process(pid_t pid, std::string *why)
                            info->state, pid);
         return -EAGAIN;
     }
-    uid_t me = getuid();
-    if (me != 0 && info->uid != me) {
-        *why = fmt::format("process {} ({}) belongs to user {} and you are user {}: liveprobe attaches only to your "
-                           "own processes (or as root)",
-                           pid, info->comm, info->uid, me);
-        return -EPERM;
-    }
     if (pid == getpid()) {
         *why = "liveprobe cannot attach to itself";
         return -EINVAL;
@@ -320,11 +313,13 @@ int check_process(pid_t pid, std::string *why)
     return 0;
 }
 
-bool agent_answers(uid_t uid, pid_t pid)
+// 0 when the agent of pid answers; -ENOENT when it has none; -EPERM (with *why) when the kernel
+// does not let the caller ptrace it (door.hpp: nothing is tried then); another -errno otherwise.
+int agent_answers(pid_t pid, std::string *why)
 {
     agent::Reply reply;
-    std::string why;
-    return agent::request(uid, pid, "hello", {}, &reply, &why, 2000) == 0 && reply.ok;
+    const int r = agent::request(pid, "hello", {}, &reply, why, 2000);
+    return r < 0 ? r : reply.ok ? 0 : -EPROTO;
 }
 
 }  // namespace
@@ -344,16 +339,17 @@ static int attach(pid_t pid, AttachReport *out, std::string *why)
     };
     *out = AttachReport{};
     if (int r = check_process(pid, why); r < 0) return r;
-    uid_t uid = process_info(pid, why)->uid;
-    out->socket = agent::socket_path(uid, pid);
     auto finish = [&] {
         out->ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     };
-    if (agent_answers(uid, pid)) {
+    if (int r = agent_answers(pid, why); r == 0) {
         out->already_running = true;
         finish();
         return 0;
+    } else if (r == -EPERM) {
+        return r;  // what ptrace would answer: nothing to try
     }
+    why->clear();
     phase("checks");
     std::string library = agent_library(why);
     if (library.empty()) return -ENOENT;
@@ -447,8 +443,9 @@ static int attach(pid_t pid, AttachReport *out, std::string *why)
     thread->detach();
     phase("thread let go");
     test_kill_point("detached");
+    std::string unanswered;
     for (int i = 0; i < 100; ++i) {
-        if (agent_answers(uid, pid)) {
+        if (agent_answers(pid, &unanswered) == 0) {
             phase("the agent answers");
             finish();
             return 0;
@@ -459,7 +456,7 @@ static int attach(pid_t pid, AttachReport *out, std::string *why)
         *why = fmt::format("process {} exited right after the agent was started in it", pid);
         return -ESRCH;
     }
-    *why = fmt::format("the agent of process {} was started but does not answer on {}", pid, out->socket);
+    *why = fmt::format("the agent of process {} was started but does not answer through its door ({})", pid, unanswered);
     return -ETIMEDOUT;
 }
 

@@ -12,7 +12,7 @@
 //   4. Make that thread call dlopen(agent) (unless the library is there already, linked in or
 //      loaded before), then liveprobe_agent_start_attached(), through ptrace_thread's call,
 //      which puts the thread back exactly as it was.
-//   5. Ask the agent over its socket: it answers.
+//   5. Ask the agent through its door (agent/door.hpp): it answers.
 #pragma once
 
 #include <sys/types.h>
@@ -26,7 +26,6 @@ struct AttachReport {
     bool loaded_library = false;   // dlopen was called (else the library was there)
     pid_t thread = 0;              // the thread that made the calls
     double ms = 0;                 // wall time of the whole attach
-    std::string socket;
 };
 
 // 0, or -errno with *why.

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The trust boundary (issue 32, item 1), tried by two unprivileged users that exist nowhere but
+# here (setpriv with unused ids), in a scratch directory anyone may write (mode 1777, as /tmp):
+#   1. A squatter who made the victim's runtime directory first and serves a fake agent socket
+#      there: the victim's attach loaded nothing ("already running"), status and lsmod showed
+#      the squatter's answers, escapes and all. Now the tool reaches the real agent through its
+#      door, and the squatter's socket is never read.
+#   2. Another user's tool gets nothing out of the victim's agent: the kernel's ptrace verdict.
+#   3. A program that makes itself non-dumpable after its agent started (as ssh-agent does):
+#      ptrace refuses its own user then, and so does the agent; root, whom ptrace still lets in
+#      (CAP_SYS_PTRACE), still gets in.
+source "$(dirname "${BASH_SOURCE[0]}")/../support/script_common.sh" trust
+attacker=64001 victim=64002
+if [ "$(id -u)" -ne 0 ] || ! command -v setpriv >/dev/null; then
+    echo "trust: needs root and setpriv, to run as two other users"
+    exit 1
+fi
+chmod 755 "$tmp"
+scratch=$tmp/scratch
+mkdir -m 1777 "$scratch"
+as() {
+    local u=$1
+    shift
+    setpriv --reuid="$u" --regid="$u" --clear-groups env LIVEPROBE_RUNTIME_DIR="$scratch/run-$u" "$@"
+}
+has_escape() { grep -q $'\x1b' "$1"; }
+
+# 1. The squatter.
+# (Background commands spelled out: `as ... &` would fork a shell first, and $! be its pid.)
+setpriv --reuid="$victim" --regid="$victim" --clear-groups env LIVEPROBE_RUNTIME_DIR="$scratch/run-$victim" \
+    "${launch[@]}" "$bin/tests/lp_dumpable_target" \
+    >"$scratch/v1.out" 2>&1 &
+pid=$!
+pids+=("$pid")
+for _ in $(seq 100); do grep -q ready "$scratch/v1.out" 2>/dev/null && break; sleep 0.05; done
+as "$attacker" mkdir -m 777 "$scratch/run-$victim"
+setpriv --reuid="$attacker" --regid="$attacker" --clear-groups "$bin/tests/lp_fake_agent" \
+    "$scratch/run-$victim/$pid.sock" >"$scratch/fake.out" 2>&1 &
+pids+=($!)
+for _ in $(seq 100); do grep -q listening "$scratch/fake.out" 2>/dev/null && break; sleep 0.05; done
+as "$victim" "$lp" attach -p "$pid" >"$scratch/attach.out" 2>&1; rc=$?
+[ "$rc" -eq 0 ] && grep -q "agent loaded and started in process $pid" "$scratch/attach.out" &&
+    pass "squatter: the victim's attach loaded the agent: $(cat "$scratch/attach.out")" ||
+    fail "squatter: attach exit $rc: $(cat "$scratch/attach.out")"
+as "$victim" "$lp" status -p "$pid" >"$scratch/status.out" 2>&1; rc=$?
+[ "$rc" -eq 0 ] && grep -q "^pid: $pid$" "$scratch/status.out" && grep -q '^door: ' "$scratch/status.out" &&
+    ! has_escape "$scratch/status.out" && pass "squatter: status answered by the real agent" ||
+    { fail "squatter: status exit $rc:"; cat -v "$scratch/status.out" | sed 's/^/    /'; }
+as "$victim" "$lp" lsmod -p "$pid" >"$scratch/lsmod.out" 2>&1; rc=$?
+[ "$rc" -eq 0 ] && ! grep -q fake "$scratch/lsmod.out" && pass "squatter: lsmod lists no fake module" ||
+    { fail "squatter: lsmod exit $rc:"; cat -v "$scratch/lsmod.out" | sed 's/^/    /'; }
+
+# 2. Another user, against the victim's agent: every command refused, by the kernel's verdict.
+for cmd in status lsmod dmesg "insmod $bin/samples/kprobe_example.so"; do
+    as "$attacker" "$lp" $cmd -p "$pid" >"$scratch/other.out" 2>&1; rc=$?
+    [ "$rc" -eq 1 ] && grep -q "does not let you ptrace process $pid" "$scratch/other.out" &&
+        pass "another user's ${cmd%% *}: refused: $(head -1 "$scratch/other.out")" ||
+        fail "another user's ${cmd%% *}: exit $rc: $(head -3 "$scratch/other.out")"
+done
+as "$victim" "$lp" lsmod -p "$pid" 2>&1 | grep -q kprobe_example && fail "the other user's insmod loaded a module" ||
+    pass "the other user's insmod loaded nothing"
+
+# 3. Non-dumpable after the agent started: its own user is refused from then on, as ptrace
+# refuses it; root is not.
+kill -USR1 "$pid"
+for _ in $(seq 100); do grep -q 'non-dumpable 0' "$scratch/v1.out" && break; sleep 0.05; done
+if ! as "$victim" cat "/proc/$pid/environ" >/dev/null 2>&1; then
+    pass "non-dumpable: the kernel refuses its own user now (/proc/$pid/environ)"
+else fail "non-dumpable: the kernel still lets its user read /proc/$pid/environ"; fi
+for cmd in status "insmod $bin/samples/kprobe_example.so"; do
+    as "$victim" "$lp" $cmd -p "$pid" >"$scratch/nd.out" 2>&1; rc=$?
+    [ "$rc" -eq 1 ] && grep -q "does not let you ptrace process $pid" "$scratch/nd.out" &&
+        pass "non-dumpable: its own user's ${cmd%% *} refused" ||
+        fail "non-dumpable: its own user's ${cmd%% *}: exit $rc: $(head -3 "$scratch/nd.out")"
+done
+"$lp" status -p "$pid" >"$scratch/root.out" 2>&1 && grep -q "^pid: $pid$" "$scratch/root.out" &&
+    pass "non-dumpable: root (CAP_SYS_PTRACE) still reaches the agent" ||
+    fail "non-dumpable: root: $(head -3 "$scratch/root.out")"
+kill -TERM "$pid"
+wait "$pid" 2>/dev/null; rc=$?
+[ "$rc" -eq 0 ] && pass "the victim's program ended well" || fail "the victim's program: exit $rc"
+
+[ "$failures" -eq 0 ] && echo "trust: all passed" || echo "trust: $failures failure(s)"
+[ "$failures" -eq 0 ]

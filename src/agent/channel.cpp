@@ -23,8 +23,6 @@ namespace liveprobe::agent {
 
 std::string runtime_dir(uid_t uid) { return os::runtime_dir(uid); }
 
-std::string socket_path(uid_t uid, pid_t pid) { return fmt::format("{}/{}.sock", runtime_dir(uid), pid); }
-
 int sweep_stale_sockets(uid_t uid)
 {
     const std::string dir = runtime_dir(uid);
@@ -32,8 +30,9 @@ int sweep_stale_sockets(uid_t uid)
     if (!d) return 0;
     int removed = 0;
     while (struct dirent *e = readdir(d)) {
-        // PID.sock, an agent's; follow-PID.sock, a tracer's that follows exec (follow.hpp).
-        const char *name = std::strncmp(e->d_name, "follow-", 7) == 0 ? e->d_name + 7 : e->d_name;
+        // follow-PID.sock, a tracer's that follows exec (follow.hpp).
+        if (std::strncmp(e->d_name, "follow-", 7) != 0) continue;
+        const char *name = e->d_name + 7;
         char *end = nullptr;
         const long pid = std::strtol(name, &end, 10);
         if (pid <= 0 || end == name || std::strcmp(end, ".sock") != 0) continue;
@@ -141,24 +140,6 @@ bool wait_fd(int fd, short events, int timeout_ms)
 }
 
 }  // namespace
-
-int unix_socket(const std::string &path, struct sockaddr_un *sa, std::string *why)
-{
-    *sa = {};
-    sa->sun_family = AF_UNIX;
-    if (path.size() >= sizeof sa->sun_path) {
-        *why = fmt::format("socket path too long: {}", path);
-        return -ENAMETOOLONG;
-    }
-    std::memcpy(sa->sun_path, path.c_str(), path.size() + 1);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        int e = errno;
-        *why = fmt::format("socket: {}", std::strerror(e));
-        return -e;
-    }
-    return fd;
-}
 
 namespace {
 

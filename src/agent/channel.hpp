@@ -28,20 +28,14 @@ inline constexpr const char *kProtocolPrefix = "liveprobe/";
 
 // The runtime directory of user `uid` (not created).
 std::string runtime_dir(uid_t uid);
-// The socket path of process `pid` of user `uid`.
-std::string socket_path(uid_t uid, pid_t pid);
 
-// Removes from uid's runtime directory the sockets of processes that no longer exist (an agent
-// removes its own at exit, not when its process is killed): how many it removed.
+// Removes from uid's runtime directory the follow sockets of tools that no longer exist (a tool
+// removes its own at exit, not when it is killed): how many it removed.
 int sweep_stale_sockets(uid_t uid);
 
 // Creates (or checks) the runtime directory of the calling process's real user: 0 or -errno,
 // with *why saying what is wrong.
 int ensure_runtime_dir(std::string *why);
-
-// A stream socket (close-on-exec) and the address of `path` for it: the socket, or -errno with
-// *why (a path too long for sun_path, no socket).
-int unix_socket(const std::string &path, struct sockaddr_un *sa, std::string *why);
 
 // A parsed request line.
 struct Request {

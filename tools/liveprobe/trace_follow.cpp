@@ -25,6 +25,7 @@ void Follower::widen_fd_limit()
 bool Follower::listen(std::string *why)
 {
     if (agent::ensure_runtime_dir(why) < 0) return false;
+    agent::sweep_stale_sockets(getuid());  // those of killed tools do not pile up
     path_ = agent::follow_path(getpid());
     lfd_ = agent::follow_listen(path_, why);
     return lfd_ >= 0;

@@ -629,7 +629,7 @@ void shut_door_at_exit()
 
 bool wanted_by_environment()
 {
-    const char *e = std::getenv("LIVEPROBE_AGENT");
+    const char *e = secure_getenv("LIVEPROBE_AGENT");
     return e && *e && std::strcmp(e, "0") != 0;
 }
 
@@ -660,7 +660,7 @@ void after_fork_in_child()
 // share it and stop their sessions with it).
 void adopt_owner_from_environment()
 {
-    const char *e = std::getenv("LIVEPROBE_TRACE_OWNER_FD");
+    const char *e = secure_getenv("LIVEPROBE_TRACE_OWNER_FD");
     if (!e) return;
     const int fd = std::atoi(e);
     os::erase_env("LIVEPROBE_TRACE_OWNER_FD");
@@ -677,8 +677,8 @@ void adopt_owner_from_environment()
 int g_follow_fd = -1;
 void adopt_follow_from_environment()
 {
-    const char *path = std::getenv("LIVEPROBE_TRACE_FOLLOW");
-    if (!path || std::getenv("LIVEPROBE_TRACE_OWNER_FD") || !std::getenv("LIVEPROBE_TRACE")) return;
+    const char *path = secure_getenv("LIVEPROBE_TRACE_FOLLOW");
+    if (!path || secure_getenv("LIVEPROBE_TRACE_OWNER_FD") || !secure_getenv("LIVEPROBE_TRACE")) return;
     pid_t tool = 0;
     const int fd = follow_connect(path, &tool);
     if (fd < 0) {

@@ -20,7 +20,7 @@ using namespace liveprobe::agent;
 
 extern "C" int liveprobe_insmod_from_environment(void)
 {
-    const char *spec = std::getenv("LIVEPROBE_INSMOD");
+    const char *spec = secure_getenv("LIVEPROBE_INSMOD");
     if (spec == nullptr) return 0;
     std::vector<std::string> words;
     std::istringstream in(spec);

@@ -82,15 +82,15 @@ std::string report_of(const trace::Started &started, bool verbose)
 //     image runs on untraced.
 int start_trace_from_environment()
 {
-    const char *spec = std::getenv("LIVEPROBE_TRACE");  // 1
+    const char *spec = secure_getenv("LIVEPROBE_TRACE");  // 1
     if (spec == nullptr) return 0;
     std::vector<std::string> words;
     std::istringstream in(spec);
     for (std::string w; in >> w;) words.push_back(decode_arg(w));
-    const bool following = std::getenv("LIVEPROBE_TRACE_FOLLOW") != nullptr;
-    const bool follow_forks = std::getenv("LIVEPROBE_TRACE_NOFOLLOW") == nullptr;
-    const bool verbose = std::getenv("LIVEPROBE_TRACE_VERBOSE") != nullptr;
-    const char *fd_text = std::getenv("LIVEPROBE_TRACE_FD");
+    const bool following = secure_getenv("LIVEPROBE_TRACE_FOLLOW") != nullptr;
+    const bool follow_forks = secure_getenv("LIVEPROBE_TRACE_NOFOLLOW") == nullptr;
+    const bool verbose = secure_getenv("LIVEPROBE_TRACE_VERBOSE") != nullptr;
+    const char *fd_text = secure_getenv("LIVEPROBE_TRACE_FD");
     const int given_fd = fd_text ? std::atoi(fd_text) : -1;
     if (given_fd >= 0) fcntl(given_fd, F_SETFD, FD_CLOEXEC);  // the programs it executes: not theirs
     os::erase_env("LIVEPROBE_TRACE_FD");

@@ -111,7 +111,7 @@ Status check_entry(const struct kretprobe *rp)
 bool lazy_memory_is_free()
 {
     static const bool free = [] {
-        const char *env = getenv("LIVEPROBE_KRET_MEMORY");
+        const char *env = secure_getenv("LIVEPROBE_KRET_MEMORY");
         if (env && std::strcmp(env, "commit") == 0) return false;
         char c = '0';
         int fd = open("/proc/sys/vm/overcommit_memory", O_RDONLY | O_CLOEXEC);

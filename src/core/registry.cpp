@@ -117,7 +117,7 @@ constinit Immortal<std::vector<Retired>> g_retired_storage;
 std::vector<Retired> &g_retired = g_retired_storage.value;
 
 std::atomic<bool> g_optimize{[] {
-    const char *e = getenv("LIVEPROBE_OPTIMIZE");
+    const char *e = secure_getenv("LIVEPROBE_OPTIMIZE");
     return !(e && std::strcmp(e, "0") == 0);
 }()};
 

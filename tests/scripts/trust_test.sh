@@ -80,5 +80,31 @@ kill -TERM "$pid"
 wait "$pid" 2>/dev/null; rc=$?
 [ "$rc" -eq 0 ] && pass "the victim's program ended well" || fail "the victim's program: exit $rc"
 
+# 4. A set-uid program never loads the agent, whatever its caller's environment says
+# (secure_getenv): the same program, not set-uid, does (the test's control).
+door_of() { ls -l "/proc/$1/fd" 2>/dev/null | awk '$9 >= 512 && $11 ~ /^socket:/' | grep -c .; }
+cp "$bin/tests/lp_suid_target" "$scratch/suid"
+cp "$bin/tests/lp_suid_target" "$scratch/plain"
+chmod 4755 "$scratch/suid"
+chmod 755 "$scratch/plain"
+for kind in suid plain; do
+    setpriv --reuid="$victim" --regid="$victim" --clear-groups env LIVEPROBE_AGENT=1 "$scratch/$kind" \
+        >"$scratch/$kind.out" 2>&1 &
+    p=$!
+    pids+=("$p")
+    for _ in $(seq 100); do grep -q ready "$scratch/$kind.out" 2>/dev/null && break; sleep 0.05; done
+    sleep 0.2
+    doors=$(door_of "$p")
+    if [ "$kind" = suid ]; then
+        [ "$doors" -eq 0 ] && pass "set-uid: LIVEPROBE_AGENT=1 started no agent" ||
+            fail "set-uid: an agent started from the caller's environment ($doors sockets at 512 and up)"
+    else
+        [ "$doors" -ge 1 ] && pass "not set-uid: LIVEPROBE_AGENT=1 started the agent (the control)" ||
+            fail "not set-uid: no agent started: $(cat "$scratch/$kind.out")"
+    fi
+    kill -TERM "$p"
+    wait "$p" 2>/dev/null
+done
+
 [ "$failures" -eq 0 ] && echo "trust: all passed" || echo "trust: $failures failure(s)"
 [ "$failures" -eq 0 ]

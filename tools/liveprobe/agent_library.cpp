@@ -24,7 +24,7 @@ std::string real(const std::string &p)
 
 std::string agent_library(std::string *why)
 {
-    if (const char *e = std::getenv("LIVEPROBE_LIBRARY"); e && *e) {
+    if (const char *e = secure_getenv("LIVEPROBE_LIBRARY"); e && *e) {
         std::string p = real(e);
         if (p.empty()) *why = fmt::format("LIVEPROBE_LIBRARY={} does not exist", e);
         return p;

@@ -242,7 +242,7 @@ public:
     {
         std::string code = PtraceThread::stub_code();
         // LIVEPROBE_TEST_NO_PADDING=1: the page of its own, as where libc's text has no padding.
-        bool padding_allowed = !std::getenv("LIVEPROBE_TEST_NO_PADDING");
+        bool padding_allowed = !secure_getenv("LIVEPROBE_TEST_NO_PADDING");
         for (const os::Mapping &m : os::read_maps(pid)) {
             if (!padding_allowed || !m.x || m.path != target_.libc) continue;
             uint64_t at = m.end - PtraceThread::kStubBytes;
@@ -328,7 +328,7 @@ static int attach(pid_t pid, AttachReport *out, std::string *why)
 {
     auto t0 = std::chrono::steady_clock::now();
     // LIVEPROBE_TRACE_ATTACH=1: the time of each step, on stderr.
-    static const bool trace = std::getenv("LIVEPROBE_TRACE_ATTACH") != nullptr;
+    static const bool trace = secure_getenv("LIVEPROBE_TRACE_ATTACH") != nullptr;
     auto last = t0;
     auto phase = [&](const char *what) {
         if (!trace) return;

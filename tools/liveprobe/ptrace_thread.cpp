@@ -24,7 +24,7 @@ namespace liveprobe::tool {
 
 void test_kill_point(const char *name)
 {
-    const char *at = std::getenv("LIVEPROBE_TEST_KILL_AT");
+    const char *at = secure_getenv("LIVEPROBE_TEST_KILL_AT");
     if (at && std::strcmp(at, name) == 0) kill(getpid(), SIGKILL);
 }
 

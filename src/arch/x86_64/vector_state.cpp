@@ -27,7 +27,7 @@ VectorSave choose()
 {
     unsigned a, b, c, d;
     if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE)) return VectorSave::kFxsave;
-    const char *env = std::getenv("LIVEPROBE_VECTOR_SAVE");
+    const char *env = secure_getenv("LIVEPROBE_VECTOR_SAVE");
     if (env && std::strcmp(env, "xsave") == 0) return VectorSave::kXsave;
     uint64_t x = xcr0();
     __cpuid_count(0xd, 1, a, b, c, d);

@@ -436,7 +436,7 @@ bool start_tsc(uint8_t source)
 uint8_t choose()
 {
     g_vdso_clock_gettime.store(find_vdso_clock_gettime(), std::memory_order_relaxed);
-    const char *env = std::getenv("LIVEPROBE_CLOCK");
+    const char *env = secure_getenv("LIVEPROBE_CLOCK");
     if (env && std::strcmp(env, "clock_gettime") == 0) return kClockGettime;
     if (!invariant_tsc() || !kernel_uses_tsc() || !tsc_readable()) return kClockGettime;
     const uint8_t source = has_rdtscp() ? kTscRdtscp : kTscLfence;

@@ -11,7 +11,7 @@ namespace liveprobe::os {
 
 std::string runtime_dir(uid_t uid)
 {
-    if (const char *d = std::getenv("LIVEPROBE_RUNTIME_DIR"); d && *d) return d;
+    if (const char *d = secure_getenv("LIVEPROBE_RUNTIME_DIR"); d && *d) return d;
     return fmt::format("/tmp/liveprobe-{}", uid);
 }
 

@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "agent/audit.hpp"
 #include "agent/channel.hpp"
 #include "agent/door.hpp"
 #include "agent/follow.hpp"
@@ -114,7 +115,14 @@ struct Out {
     int keep = -1;  // >= 0: the connection stays open after the reply, owner of this session
     void line(const std::string &l) { text += l.empty() ? ".\n" : ". " + l + "\n"; }
     void ok() { text += "ok\n"; }
-    void error(int err, const std::string &why) { text += fmt::format("error {} {}\n", err, why); }
+    void error(int err, const std::string &why)
+    {
+        text += fmt::format("error {} {}\n", err, why);
+        failed = err;
+        reason = why;
+    }
+    int failed = 0;  // the error's, for the audit trail
+    std::string reason;
 };
 
 std::string describe(const core::ProbeSummary &s)
@@ -468,8 +476,10 @@ int handle(int fd)
         else if (rq.version != kProtocolVersion)
             out.error(EPROTONOSUPPORT, fmt::format("protocol version {} is not served (this agent speaks {})", rq.version,
                                                    kProtocolVersion));
-        else
+        else {
             serve(rq, out);
+            audit_request(cred, rq, out.failed == 0, out.failed, out.reason);
+        }
     }
     for (size_t off = 0; off < out.text.size();) {
         ssize_t n = send(fd, out.text.data() + off, out.text.size() - off, MSG_NOSIGNAL);
@@ -750,7 +760,9 @@ extern "C" int liveprobe_agent_start(void)
 extern "C" int liveprobe_agent_start_attached(void)
 {
     agent::set_start_reason("attach");
-    return liveprobe_agent_start();
+    const int r = liveprobe_agent_start();
+    if (r == 0) agent::audit_attach();
+    return r;
 }
 
 extern "C" const char *liveprobe_version(void) { return LIVEPROBE_VERSION; }

@@ -100,6 +100,26 @@ std::string decode_arg(const std::string &a)
     return out;
 }
 
+std::string escape_controls(const std::string &s)
+{
+    std::string out;
+    out.reserve(s.size());
+    for (size_t i = 0; i < s.size(); ++i) {
+        const auto c = static_cast<unsigned char>(s[i]);
+        const bool c1 = c == 0xc2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) >= 0x80 &&
+                        static_cast<unsigned char>(s[i + 1]) <= 0x9f;
+        if ((c < 0x20 && c != '\t') || c == 0x7f) {
+            out += fmt::format("\\x{:02x}", c);
+        } else if (c1) {
+            out += fmt::format("\\xc2\\x{:02x}", static_cast<unsigned char>(s[i + 1]));
+            ++i;
+        } else {
+            out += static_cast<char>(c);
+        }
+    }
+    return out;
+}
+
 bool parse_request(const std::string &line, Request *out, std::string *why)
 {
     std::istringstream in(line);
@@ -149,8 +169,9 @@ bool parse_reply(const std::string &buf, Reply *out)
     *out = Reply{};
     std::istringstream in(buf);
     for (std::string l; std::getline(in, l);) {
+        // Every line is the target's to write: its control characters escaped.
         if (l.rfind(". ", 0) == 0) {
-            out->lines.push_back(l.substr(2));
+            out->lines.push_back(escape_controls(l.substr(2)));
         } else if (l == ".") {
             out->lines.emplace_back();
         } else if (l == "ok") {
@@ -160,6 +181,7 @@ bool parse_reply(const std::string &buf, Reply *out)
             std::istringstream e(l.substr(6));
             e >> out->err;
             std::getline(e >> std::ws, out->reason);
+            out->reason = escape_controls(out->reason);
             return true;
         }
     }

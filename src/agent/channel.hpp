@@ -37,6 +37,11 @@ int sweep_stale_sockets(uid_t uid);
 // with *why saying what is wrong.
 int ensure_runtime_dir(std::string *why);
 
+// s with every control character (below 0x20 but tab, 0x7f, and the C1 controls as UTF-8
+// encodes them) written as \xNN: text of another process's choosing, made safe to print on a
+// terminal (an escape sequence can retitle a window or rewrite what was shown).
+std::string escape_controls(const std::string &s);
+
 // A parsed request line.
 struct Request {
     pid_t peer = 0;  // the process that sent it (SO_PEERCRED), set by the agent

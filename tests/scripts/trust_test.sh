@@ -106,5 +106,29 @@ for kind in suid plain; do
     wait "$p" 2>/dev/null
 done
 
+# 5. The audit trail (item 3): who attached, loaded, unloaded and traced, in the process's log,
+# and nothing of another process's choosing printed raw: the tool runs under a name with a
+# terminal escape in it (its command line is the log's to show), and the log shows it escaped.
+"${launch[@]}" "$bin/tests/lp_nap_target" 1000 30 >/dev/null 2>&1 &
+pid=$!
+pids+=("$pid")
+sleep 0.3
+evil=$(printf 'lp\033]0;owned\007')
+(exec -a "$evil" "$lp" attach -p "$pid") >/dev/null 2>&1
+"$lp" insmod -p "$pid" "$bin/samples/kretprobe_example.so" func=nap >/dev/null 2>&1
+"$lp" rmmod -p "$pid" kretprobe_example >/dev/null 2>&1
+"$lp" trace -p "$pid" --count nap --duration 0.3 >/dev/null 2>&1
+"$lp" dmesg -p "$pid" >"$scratch/dmesg.out" 2>&1
+for what in "attached (the agent started)" "insmod $bin/samples/kretprobe_example.so func=nap: done" \
+    "rmmod kretprobe_example: done" "trace-start .*nap: done" "trace-stop .*: done"; do
+    grep -q "liveprobe: audit: uid 0 pid [0-9]* (.*): $what" "$scratch/dmesg.out" &&
+        pass "audit: $(grep -o "audit: uid 0 pid [0-9]* (.*): $what" "$scratch/dmesg.out" | head -1 | cut -c1-120)" ||
+        { fail "audit: no line for '$what':"; sed 's/^/    /' "$scratch/dmesg.out"; }
+done
+! grep -q $'\x1b' "$scratch/dmesg.out" && grep -q 'lp\\x1b\]0;owned\\x07' "$scratch/dmesg.out" &&
+    pass "dmesg shows the escape in the tool's name as \\x1b, never raw" ||
+    { fail "dmesg and the escape:"; cat -v "$scratch/dmesg.out" | sed 's/^/    /'; }
+kill -TERM "$pid"
+
 [ "$failures" -eq 0 ] && echo "trust: all passed" || echo "trust: $failures failure(s)"
 [ "$failures" -eq 0 ]

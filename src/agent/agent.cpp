@@ -28,6 +28,7 @@
 #include "agent/door.hpp"
 #include "agent/follow.hpp"
 #include "agent/log_ring.hpp"
+#include "agent/request_reader.hpp"
 #include "agent/modules.hpp"
 #include "core/error.hpp"
 #include "core/kretprobe.hpp"
@@ -99,7 +100,6 @@ std::string owner_text(uint32_t s)
 }
 uint64_t g_started_ns = 0;
 
-constexpr size_t kMaxRequest = 64u << 20;
 
 uint64_t monotonic_ns()
 {
@@ -438,57 +438,32 @@ void serve(const Request &rq, Out &out)
     }
 }
 
-// One connection: one request line, one reply. The session whose owner it stays, or -1 when it
-// is not kept (Out::keep).
-int handle(int fd)
+// One connection's request line, whole (RequestReader), and its reply. The session whose owner
+// the connection stays, or -1 when it is not kept (Out::keep).
+int answer(int fd, const std::string &line)
 {
     struct ucred cred {};
     socklen_t len = sizeof cred;
     Out out;
+    Request rq;
+    std::string why;
     // Who: the process that made the connection's socket pair (the tool), for the log. What it
     // may do was settled by the kernel when it took the door (door.hpp).
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
         out.error(EACCES, "cannot read the peer's credentials");
+    } else if (rq.peer = cred.pid; !parse_request(line, &rq, &why)) {
+        out.error(EPROTO, why);
+    } else if (rq.version != kProtocolVersion) {
+        out.error(EPROTONOSUPPORT,
+                  fmt::format("protocol version {} is not served (this agent speaks {})", rq.version, kProtocolVersion));
     } else {
-        // One line, read in chunks (a tracer's request names thousands of functions), up to
-        // kMaxRequest; the client sends nothing after its newline.
-        std::string line;
-        bool complete = false;
-        char buf[65536];
-        struct pollfd p = {fd, POLLIN, 0};
-        while (!complete && line.size() < kMaxRequest) {
-            if (poll(&p, 1, 2000) <= 0) break;
-            ssize_t n = recv(fd, buf, sizeof buf, 0);
-            if (n < 0 && errno == EINTR) continue;
-            if (n <= 0) break;
-            const char *nl = static_cast<const char *>(std::memchr(buf, '\n', static_cast<size_t>(n)));
-            line.append(buf, nl ? static_cast<size_t>(nl - buf) : static_cast<size_t>(n));
-            complete = nl != nullptr;
-        }
-        Request rq;
-        std::string why;
-        if (!complete)
-            out.error(EPROTO, line.size() >= kMaxRequest
-                                  ? fmt::format("request longer than {} bytes", kMaxRequest)
-                                  : std::string("request without its end of line"));
-        else if (rq.peer = cred.pid; !parse_request(line, &rq, &why))
-            out.error(EPROTO, why);
-        else if (rq.version != kProtocolVersion)
-            out.error(EPROTONOSUPPORT, fmt::format("protocol version {} is not served (this agent speaks {})", rq.version,
-                                                   kProtocolVersion));
-        else {
-            serve(rq, out);
-            audit_request(cred, rq, out.failed == 0, out.failed, out.reason);
-        }
+        serve(rq, out);
+        audit_request(cred, rq, out.failed == 0, out.failed, out.reason);
     }
-    for (size_t off = 0; off < out.text.size();) {
-        ssize_t n = send(fd, out.text.data() + off, out.text.size() - off, MSG_NOSIGNAL);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) break;
-        off += static_cast<size_t>(n);
-    }
-    // A kept connection whose reply could not be sent is kept all the same: its peer is gone,
-    // and the agent's poll sees it at once (owner_gone).
+    // A client that does not read its reply holds the agent 2 s at most. A kept connection whose
+    // reply could not be sent is kept all the same: its peer is gone, and the agent's poll sees
+    // it at once (owner_gone).
+    send_within(fd, out.text, 2000);
     return out.keep;
 }
 
@@ -514,9 +489,11 @@ void *stop_serving()
     return nullptr;
 }
 
-// Takes the connections waiting at the door and serves each (keeping it when it is a session
-// owner's); false when the door was shut (the program's exit).
-bool serve_door(int in)
+RequestReader g_reader;  // the agent's thread only
+
+// Takes the connections waiting at the door, to be read (g_reader); false when the door was
+// shut (the program's exit).
+bool take_door(int in)
 {
     for (;;) {
         const int fd = take_connection(in);
@@ -524,23 +501,34 @@ bool serve_door(int in)
         if (fd == -ECONNRESET && g_shutting.load()) return false;
         if (fd == -EINTR || fd == -1 || fd == -ECONNRESET) continue;
         if (fd < 0) return false;
-        if (const int s = handle(fd); s >= 0) own(static_cast<uint32_t>(s), fd);
-        else close(fd);
+        g_reader.add(fd);
+    }
+}
+
+// Answers the requests now whole, keeping each connection that became a session owner's.
+void answer_whole(const std::vector<struct pollfd> &fds)
+{
+    for (RequestReader::Whole &w : g_reader.take(fds)) {
+        if (const int s = answer(w.fd, w.line); s >= 0) own(static_cast<uint32_t>(s), w.fd);
+        else close(w.fd);
     }
 }
 
 bool door_again();
 
-// Serves the door, one connection at a time, and watches the descriptors of the trace
-// sessions' owners: the end of one (the tool's, whatever killed it) stops its session.
+// Serves the door, reading every connection's request side by side (one request answered at a
+// time), and watches the descriptors of the trace sessions' owners: the end of one (the tool's,
+// whatever killed it) stops its session.
 void *agent_thread(void *arg)
 {
     int in = static_cast<int>(reinterpret_cast<intptr_t>(arg));
     core::QuietThread quiet;  // its calls into probed code are liveprobe's, not the program's
+    std::vector<struct pollfd> p;
     for (;;) {
-        struct pollfd p[1 + trace::kSessions] = {{in, POLLIN, 0}};
-        for (uint32_t s = 0; s < trace::kSessions; ++s) p[1 + s] = {g_owners[s].fd, POLLIN, 0};  // -1: ignored
-        if (poll(p, 1 + trace::kSessions, -1) < 0) {
+        p.assign(1, {in, POLLIN, 0});
+        for (uint32_t s = 0; s < trace::kSessions; ++s) p.push_back({g_owners[s].fd, POLLIN, 0});  // -1: ignored
+        g_reader.pollfds(&p);
+        if (poll(p.data(), p.size(), g_reader.timeout_ms()) < 0) {
             if (errno != EINTR) usleep(10000);
             continue;
         }
@@ -564,7 +552,8 @@ void *agent_thread(void *arg)
                 continue;
             }
         }
-        if ((p[0].revents & POLLIN) && !serve_door(in)) return nullptr;  // shut: the program exits
+        answer_whole(p);
+        if ((p[0].revents & POLLIN) && !take_door(in)) return nullptr;  // shut: the program exits
         if (p[0].revents & (POLLHUP | POLLERR | POLLNVAL)) return nullptr;
         // After what the owner's end or a request did: the thread-stop helper of what it placed
         // or removed reaped, freed memory given back, the agent stopped after a detach.

@@ -130,5 +130,24 @@ done
     { fail "dmesg and the escape:"; cat -v "$scratch/dmesg.out" | sed 's/^/    /'; }
 kill -TERM "$pid"
 
+# 6. One slow client holds nobody up (item 2): a client that sends a byte every 1.5 s and never
+# ends its request; meanwhile status answers (within the tool's own 5 s), and the slow client
+# is answered with an error once its time is up.
+"${launch[@]}" "$bin/tests/lp_nap_target" 1000 30 >/dev/null 2>&1 &
+pid=$!
+pids+=("$pid")
+sleep 0.3
+"$lp" attach -p "$pid" >/dev/null 2>&1
+"$bin/tests/lp_slow_client" "$pid" 9 >"$scratch/slow.out" 2>&1 &
+slow=$!
+for _ in $(seq 100); do grep -q connected "$scratch/slow.out" && break; sleep 0.05; done
+sleep 2
+"$lp" status -p "$pid" >"$scratch/busy.out" 2>&1 && grep -q "^pid: $pid$" "$scratch/busy.out" &&
+    pass "a slow client connected: status answered all the same" || fail "status beside a slow client: $(cat "$scratch/busy.out")"
+wait "$slow"
+grep -q "^answer: error $(printf '%d' 71) request not whole within 5000 ms" "$scratch/slow.out" &&
+    pass "the slow client: $(cat "$scratch/slow.out" | tail -1)" || fail "the slow client: $(cat "$scratch/slow.out")"
+kill -TERM "$pid"
+
 [ "$failures" -eq 0 ] && echo "trust: all passed" || echo "trust: $failures failure(s)"
 [ "$failures" -eq 0 ]

@@ -8,6 +8,7 @@
 #include "core/thread_state.hpp"
 
 #include <pthread.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -594,8 +595,12 @@ int start(Mode mode, const std::vector<std::string> &spec_texts, int maxactive, 
         }
         bytes = static_cast<size_t>(st.st_size);
     } else {
-        fd = os::move_fd_high(static_cast<int>(syscall(SYS_memfd_create, "liveprobe-trace", 1u /* MFD_CLOEXEC */)));
-        if (fd < 0 || ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+        // Its size sealed: the tool that maps it (root's, perhaps) must never meet a shorter file
+        // (SIGBUS), whoever can open it through /proc/PID/fd.
+        fd = os::move_fd_high(
+            static_cast<int>(syscall(SYS_memfd_create, "liveprobe-trace", 3u /* MFD_CLOEXEC | MFD_ALLOW_SEALING */)));
+        if (fd < 0 || ftruncate(fd, static_cast<off_t>(bytes)) != 0 ||
+            fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
             int e = errno;
             if (fd >= 0) close(fd);
             *why = fmt::format("cannot make the trace's shared memory ({} MiB): {}", bytes >> 20, std::strerror(e));

@@ -149,5 +149,38 @@ grep -q "^answer: error $(printf '%d' 71) request not whole within 5000 ms" "$sc
     pass "the slow client: $(cat "$scratch/slow.out" | tail -1)" || fail "the slow client: $(cat "$scratch/slow.out")"
 kill -TERM "$pid"
 
+# 7. Root's tool trusts nothing the target writes (item 2): root traces a process of the victim,
+# who then tries to shrink the session's shared memory (sealed: refused; the tool died of SIGBUS)
+# and writes nonsense into its header and a ring's head (the tool aborted with bad_alloc). The
+# tool says so, reads no more of it, and ends as --duration says, exit status 1.
+setpriv --reuid="$victim" --regid="$victim" --clear-groups env LIVEPROBE_RUNTIME_DIR="$scratch/run-$victim" \
+    "${launch[@]}" "$bin/tests/lp_nap_target" 1000 30 >/dev/null 2>&1 &
+pid=$!
+pids+=("$pid")
+sleep 0.3
+"$lp" trace -p "$pid" --count nap --duration 3 >"$scratch/root-trace.out" 2>&1 &
+tracer=$!
+memfd=
+for _ in $(seq 200); do
+    memfd=$(ls -l "/proc/$pid/fd" 2>/dev/null | awk '/memfd:liveprobe-trace/ { print $9; exit }')
+    [ -n "$memfd" ] && break
+    sleep 0.02
+done
+if [ -z "$memfd" ]; then fail "root's trace: no shared memory in the process"; else
+    sleep 0.5
+    as "$victim" truncate -s 0 "/proc/$pid/fd/$memfd" 2>"$scratch/trunc.err" &&
+        fail "the victim shrank the session's shared memory" ||
+        pass "the victim cannot shrink the session's shared memory: $(head -1 "$scratch/trunc.err")"
+    for at in 48 128; do  # Header::names_bytes, ring 0's head
+        printf '\377\377\377\377\377\377\377\177' |
+            as "$victim" dd of="/proc/$pid/fd/$memfd" bs=1 seek="$at" conv=notrunc status=none
+    done
+    wait "$tracer"; rc=$?
+    if [ "$rc" -eq 1 ] && grep -q "the shared memory of process $pid is not as liveprobe wrote it" "$scratch/root-trace.out"; then
+        pass "root's trace: $(grep -o 'is not as liveprobe wrote it.*' "$scratch/root-trace.out" | head -1)"
+    else fail "root's trace after the victim's writes: exit $rc:"; sed 's/^/    /' "$scratch/root-trace.out"; fi
+fi
+kill -TERM "$pid"
+
 [ "$failures" -eq 0 ] && echo "trust: all passed" || echo "trust: $failures failure(s)"
 [ "$failures" -eq 0 ]

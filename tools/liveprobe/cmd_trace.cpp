@@ -140,6 +140,7 @@ struct Reader {
     size_t files = 0;                           // -o: trace files written for followed images
     uint64_t file_bytes = 0;
 
+    bool corrupt = false;  // an image's shared memory was found out of bounds
     bool output_failed() const
     {
         for (const auto &im : images)
@@ -174,13 +175,21 @@ struct Reader {
         }
     }
 
-    // Each image named, and its events read (per-event modes): how many.
+    // Each image named, and its events read (per-event modes): how many. An image whose shared
+    // memory the target wrote out of bounds is said once, and read no more.
     uint64_t step()
     {
         uint64_t n = 0;
         for (auto &im : images) {
             name(*im);
             if (im->named && !o.count && !o.hist) n += drain(*im, o.print);
+            if (!im->shm.corrupt.empty() && !im->corrupt_told) {
+                im->corrupt_told = true;
+                corrupt = true;
+                complain(fmt::format("trace: the shared memory of process {} is not as liveprobe wrote it ({}): "
+                                     "nothing more is read of it",
+                                     im->pid, agent::escape_controls(im->shm.corrupt)));
+            }
         }
         events += n;
         return n;
@@ -219,12 +228,11 @@ struct Reader {
         im->pid = r.pid;
         im->exe = r.exe;
         im->conn = r.conn;
-        im->shm.bytes = static_cast<size_t>(st.st_size);
-        im->shm.base = mmap(nullptr, im->shm.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, r.memfd, 0);
+        std::string why;
+        im->shm.base = map_session(r.memfd, &im->shm.bytes, &why);
         close(r.memfd);
-        if (im->shm.base == MAP_FAILED) {
-            im->shm.base = nullptr;
-            complain(fmt::format("trace: cannot map the shared memory of PID {}: {}", r.pid, std::strerror(errno)));
+        if (!im->shm.base) {
+            complain(fmt::format("trace: the shared memory of PID {}: {}", r.pid, why));
             return;
         }
         if (!o.output.empty()) {
@@ -521,15 +529,13 @@ Runner add_trace(CLI::App &app)
             }
             if (skipped > 5) std::fprintf(stderr, "liveprobe: ... and %zu more not traced\n", skipped - 5);
             int mfd = open(fmt::format("/proc/{}/fd/{}", o->pid, fd).c_str(), O_RDWR | O_CLOEXEC);
-            struct stat st {};
-            if (mfd < 0 || fstat(mfd, &st) != 0) {
-                complain(fmt::format("trace: cannot open the trace's shared memory in process {}: {}", o->pid,
-                                     std::strerror(errno)));
+            if (mfd < 0 || !(shm.base = map_session(mfd, &shm.bytes, &why))) {
+                complain(fmt::format("trace: the trace's shared memory in process {}: {}", o->pid,
+                                     mfd < 0 ? std::string(std::strerror(errno)) : why));
+                if (mfd >= 0) close(mfd);
                 agent::request(o->pid, "trace-stop", stop_args, &reply, &why);
                 return kExitFailure;
             }
-            shm.bytes = static_cast<size_t>(st.st_size);
-            shm.base = mmap(nullptr, shm.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
             close(mfd);
         } else {
             // A program to start: our memfd, inherited; the probes are placed before its main.
@@ -540,8 +546,11 @@ Runner add_trace(CLI::App &app)
             }
             std::string start = start_library(library, "trace");
             if (start.empty()) return kExitFailure;
-            int mfd = static_cast<int>(syscall(SYS_memfd_create, "liveprobe-trace", 0));
-            if (mfd < 0 || ftruncate(mfd, static_cast<off_t>(trace::kToolMemfdBytes)) != 0) {
+            // Its size sealed before the program gets it: a program that shrank it would kill the
+            // tool with SIGBUS.
+            int mfd = static_cast<int>(syscall(SYS_memfd_create, "liveprobe-trace", 2u /* MFD_ALLOW_SEALING */));
+            if (mfd < 0 || ftruncate(mfd, static_cast<off_t>(trace::kToolMemfdBytes)) != 0 ||
+                fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
                 complain(fmt::format("trace: cannot make the shared memory: {}", std::strerror(errno)));
                 return kExitFailure;
             }
@@ -727,7 +736,7 @@ Runner add_trace(CLI::App &app)
                                                                  : fmt::format(" ({} events read)", rd.events));
         if (running_on) return wait_forwarding(child, sfd);
         if (child) return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
-        return 0;
+        return rd.corrupt ? kExitFailure : 0;
     };
 }
 

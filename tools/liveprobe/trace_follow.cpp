@@ -69,9 +69,9 @@ std::vector<FollowReport> Follower::take_reports()
         std::getline(in, line);  // "image PID EXE"
         const size_t sp = line.find(' ', 6);
         r.pid = std::atoi(line.c_str() + 6);
-        r.exe = sp == std::string::npos ? std::string("?") : line.substr(sp + 1);
+        r.exe = sp == std::string::npos ? std::string("?") : agent::escape_controls(line.substr(sp + 1));
         while (std::getline(in, line))
-            if (!line.empty()) r.lines.push_back(line);
+            if (!line.empty()) r.lines.push_back(agent::escape_controls(line));  // the image's to write
         r.conn = c;
         out.push_back(std::move(r));
     }

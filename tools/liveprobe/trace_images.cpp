@@ -1,11 +1,17 @@
 #include "trace_images.hpp"
 
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
+
+#include <fmt/format.h>
 
 #include "agent/channel.hpp"
 #include "trace/spec.hpp"
@@ -32,15 +38,70 @@ bool is_own_function(const std::string &raw)
 
 std::string base_name(const std::string &path) { return path.substr(path.rfind('/') + 1); }
 
+void *map_session(int fd, size_t *bytes, std::string *why)
+{
+    struct stat st {};
+    if (fstat(fd, &st) != 0) {
+        *why = fmt::format("cannot read its size: {}", std::strerror(errno));
+        return nullptr;
+    }
+    const int seals = fcntl(fd, F_GET_SEALS);
+    if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
+        *why = "its size is not sealed, and the process could shrink it under the tool (an agent older than this "
+               "tool: restart the program)";
+        return nullptr;
+    }
+    if (static_cast<size_t>(st.st_size) < trace::kRingsBytes) {
+        *why = fmt::format("{} bytes, fewer than a session's {}", st.st_size, trace::kRingsBytes);
+        return nullptr;
+    }
+    *bytes = static_cast<size_t>(st.st_size);
+    void *base = mmap(nullptr, *bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED) {
+        *why = fmt::format("cannot map it: {}", std::strerror(errno));
+        return nullptr;
+    }
+    return base;
+}
+
+namespace {
+
+// The layout's fields as the target wrote them, each read once, checked against the mapping's
+// size: "" when they fit, else what does not. The target may write them at any time: what is
+// used afterwards is the copy checked here.
+std::string check_layout(const Shm &shm, uint32_t capacity, bool hist, uint64_t names_at, uint64_t names_bytes)
+{
+    constexpr uint32_t kMaxCapacity = 1u << 24;  // far above any session's probes
+    if (capacity > kMaxCapacity) return fmt::format("capacity {} (at most {})", capacity, kMaxCapacity);
+    const size_t layout = trace::names_offset(capacity, hist);
+    if (layout > shm.bytes) return fmt::format("a layout of {} bytes in a mapping of {}", layout, shm.bytes);
+    if (names_at < layout || names_at > shm.bytes || names_bytes > shm.bytes - names_at)
+        return fmt::format("names at {} ({} bytes) in a mapping of {}", names_at, names_bytes, shm.bytes);
+    return {};
+}
+
+}  // namespace
+
 bool load_names(Image &im)
 {
     Shm *shm = &im.shm;
+    if (!shm->corrupt.empty()) return false;
     Header *h = trace::header_of(shm->base);
     if (h->magic != trace::kRingsMagic || h->ready.load(std::memory_order_acquire) != 1) return false;
     uint32_t published = h->probes.load(std::memory_order_acquire);
-    shm->capacity = h->capacity;
-    shm->names_bytes = h->names_bytes.load(std::memory_order_acquire);  // names first, then probes
-    std::string text(static_cast<const char *>(shm->base) + h->names_offset, shm->names_bytes);
+    const uint32_t capacity = h->capacity;
+    const bool hist = h->hist != 0;
+    const uint64_t names_at = h->names_offset;
+    const uint64_t names_bytes = h->names_bytes.load(std::memory_order_acquire);  // names first, then probes
+    if (shm->names_bytes != 0 && capacity != shm->capacity) shm->corrupt = "its capacity changed";
+    else shm->corrupt = check_layout(*shm, capacity, hist, names_at, names_bytes);
+    if (!shm->corrupt.empty()) {
+        shm->probes = 0;
+        return false;
+    }
+    shm->capacity = capacity;
+    shm->names_bytes = names_bytes;
+    std::string text(static_cast<const char *>(shm->base) + names_at, names_bytes);
     std::istringstream in(text);
     // "spec TEXT" for each spec as the target placed it (parameters resolved), then
     // "ADDRESS SPEC NAME" for each probe, the name to the end of the line (a C++ name has spaces).
@@ -52,13 +113,13 @@ bool load_names(Image &im)
     std::vector<trace::Spec> placed;
     for (std::string line; std::getline(in, line);) {
         if (line.rfind("exe ", 0) == 0) {  // trace -- CMD: the image's executable
-            im.exe = line.substr(4);
+            im.exe = agent::escape_controls(line.substr(4));
             continue;
         }
         if (line.rfind("slow ", 0) == 0) {  // "slow INDEX REASON": probe INDEX on the breakpoint path
             char *end = nullptr;
             const unsigned long p = std::strtoul(line.c_str() + 5, &end, 10);
-            if (end && *end == ' ' && p < probes.names.size()) im.slow[static_cast<uint32_t>(p)] = end + 1;
+            if (end && *end == ' ' && p < probes.names.size()) im.slow[static_cast<uint32_t>(p)] = agent::escape_controls(end + 1);
             continue;
         }
         if (line.rfind("spec ", 0) == 0) {
@@ -76,8 +137,14 @@ bool load_names(Image &im)
         const std::string raw = line.substr(b + 1);
         const bool own = is_own_function(raw);
         probes.spec.push_back(spec);
-        probes.names.push_back((own ? im.prefix : std::string()) + demangled(raw));
+        // A name as the target's files spell it: its control characters escaped (it is printed).
+        probes.names.push_back((own ? im.prefix : std::string()) + agent::escape_controls(demangled(raw)));
         im.own.push_back(own);
+    }
+    if (probes.names.size() > capacity) {
+        shm->corrupt = fmt::format("{} probes named, room for {}", probes.names.size(), capacity);
+        shm->probes = 0;
+        return false;
     }
     probes.specs = std::move(placed);
     probes.payload.clear();
@@ -110,6 +177,10 @@ uint64_t write_out(Image &im)
         trace::RingHead *h = trace::ring_head(shm.base, i);
         uint64_t tail = h->tail.load(std::memory_order_relaxed);
         uint64_t head = h->head.load(std::memory_order_acquire);
+        if (head < tail || head - tail > kRingRecords) {  // no ring holds more: not the writer's
+            im.shm.corrupt = fmt::format("ring {} holds {} records, of {}", i, head - tail, kRingRecords);
+            break;
+        }
         const Record *recs = trace::ring_records(shm.base, i);
         if (shm.probes < trace::header_of(shm.base)->probes.load(std::memory_order_acquire))
             continue;  // probes were placed since the names were read: their names go first
@@ -147,6 +218,7 @@ uint64_t write_out(Image &im)
 
 uint64_t drain(Image &im, PrintOptions &print)
 {
+    if (!im.shm.corrupt.empty()) return 0;
     if (im.out) return write_out(im);
     const Shm &shm = im.shm;
     std::vector<TraceEvent> batch;
@@ -154,6 +226,10 @@ uint64_t drain(Image &im, PrintOptions &print)
         trace::RingHead *h = trace::ring_head(shm.base, i);
         uint64_t tail = h->tail.load(std::memory_order_relaxed);
         uint64_t head = h->head.load(std::memory_order_acquire);
+        if (head < tail || head - tail > kRingRecords) {  // no ring holds more: not the writer's
+            im.shm.corrupt = fmt::format("ring {} holds {} records, of {}", i, head - tail, kRingRecords);
+            return 0;
+        }
         const Record *recs = trace::ring_records(shm.base, i);
         uint64_t k = tail;
         while (k < head && k - tail < kPrintBatch) {
@@ -215,7 +291,7 @@ TraceTotals totals_of(const Shm &shm)
 void Folded::add(const Image &im)
 {
     const Shm &shm = im.shm;
-    if (!im.named) return;
+    if (!im.named || !shm.corrupt.empty()) return;
     const TraceTotals t = totals_of(shm);
     std::vector<uint32_t> key_of(shm.probes);
     for (uint32_t p = 0; p < shm.probes; ++p) {

@@ -31,7 +31,15 @@ struct Shm {
     uint32_t probes = 0;      // the probes whose names it has read
     uint32_t capacity = 0;    // the per-probe areas' stride
     uint64_t names_bytes = 0; // how much of the names it has read
+    // Set when a field of the mapping is out of its bounds (the target wrote it: corrupt, or
+    // hostile): what was wrong. Nothing more is read of it.
+    std::string corrupt;
 };
+
+// The session's shared memory in fd, mapped for reading its rings and rows: its base, with
+// *bytes its size, or nullptr with *why. Refused unless its size is sealed (F_SEAL_SHRINK: a
+// target that shrank it would kill the tool with SIGBUS) and at least its fixed part.
+void *map_session(int fd, size_t *bytes, std::string *why);
 
 struct Image {
     int pid = 0;
@@ -42,6 +50,7 @@ struct Image {
     std::vector<uint8_t> own;  // probe i is a function of the executable itself (no "OBJECT:")
     std::map<uint32_t, std::string> slow;  // the probes on the breakpoint path, with why
     bool named = false;  // the session is set up and its names read
+    bool corrupt_told = false;  // shm.corrupt was said
     int conn = -1;       // a followed image's connection: open while a process of it lives
     // -o FILE: its events, encoded into its own trace file.
     std::unique_ptr<TraceWriter> out;
@@ -50,7 +59,8 @@ struct Image {
     ~Image();
 };
 
-// The session's names and specs, once the target has set it up: false until then.
+// The session's names and specs, once the target has set it up: false until then, or when a
+// field is out of bounds (im.shm.corrupt says which, and nothing more is read).
 bool load_names(Image &im);
 
 // Takes the events out of the rings, then prints them (time order within the batch) or writes

@@ -17,11 +17,12 @@
 
 #include <fmt/format.h>
 
+#include "os/linux/fd_passing.hpp"
+
 namespace liveprobe::agent {
 namespace {
 
 constexpr char kConnectTag[] = "connect 1";  // what a tool's message says (its version)
-constexpr int kMaxFdsInMessage = 8;
 
 // The abstract name `name` as a socket address (no terminating byte: abstract names are
 // counted, not terminated).
@@ -153,18 +154,12 @@ int find_door(pid_t pid, int pidfd, std::string *why)
 // Sends `conn` through the door, waiting up to 5 s for room: 0 or -errno with *why.
 int pass(int door, int conn, pid_t pid, std::string *why)
 {
-    char control[CMSG_SPACE(sizeof(int))] = {};
+    os::OneFdControl control;
     struct iovec iov = {const_cast<char *>(kConnectTag), sizeof kConnectTag - 1};
     struct msghdr msg {};
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &conn, sizeof conn);
+    os::carry_fd(&msg, &control, conn);
     for (int waited = 0;;) {
         if (sendmsg(door, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) >= 0) return 0;
         const int e = errno;
@@ -220,31 +215,17 @@ void close_door(Door *d)
 int take_connection(int in)
 {
     char data[64];
-    char control[CMSG_SPACE(sizeof(int) * kMaxFdsInMessage)];
-    struct iovec iov = {data, sizeof data};
-    struct msghdr msg {};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    ssize_t n;
-    do n = recvmsg(in, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-    while (n < 0 && errno == EINTR);
-    if (n < 0) return -errno;
-    if (n == 0 && !(msg.msg_flags & MSG_CTRUNC) && msg.msg_controllen == 0) return -ECONNRESET;  // shut (or empty)
+    std::vector<int> fds;
+    const long n = os::receive_with_fds(in, data, sizeof data, MSG_DONTWAIT, &fds);
+    if (n < 0) return static_cast<int>(n);
+    if (n == 0 && fds.empty()) return -ECONNRESET;  // shut (or an empty message)
     // Every descriptor the message carried: the first, when the message is a tool's and it is
     // a stream socket, is the connection; the others are closed.
     int conn = -1;
     const bool tagged = static_cast<size_t>(n) == sizeof kConnectTag - 1 && std::memcmp(data, kConnectTag, n) == 0;
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-        const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        for (size_t i = 0; i < count; ++i) {
-            int fd;
-            std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-            if (conn < 0 && tagged && is_stream_socket(fd)) conn = fd;
-            else close(fd);
-        }
+    for (int fd : fds) {
+        if (conn < 0 && tagged && is_stream_socket(fd)) conn = fd;
+        else close(fd);
     }
     return conn < 0 ? -1 : os::move_fd_high(conn);
 }

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "agent/channel.hpp"
+#include "os/linux/fd_passing.hpp"
 
 namespace liveprobe::agent {
 namespace {
@@ -66,19 +67,13 @@ bool follow_receive(int conn, std::string *report, int *memfd)
 {
     *memfd = -1;
     report->assign(kMaxReport, '\0');
-    struct iovec iov = {report->data(), report->size()};
-    alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-    struct msghdr msg {};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    ssize_t n;
-    do n = recvmsg(conn, &msg, MSG_CMSG_CLOEXEC);
-    while (n < 0 && errno == EINTR);
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); n >= 0 && c; c = CMSG_NXTHDR(&msg, c))
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int)))
-            std::memcpy(memfd, CMSG_DATA(c), sizeof(int));
+    std::vector<int> fds;
+    const long n = os::receive_with_fds(conn, report->data(), report->size(), 0, &fds);
+    // The report's memfd: the first descriptor; any other is closed.
+    for (int fd : fds) {
+        if (*memfd < 0) *memfd = fd;
+        else close(fd);
+    }
     if (n <= 0 || report->compare(0, 6, "image ") != 0) {
         if (*memfd >= 0) close(*memfd);
         *memfd = -1;
@@ -112,19 +107,11 @@ int follow_connect(const std::string &path, pid_t *tool)
 bool follow_send(int conn, const std::string &report, int memfd)
 {
     struct iovec iov = {const_cast<char *>(report.data()), std::min(report.size(), kMaxReport)};
-    alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    os::OneFdControl control;
     struct msghdr msg {};
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
-    if (memfd >= 0) {
-        msg.msg_control = control;
-        msg.msg_controllen = sizeof control;
-        struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        std::memcpy(CMSG_DATA(c), &memfd, sizeof(int));
-    }
+    if (memfd >= 0) os::carry_fd(&msg, &control, memfd);
     ssize_t n;
     do n = sendmsg(conn, &msg, MSG_NOSIGNAL);
     while (n < 0 && errno == EINTR);

@@ -142,6 +142,7 @@ for name in "${names[@]}"; do
     say "$name: $(cat "$tree/.rp-stamp") in $tree"
     pw=$work/$name
     mkdir -p "$pw"
+    : >"$pw/figures"  # this run's only (an RP_WORK used before held another run's)
     declare -A secs=()
     for mode in $modes; do
         if [ "${mode#exec}" != "$mode" ] && [ -z "${RP_EXEC[*]:-}" ]; then continue; fi

@@ -133,6 +133,36 @@ out=$("$lp" status -p "$nopid" 2>&1); rc=$?
 if [ "$rc" -eq 1 ] && grep -q "no process" <<<"$out"; then pass "status of a nonexistent pid: $out"; else fail "status, nonexistent pid: exit $rc: $out"; fi
 out=$("$lp" attach 2>&1); rc=$?
 if [ "$rc" -eq 2 ] && grep -q -- "--pid" <<<"$out"; then pass "attach without -p: exit 2"; else fail "attach without -p: exit $rc: $out"; fi
+# Not a process (issue 32, item 5: these said "exited during the attach"): 0, -1, a thread's
+# id, a kernel thread.
+for bad in 0 -1; do
+    out=$("$lp" attach -p "$bad" 2>&1); rc=$?
+    [ "$rc" -eq 1 ] && grep -q -- "$bad is not a process id" <<<"$out" && ! grep -q exited <<<"$out" &&
+        pass "attach -p $bad: $out" || fail "attach -p $bad: exit $rc: $out"
+done
+start threads nanosleep 1500 && {
+    "${launch[@]}" "$bin/tests/lp_nap_target" 1000 3 2 >/dev/null 2>&1 &
+    np=$!
+    pids+=("$np")
+    for _ in $(seq 100); do [ "$(ls "/proc/$np/task" 2>/dev/null | wc -l)" -ge 3 ] && break; sleep 0.02; done
+    tid=$(ls "/proc/$np/task" | grep -vx "$np" | head -1)
+    out=$("$lp" attach -p "$tid" 2>&1); rc=$?
+    [ "$rc" -eq 1 ] && grep -q "$tid is a thread of process $np, not a process" <<<"$out" && ! grep -q exited <<<"$out" &&
+        pass "attach -p THREAD: $out" || fail "attach -p $tid (a thread of $np): exit $rc: $out"
+    kill "$np" 2>/dev/null
+    finish threads "rc 0"
+}
+kthread=
+for f in /proc/[0-9]*/stat; do  # PF_KTHREAD in the flags, the 9th field (the name may hold spaces)
+    read -r line <"$f" 2>/dev/null || continue
+    read -r -a rest <<<"${line##*) }"
+    if (( ${rest[6]:-0} & 0x200000 )); then kthread=${f#/proc/}; kthread=${kthread%/stat}; break; fi
+done
+if [ -n "$kthread" ]; then
+    out=$("$lp" attach -p "$kthread" 2>&1); rc=$?
+    [ "$rc" -eq 1 ] && grep -q "is a kernel thread: there is no program in it to attach to" <<<"$out" &&
+        pass "attach -p KTHREAD: $out" || fail "attach -p $kthread (a kernel thread): exit $rc: $out"
+else echo "(no kernel thread visible here: that case not tried)"; fi
 
 # 7. list: the functions, as OBJECT:NAME.
 start list nanosleep 1000 && {

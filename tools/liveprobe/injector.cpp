@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <chrono>
 #include <fstream>
+#include <sstream>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -293,10 +294,30 @@ bool exited(pid_t pid)
     return !info || info->state == 'Z' || info->state == 'X';
 }
 
+// Whether pid is a kernel thread (PF_KTHREAD in /proc/PID/stat's flags): no program in it.
+bool kernel_thread(pid_t pid)
+{
+    std::ifstream f(fmt::format("/proc/{}/stat", pid));
+    std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const size_t paren = stat.rfind(')');  // the name may hold spaces and parentheses
+    if (paren == std::string::npos) return false;
+    std::istringstream in(stat.substr(paren + 2));
+    std::string field;
+    unsigned long flags = 0;
+    for (int i = 3; i <= 9 && in >> field; ++i)
+        if (i == 9) flags = std::strtoul(field.c_str(), nullptr, 10);
+    return flags & 0x00200000;  // PF_KTHREAD
+}
+
 int check_process(pid_t pid, std::string *why)
 {
     auto info = process_info(pid, why);
-    if (!info) return -ESRCH;
+    // Not a process id at all, or a thread's (which exists): the user's mistake, said as such.
+    if (!info) return pid <= 0 || access(fmt::format("/proc/{}", pid).c_str(), F_OK) == 0 ? -EINVAL : -ESRCH;
+    if (kernel_thread(pid)) {
+        *why = fmt::format("process {} ({}) is a kernel thread: there is no program in it to attach to", pid, info->comm);
+        return -EINVAL;
+    }
     if (info->state == 'Z' || info->state == 'X') {
         *why = fmt::format("process {} ({}) has exited (state {})", pid, info->comm, info->state);
         return -ESRCH;
@@ -497,7 +518,8 @@ int attach_agent(pid_t pid, AttachReport *out, std::string *why)
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     // Whatever step it failed at, a process that exited meanwhile is the reason.
-    if (r < 0 && r != -EPERM && exited(pid) && why->find("exited") == std::string::npos && why->find("no process") == std::string::npos)
+    if (r < 0 && r != -EPERM && r != -EINVAL && exited(pid) && why->find("exited") == std::string::npos &&
+        why->find("no process") == std::string::npos)
         *why = fmt::format("process {} exited during the attach ({})", pid, *why);
     return r;
 }

@@ -164,6 +164,17 @@ if [ -n "$kthread" ]; then
         pass "attach -p KTHREAD: $out" || fail "attach -p $kthread (a kernel thread): exit $rc: $out"
 else echo "(no kernel thread visible here: that case not tried)"; fi
 
+# run and trace -- CMD of a program the agent cannot be loaded into: refused, saying why (they
+# started a static program without an agent, silently).
+for kind in static musl; do
+    for how in run "trace --count main"; do
+        out=$("$lp" $how -- "$bin/tests/lp_${kind}_target" 2>&1); rc=$?
+        want="statically linked"; [ "$kind" = musl ] && want="runs on musl's loader"
+        [ "$rc" -eq 1 ] && grep -q "$want" <<<"$out" && ! grep -q '^ran$' <<<"$out" &&
+            pass "${how%% *} of a $kind program: $out" || fail "${how%% *} of a $kind program: exit $rc: $out"
+    done
+done
+
 # 7. list: the functions, as OBJECT:NAME.
 start list nanosleep 1000 && {
     out=$("$lp" list -p "$pid" 'round_of_work*' 2>&1)

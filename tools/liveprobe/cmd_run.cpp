@@ -19,6 +19,7 @@
 
 #include "agent_library.hpp"
 #include "commands.hpp"
+#include "program_check.hpp"
 
 namespace liveprobe::tool {
 namespace {
@@ -69,6 +70,10 @@ int run_program(std::vector<std::string> argv, const std::function<bool(pid_t)> 
     std::string why;
     std::string library = agent_library(&why);
     if (library.empty()) {
+        complain(why);
+        return kExitFailure;
+    }
+    if (!argv.empty() && check_loadable(argv[0], &why) < 0) {
         complain(why);
         return kExitFailure;
     }

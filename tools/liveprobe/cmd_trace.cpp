@@ -35,6 +35,7 @@
 #include "agent/channel.hpp"
 #include "agent_library.hpp"
 #include "commands.hpp"
+#include "program_check.hpp"
 #include "injector.hpp"
 #include "process.hpp"
 #include "trace/rings.hpp"
@@ -546,6 +547,10 @@ Runner add_trace(CLI::App &app)
             }
             std::string start = start_library(library, "trace");
             if (start.empty()) return kExitFailure;
+            if (check_loadable(command[0], &why) < 0) {
+                complain("trace: " + why);
+                return kExitFailure;
+            }
             // Its size sealed before the program gets it: a program that shrank it would kill the
             // tool with SIGBUS.
             int mfd = static_cast<int>(syscall(SYS_memfd_create, "liveprobe-trace", 2u /* MFD_ALLOW_SEALING */));

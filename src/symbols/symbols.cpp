@@ -397,6 +397,14 @@ bool object_loaded(std::string_view object) {
     return false;
 }
 
+bool object_is_own(std::string_view object) {
+    std::lock_guard lock(g_mutex);
+    refresh();
+    for (const Module &m : g_modules)
+        if (m.is_own && names::object_matches(object, m.path)) return true;
+    return false;
+}
+
 unsigned long long load_count() {
     unsigned long long adds = 0;
     dl_iterate_phdr(

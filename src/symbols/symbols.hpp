@@ -67,6 +67,10 @@ bool jump_is_return(uint64_t site, int dwarf_reg);
 // not known (no object there, or one that cannot be read).
 int code_address_stored(uint64_t from, uint64_t to);
 
+// Whether `object` (a spec's OBJECT) names liveprobe's own library, loaded in this process:
+// never traced (its code runs the probes).
+bool object_is_own(std::string_view object);
+
 // Whether an object of this process is named `object` (as resolve()'s OBJECT: base name, with or
 // without version suffix).
 bool object_loaded(std::string_view object);

@@ -566,6 +566,15 @@ int start(Mode mode, const std::vector<std::string> &spec_texts, int maxactive, 
     std::vector<Target> fns;
     for (uint32_t si = 0; si < ss->user.size(); ++si) {
         std::string object = object_of(ss->user[si].target);
+        // Objects that are loaded but never traced: said, not waited for (the wait never ended).
+        if (object == "[vdso]" || object == "[vsyscall]" || object.rfind("linux-vdso.so", 0) == 0) {
+            out->skipped.push_back(fmt::format("{}: the vDSO is not traced (the kernel's code in the process)", object));
+            continue;
+        }
+        if (!object.empty() && symbols::object_is_own(object)) {
+            out->skipped.push_back(fmt::format("{}: liveprobe's own library is not traced (its code runs the probes)", object));
+            continue;
+        }
         if (!object.empty() && !symbols::object_loaded(object)) {
             ss->pending.push_back(si);
             out->skipped.push_back(fmt::format("{}: not loaded yet: its probes are placed when it is", object));

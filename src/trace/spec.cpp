@@ -236,6 +236,14 @@ struct Parser {
             loc.resize(plus);
         }
         if (loc.empty()) return fail(w.at, "a function is missing");
+        // OBJECT:DIGITS: perf's p:FUNC:LINE (or a function left out), never a function's name.
+        if (const size_t colon = loc.rfind(':'); colon != std::string::npos && colon + 1 < loc.size() &&
+                                                  (colon == 0 || loc[colon - 1] != ':') &&
+                                                  loc.find_first_not_of("0123456789", colon + 1) == std::string::npos)
+            return fail(w.at + colon + 1,
+                        fmt::format("'{}' is not a function: a line number (perf's FUNC:LINE) is not read here; an "
+                                    "offset is FUNC+{}",
+                                    loc.substr(colon + 1), loc.substr(colon + 1)));
         spec->target = loc;
         spec->offset = static_cast<uint64_t>(off);
         return true;
@@ -309,7 +317,10 @@ std::string to_text(const Spec &spec)
     std::string loc = spec.offset ? fmt::format("{}+{:#x}", spec.target, spec.offset) : spec.target;
     if (spec.kind == SpecKind::call) return loc;
     std::string out = spec.kind == SpecKind::probe ? "p" : spec.maxactive ? fmt::format("r{}", spec.maxactive) : "r";
-    out += ":" + (spec.event.empty() ? loc : spec.event + " " + loc);
+    // p:LOC, unless LOC holds a '/' (a path): p:X/Y followed by values is read as an event
+    // name (p:GRP/EVENT LOC), so a path goes as p LOC.
+    if (!spec.event.empty()) out += ":" + spec.event + " " + loc;
+    else out += (loc.find('/') != std::string::npos ? " " : ":") + loc;
     for (const FetchArg &a : spec.args) {
         std::string f;
         switch (a.base) {

@@ -128,6 +128,15 @@ check "-p --count '*'" "$tmp/pc.out" '^do_sys_open +[1-9][0-9]*$' '^sys_open +[1
 "$lp" trace -p "$tpid" do_sys_open >/dev/null 2>&1 & tr=$!; sleep 1; kill -9 "$tr"; wait "$tr" 2>/dev/null
 "$lp" trace -p "$tpid" --duration 0.5 --hist do_sys_open >"$tmp/ph.out" 2>&1
 check "-p --hist after a tool was killed" "$tmp/ph.out" '^@ns\[do_sys_open\]: [0-9]+ calls$'
+# Objects loaded but never traced (issue 32, item 5: these waited for ever, "not loaded yet"), and
+# a probe on a program named by its path with a value to fetch (the tool found no session).
+for spec in '[vdso]:*' 'libliveprobe.so.0:*'; do
+    out=$(timeout 20 "$lp" trace -p "$tpid" --duration 0.3 "$spec" 2>&1); rc=$?
+    [ "$rc" -eq 1 ] && grep -Eq 'is not traced \((the kernel|its code)' <<<"$out" &&
+        pass "-p '$spec': exit 1: $(tail -1 <<<"$out")" || fail "-p '$spec': exit $rc: $out"
+done
+"$lp" trace -p "$tpid" --duration 0.5 "p $bin/samples/target:do_sys_open %di" >"$tmp/ppath.out" 2>&1
+check "-p 'p PATH:FUNC %di'" "$tmp/ppath.out" "target:do_sys_open\+0x0 arg1=0x"
 kill -0 "$tpid" 2>/dev/null && pass "the traced process lives on" || fail "the traced process died"
 
 # 7. p: and r: probes with the values they fetch (kprobe_events' FETCHARGS): arguments, a

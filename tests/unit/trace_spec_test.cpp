@@ -85,6 +85,23 @@ TEST(TraceSpec, ProbeForms)
     Spec r2 = parse("r4:files/ev open a=+8(-16($arg2)):s16 b=$retval:u8 c=\\-3:s64 d=$comm:string");
     EXPECT_EQ(to_text(r2), "r4:files/ev open a=+8(-16($arg2)):s16 b=$retval:u8 c=\\0xfffffffffffffffd:s64 d=$comm:string");
     EXPECT_EQ(to_text(parse(to_text(r2))), to_text(r2));
+    // A path with values (issue 32: "p:/bin/prog:f %di" was read back as an event name, and the
+    // tool found no session).
+    Spec path = parse("p /usr/bin/prog:compute %di");
+    EXPECT_EQ(path.target, "/usr/bin/prog:compute");
+    EXPECT_EQ(to_text(parse(to_text(path))), to_text(path));
+    EXPECT_EQ(parse(to_text(path)).target, "/usr/bin/prog:compute");
+    // perf's p:FUNC:LINE is refused, with what to write instead (it was read as OBJECT:FUNC and
+    // waited for a library "nap" for ever).
+    Spec bad;
+    std::string error;
+    size_t at = 0;
+    EXPECT_FALSE(parse_spec("p:nap:3", &bad, &error, &at));
+    EXPECT_NE(error.find("'3' is not a function"), std::string::npos) << error;
+    EXPECT_EQ(at, 6u);
+    Spec path_off = parse("p:/usr/lib/libz.so.1:inflate+0x10");
+    EXPECT_EQ(parse(to_text(path_off)).offset, 0x10u);
+    EXPECT_EQ(to_text(parse(to_text(path_off))), to_text(path_off));
 }
 
 TEST(TraceSpec, FetchArgs)

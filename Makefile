@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS  ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build demo test torture torture-programs bench install clean asan tsan
+.PHONY: all deps configure build demo test torture torture-programs fuzz bench install clean asan tsan
 
 all: build
 
@@ -47,6 +47,12 @@ torture-programs: build
 	@scripts/realprograms-fetch.sh $(REALPROGRAMS)
 	@LIVEPROBE_SOURCE_DIR=$(CURDIR) LIVEPROBE_BINARY_DIR=$(abspath $(BUILD)) \
 		tests/realprograms/run.sh $(REALPROGRAMS)
+
+# Fuzzing (issue 32): each harness of tests/fuzz/ built with clang's libFuzzer and run for
+# FUZZ_SECONDS (60) on its corpus, which grows in tests/fuzz/corpus/ (commit it: `make test`
+# replays it). scripts/fuzz.sh --help says more.
+fuzz: deps
+	@FUZZ_BUILD=$(abspath $(BUILD))/fuzz scripts/fuzz.sh
 
 bench: build
 	@$(BUILD)/bench/liveprobe-bench

@@ -9,7 +9,8 @@
 # ports 80 and 11211 for nothing.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libzydis-dev libzycore-dev libelf-dev libdw-dev
-      libfmt-dev libcli11-dev googletest libgtest-dev libgmock-dev libbenchmark-dev libunwind-dev gdb)
+      libfmt-dev libcli11-dev googletest libgtest-dev libgmock-dev libbenchmark-dev libunwind-dev gdb
+      clang libclang-rt-14-dev)  # make fuzz: libFuzzer
 servers=(nginx-light wrk memcached perl procps)
 # ---- The real-program suite (tests/realprograms/, issue 31 item 8) -----------------------------
 # Programs nobody here wrote, built from their Debian 12 source packages as Debian builds them

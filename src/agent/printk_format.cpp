@@ -31,11 +31,20 @@ struct Out {
     {
         for (size_t i = 0; i < n; ++i) put(s[i]);
     }
+    // n bytes of c: those past the buffer counted at once (a width of 8 million took as many
+    // steps, inside a probe's handler).
     void pad(char c, long n) noexcept
     {
-        for (; n > 0; --n) put(c);
+        for (; n > 0 && pos + 1 < size; --n) buf[pos++] = c;
+        if (n > 0) pos += static_cast<size_t>(n);
     }
 };
+
+// The kernel's bounds of a width and a precision (lib/vsprintf.c FIELD_WIDTH_MAX,
+// PRECISION_MAX): larger ones are cut to them. Written digits past it cannot overflow an int.
+constexpr int kFieldMax = (1 << 23) - 1;
+int clamp_field(long v) { return v > kFieldMax ? kFieldMax : v < -kFieldMax ? -kFieldMax : static_cast<int>(v); }
+int add_digit(int v, char c) { return v > (kFieldMax - (c - '0')) / 10 ? kFieldMax : v * 10 + (c - '0'); }
 
 constexpr char kHexLower[] = "0123456789abcdef";
 constexpr char kHexUpper[] = "0123456789ABCDEF";
@@ -219,7 +228,11 @@ void emit_pointer(Out &out, const char *ext, const void *ptr, const Spec &sp, Sy
     case 'a':  // %pa %pap %pad: the value of a phys_addr_t / dma_addr_t
         tmp[0] = '0';
         tmp[1] = 'x';
-        put_hex(tmp + 2, *static_cast<const unsigned long *>(ptr), 16);
+        {
+            unsigned long v;  // copied: a module's field need not be aligned (a packed struct)
+            std::memcpy(&v, ptr, sizeof v);
+            put_hex(tmp + 2, v, 16);
+        }
         n = 18;
         break;
     case 'h': {  // hex dump: the width is the length
@@ -295,7 +308,7 @@ size_t kernel_vsnprintf(char *buf, size_t size, const char *fmt, va_list ap, Sym
             ++fmt;
         } else if (is_digit(*fmt)) {
             sp.width = 0;
-            while (is_digit(*fmt)) sp.width = sp.width * 10 + (*fmt++ - '0');
+            while (is_digit(*fmt)) sp.width = add_digit(sp.width, *fmt++);
         }
         if (*fmt == '.') {
             ++fmt;
@@ -304,7 +317,7 @@ size_t kernel_vsnprintf(char *buf, size_t size, const char *fmt, va_list ap, Sym
                 star_precision = true;
                 ++fmt;
             } else {
-                while (is_digit(*fmt)) sp.precision = sp.precision * 10 + (*fmt++ - '0');
+                while (is_digit(*fmt)) sp.precision = add_digit(sp.precision, *fmt++);
             }
         }
         // Length: 1 hh, 2 h, 3 l, 4 ll/q/L, 5 z/Z, 6 t, 7 j.
@@ -330,14 +343,14 @@ size_t kernel_vsnprintf(char *buf, size_t size, const char *fmt, va_list ap, Sym
             continue;
         }
         if (star_width) {
-            sp.width = va_arg(args, int);
+            sp.width = clamp_field(va_arg(args, int));
             if (sp.width < 0) {
                 sp.flags |= kLeft;
-                sp.width = sp.width == -2147483647 - 1 ? 2147483647 : -sp.width;
+                sp.width = -sp.width;
             }
         }
         if (star_precision) {
-            sp.precision = va_arg(args, int);
+            sp.precision = clamp_field(va_arg(args, int));
             if (sp.precision < 0) sp.precision = -1;
         }
         if (sp.flags & kLeft) sp.flags &= ~kZeroPad;

@@ -46,7 +46,8 @@ bool parse_number(const std::string &s, int64_t *v, bool allow_sign)
         if (next / static_cast<uint64_t>(base) != r) return false;  // overflow
         r = next;
     }
-    *v = neg ? -static_cast<int64_t>(r) : static_cast<int64_t>(r);
+    // Negated as unsigned (2^63 negated is itself, as a 64-bit address offset wraps).
+    *v = static_cast<int64_t>(neg ? 0 - r : r);
     return true;
 }
 
@@ -160,7 +161,7 @@ struct Parser {
             if (!parse_number(off, &n, false))
                 return fail(pos + 1, fmt::format("'{}' is not an offset (decimal or 0x-hex)", f.substr(1, open - 1)));
             if (!fetch(f.substr(open + 1, f.size() - open - 2), pos + open + 1, a, depth + 1)) return false;
-            a->derefs.push_back(f[0] == '-' ? -n : n);
+            a->derefs.push_back(f[0] == '-' ? static_cast<int64_t>(0 - static_cast<uint64_t>(n)) : n);
             return true;
         }
         default: {
@@ -236,6 +237,10 @@ struct Parser {
             loc.resize(plus);
         }
         if (loc.empty()) return fail(w.at, "a function is missing");
+        // No function's name ends in "operator" (C++'s are operator+, operator() ...), and one
+        // that did could not be written with an offset after it (operator+N is a name).
+        if (loc.size() >= 8 && loc.compare(loc.size() - 8, 8, "operator") == 0)
+            return fail(w.at + loc.size() - 8, "a C++ operator's name needs its operator (operator+, operator())");
         // OBJECT:DIGITS: perf's p:FUNC:LINE (or a function left out), never a function's name.
         if (const size_t colon = loc.rfind(':'); colon != std::string::npos && colon + 1 < loc.size() &&
                                                   (colon == 0 || loc[colon - 1] != ':') &&
@@ -314,7 +319,12 @@ bool parse_spec(const std::string &text, Spec *out, std::string *error, size_t *
 
 std::string to_text(const Spec &spec)
 {
-    std::string loc = spec.offset ? fmt::format("{}+{:#x}", spec.target, spec.offset) : spec.target;
+    // +OFF when there is one, and +0x0 when the target itself ends in +DIGITS...: read back, that
+    // would be taken for the offset.
+    const size_t plus = spec.target.rfind('+');
+    const bool looks_offset = plus != std::string::npos && plus + 1 < spec.target.size() &&
+                              std::isdigit(static_cast<unsigned char>(spec.target[plus + 1]));
+    std::string loc = spec.offset || looks_offset ? fmt::format("{}+{:#x}", spec.target, spec.offset) : spec.target;
     if (spec.kind == SpecKind::call) return loc;
     std::string out = spec.kind == SpecKind::probe ? "p" : spec.maxactive ? fmt::format("r{}", spec.maxactive) : "r";
     // p:LOC, unless LOC holds a '/' (a path): p:X/Y followed by values is read as an event

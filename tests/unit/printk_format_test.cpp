@@ -258,3 +258,22 @@ TEST(PrintkFormat, UnknownAndTrailing)
     EXPECT_EQ(kfmt("%"), "");
     EXPECT_EQ(kfmt("100%%"), "100%");
 }
+
+// Widths and precisions past the kernel's bound (issue 32: a 10-digit width overflowed an int,
+// and %2147483647d padded 2^31 times inside a handler): cut to (1 << 23) - 1, as the kernel
+// cuts them, and the padding past the buffer counted, not written byte by byte.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-overflow"  // the point: widths no printf would take
+TEST(PrintkFormat, HugeWidthsAreCutAndCheap)
+{
+    char buf[16];
+    const size_t cap = (size_t{1} << 23) - 1;
+    EXPECT_EQ(kernel_snprintf(nullptr, buf, sizeof buf, "%2147483647d", 5), cap);
+    EXPECT_STREQ(buf, "               ");
+    EXPECT_EQ(kernel_snprintf(nullptr, buf, sizeof buf, "%09999999999d|", 5), cap + 1);
+    EXPECT_STREQ(buf, "000000000000000");
+    EXPECT_EQ(kernel_snprintf(nullptr, buf, sizeof buf, "%.99999999999d", 5), cap);
+    EXPECT_EQ(kernel_snprintf(nullptr, buf, sizeof buf, "%*d", -2147483647 - 1, 5), cap);
+    EXPECT_STREQ(buf, "5              ");
+}
+#pragma GCC diagnostic pop

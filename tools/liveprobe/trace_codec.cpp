@@ -86,8 +86,8 @@ TraceDecoder::Step TraceDecoder::next(FILE *f, trace::Record *r, std::string *he
     if (tag == kTagHeader) {
         uint32_t n = 0;
         if (probe != 0 || std::fread(&n, sizeof n, 1, f) != 1 || n > kMaxHeader) return kBad;
-        header->resize(n);
-        return std::fread(header->data(), 1, n, f) == n ? kHeader : kBad;
+        header->clear();
+        return read_exactly(f, n, header) ? kHeader : kBad;
     }
     if ((tag != kTagOtherThread && tag != kTagSameThread) || probe > UINT32_MAX) return kBad;
     uint64_t tid = tid_, dexit = 0, took = 0, ret = 0;
@@ -105,8 +105,21 @@ TraceDecoder::Step TraceDecoder::next(FILE *f, trace::Record *r, std::string *he
 
 bool TraceDecoder::values(FILE *f, size_t bytes, std::string *out)
 {
-    out->resize(bytes);
-    return std::fread(out->data(), 1, bytes, f) == bytes;
+    out->clear();
+    return read_exactly(f, bytes, out);
+}
+
+bool read_exactly(FILE *f, size_t n, std::string *out)
+{
+    char chunk[65536];
+    while (n > 0) {
+        const size_t want = n < sizeof chunk ? n : sizeof chunk;
+        const size_t got = std::fread(chunk, 1, want, f);
+        out->append(chunk, got);
+        if (got != want) return false;
+        n -= got;
+    }
+    return true;
 }
 
 }  // namespace liveprobe::tool

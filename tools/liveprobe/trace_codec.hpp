@@ -44,6 +44,10 @@ class TraceEncoder {
     uint64_t exit_ = 0;
 };
 
+// n bytes from f appended to *out, read a chunk at a time: what it holds grows with what the
+// file has, never to a length a (crafted) file only claims. False when the file ends first.
+bool read_exactly(FILE *f, size_t n, std::string *out);
+
 class TraceDecoder {
   public:
     enum Step { kEvent, kHeader, kEnd, kBad };

@@ -144,8 +144,8 @@ bool get_text(FILE *f, std::string *s)
 {
     uint32_t n = 0;
     if (!get_u32(f, &n) || n > (1u << 24)) return false;
-    s->resize(n);
-    return std::fread(s->data(), 1, n, f) == n;
+    s->clear();
+    return read_exactly(f, n, s);
 }
 
 // A trace file's header, into *probes (empty before): false when it is not one.
@@ -297,9 +297,16 @@ bool read_trace_file(const std::string &path, TraceProbes *probes, int *pid,
         *why = fmt::format("{}: {}", path, std::strerror(errno));
         return false;
     }
+    const bool ok = read_trace_stream(f, path, probes, pid, each, why);
+    std::fclose(f);
+    return ok;
+}
+
+bool read_trace_stream(FILE *f, const std::string &path, TraceProbes *probes, int *pid,
+                       const std::function<void(std::vector<TraceEvent> &)> &each, std::string *why)
+{
     char magic[sizeof kMagicV1] = {};
     if (std::fread(magic, 1, sizeof magic, f) == sizeof magic && std::memcmp(magic, kMagicV1, sizeof magic) == 0) {
-        std::fclose(f);
         *why = fmt::format("{}: a trace file of an older liveprobe (format 1, 32-byte records), which this one does "
                            "not read: show it with the liveprobe that wrote it",
                            path);
@@ -309,7 +316,6 @@ bool read_trace_file(const std::string &path, TraceProbes *probes, int *pid,
     uint32_t upid = 0;
     bool ok = read_header(f, probes, &upid);
     if (!ok) {
-        std::fclose(f);
         *why = fmt::format("{}: not a liveprobe trace file (written by liveprobe trace -o)", path);
         return false;
     }
@@ -350,7 +356,6 @@ bool read_trace_file(const std::string &path, TraceProbes *probes, int *pid,
         }
     }
     if (!batch.empty()) each(batch);
-    std::fclose(f);
     if (!ok) *why = fmt::format("{}: cut short (the events that came before were shown)", path);
     return ok;
 }

@@ -74,5 +74,8 @@ void stdout_whole_lines();
 // false with *why for a file that is not a trace, or is cut short.
 bool read_trace_file(const std::string &path, TraceProbes *probes, int *pid,
                      const std::function<void(std::vector<TraceEvent> &)> &each, std::string *why);
+// The same, from an open stream (`name` says which in *why).
+bool read_trace_stream(FILE *f, const std::string &name, TraceProbes *probes, int *pid,
+                       const std::function<void(std::vector<TraceEvent> &)> &each, std::string *why);
 
 }  // namespace liveprobe::tool

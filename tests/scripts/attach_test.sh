@@ -117,6 +117,10 @@ done
 # 6. Refusals: another user's process, a nonexistent one.
 if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null; then
     start mine nanosleep 1500
+    lout=$(setpriv --reuid=65534 --regid=65534 --clear-groups "$lp" list -p "$pid" 2>&1); lrc=$?
+    # (issue 32, item 5: it said "no function of process N matches '*'")
+    [ "$lrc" -eq 1 ] && grep -q "the kernel does not let you read the memory map of process $pid" <<<"$lout" &&
+        pass "list as another user: $lout" || fail "list as another user: exit $lrc: $lout"
     out=$(setpriv --reuid=65534 --regid=65534 --clear-groups "$lp" attach -p "$pid" 2>&1); rc=$?
     who="the tool as user 65534 against a root process"
 else

@@ -6,6 +6,7 @@
 #include <elf.h>
 #include <fnmatch.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <set>
 
@@ -17,6 +18,22 @@
 #include "symbols/names.hpp"
 
 namespace liveprobe::tool {
+
+namespace {
+
+// Whether this process may read pid's memory map: the kernel makes ptrace's read check when the
+// map is read, not when it is opened. An empty map (a kernel thread's) is a readable one.
+bool map_readable(pid_t pid)
+{
+    FILE *f = std::fopen(fmt::format("/proc/{}/maps", pid).c_str(), "r");
+    if (!f) return false;
+    errno = 0;
+    const bool ok = std::fgetc(f) != EOF || errno == 0;
+    std::fclose(f);
+    return ok;
+}
+
+}  // namespace
 
 Runner add_list(CLI::App &app)
 {
@@ -31,6 +48,12 @@ Runner add_list(CLI::App &app)
         std::string why;
         if (!process_info(*pid, &why)) {
             complain(why);
+            return kExitFailure;
+        }
+        if (!map_readable(*pid)) {
+            complain(fmt::format("the kernel does not let you read the memory map of process {} (another user's "
+                                 "process, or one that made itself non-dumpable): its functions cannot be listed",
+                                 *pid));
             return kExitFailure;
         }
         size_t shown = 0;

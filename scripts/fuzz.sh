@@ -4,7 +4,7 @@
 # only, and runs it for FUZZ_SECONDS (60) on its corpus, tests/fuzz/corpus/NAME, which grows
 # there (commit what it adds: `make test` replays it). A crash stops that harness; its input is
 # left in build/fuzz/crashes/NAME, to be fixed and then added to the corpus.
-#   scripts/fuzz.sh [NAME ...]      (the names: spec trace_file printk request; all by default)
+#   scripts/fuzz.sh [NAME ...]      (the names: spec trace_file printk request module_params; all by default)
 set -euo pipefail
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=${FUZZ_BUILD:-$src/build/fuzz}
@@ -15,15 +15,16 @@ command -v "$cxx" >/dev/null || { echo "fuzz: $cxx is missing (scripts/deps.sh i
 declare -A sources=(
     [spec]="src/trace/spec.cpp"
     [printk]="src/agent/printk_format.cpp"
+    [module_params]="src/agent/module_params.cpp"
     [request]="src/agent/channel.cpp src/os/linux/runtime_dir.cpp src/agent/door.cpp src/os/linux/high_fd.cpp"
     [trace_file]="tools/liveprobe/trace_output.cpp tools/liveprobe/trace_codec.cpp src/trace/spec.cpp src/symbols/names.cpp"
 )
 names=("$@")
-[ ${#names[@]} -gt 0 ] || names=(spec trace_file printk request)
+[ ${#names[@]} -gt 0 ] || names=(spec trace_file printk request module_params)
 mkdir -p "$out"
 status=0
 for name in "${names[@]}"; do
-    [ -n "${sources[$name]:-}" ] || { echo "fuzz: no harness '$name' (spec trace_file printk request)" >&2; exit 2; }
+    [ -n "${sources[$name]:-}" ] || { echo "fuzz: no harness '$name' (spec trace_file printk request module_params)" >&2; exit 2; }
     bin=$out/fuzz_$name
     files=("$src/tests/fuzz/fuzz_$name.cpp")
     for f in ${sources[$name]}; do files+=("$src/$f"); done

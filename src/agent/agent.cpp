@@ -489,7 +489,7 @@ void *stop_serving()
     return nullptr;
 }
 
-RequestReader g_reader;  // the agent's thread only
+RequestReader g_reader;  // the agent's thread only (and a forked child before its agent starts)
 
 // Takes the connections waiting at the door, to be read (g_reader); false when the door was
 // shut (the program's exit).
@@ -646,6 +646,7 @@ void after_fork_in_child()
     // The parent's door: a child must not hold it, least of all one that drops privileges
     // (whoever could read its descriptors would reach the parent's agent).
     close_door(&g_door);
+    g_reader.drop_all();  // the parent's clients' requests, half read: the parent's to answer
     bool owned = false;  // read in the child, the only thread now
     for (const Owner &o : g_owners) owned = owned || o.fd >= 0;
     if (had && (wanted_by_environment() || owned)) {

@@ -91,6 +91,12 @@ std::vector<RequestReader::Whole> RequestReader::take(const std::vector<struct p
     return whole;
 }
 
+void RequestReader::drop_all()
+{
+    for (const Reading &r : reading_) close(r.fd);
+    reading_.clear();
+}
+
 bool send_within(int fd, const std::string &text, int ms)
 {
     const uint64_t deadline = now_ns() + static_cast<uint64_t>(ms) * 1000000u;

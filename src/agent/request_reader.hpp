@@ -35,6 +35,9 @@ public:
     // long, or closed before their line ended are answered (an error, when they can take one)
     // and closed.
     std::vector<Whole> take(const std::vector<struct pollfd> &fds);
+    // Closes every connection still being read, unanswered: a forked child's copies of its
+    // parent's (the child's agent must not answer the parent's clients).
+    void drop_all();
 
 private:
     struct Reading {

@@ -149,6 +149,19 @@ grep -q "^answer: error $(printf '%d' 71) request not whole within 5000 ms" "$sc
     pass "the slow client: $(cat "$scratch/slow.out" | tail -1)" || fail "the slow client: $(cat "$scratch/slow.out")"
 kill -TERM "$pid"
 
+# 6b. A fork while a request is half read: the child's agent (started under `run`) must not
+# answer its parent's client too; the slow client gets one answer, its parent's.
+"$lp" run -- "$bin/tests/lp_fork_target" 2 8 >"$scratch/fork.out" 2>&1 &
+runner=$!
+pid=
+for _ in $(seq 100); do pid=$(sed -n 's/^liveprobe: started PID \([0-9]*\)$/\1/p' "$scratch/fork.out"); [ -n "$pid" ] && break; sleep 0.05; done
+sleep 0.5
+"$bin/tests/lp_slow_client" "$pid" 9 >"$scratch/slow2.out" 2>&1
+n=$(grep -o 'error 71 request not whole' "$scratch/slow2.out" | wc -l)
+[ "$n" -eq 1 ] && pass "a fork while a request was half read: one answer, the parent's" ||
+    fail "a fork while a request was half read: $n answers: $(cat "$scratch/slow2.out")"
+wait "$runner"
+
 # 7. Root's tool trusts nothing the target writes (item 2): root traces a process of the victim,
 # who then tries to shrink the session's shared memory (sealed: refused; the tool died of SIGBUS)
 # and writes nonsense into its header and a ring's head (the tool aborted with bad_alloc). The

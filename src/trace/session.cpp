@@ -227,8 +227,17 @@ void collect(Session &ss, uint32_t si, std::vector<Target> *fns, std::vector<std
             return;
         }
         if (found.empty()) skipped->push_back(spec.target + ": no function matches");
-        for (auto &m : found)
+        size_t shorter = 0;  // functions the offset is past the end of: not probed
+        for (auto &m : found) {
+            if (spec.offset != 0 && m.size != 0 && spec.offset >= m.size) {
+                ++shorter;
+                continue;
+            }
             if (ss.seen.insert({key, m.addr}).second) fns->push_back({m.addr + spec.offset, m.name, si});
+        }
+        if (shorter)
+            skipped->push_back(fmt::format("{}+{:#x}: {} of the {} functions matched are {} bytes or shorter", spec.target,
+                                           spec.offset, shorter, found.size(), spec.offset));
     } else {
         uint64_t addr = 0;
         std::string reason;
@@ -236,6 +245,14 @@ void collect(Session &ss, uint32_t si, std::vector<Target> *fns, std::vector<std
             skipped->push_back(spec.target + ": " + reason);
             return;
         }
+        // An offset past the function's end names no instruction of it (it said only that the
+        // address was not mapped, or "Invalid argument").
+        if (spec.offset != 0)
+            if (auto f = symbols::function_at(addr); f && f->start == addr && addr + spec.offset >= f->end) {
+                skipped->push_back(fmt::format("{}+{:#x}: past the end of {} ({} bytes)", spec.target, spec.offset,
+                                               spec.target, f->end - f->start));
+                return;
+            }
         if (ss.seen.insert({key, addr}).second) fns->push_back({addr + spec.offset, spec.target, si});
     }
 }

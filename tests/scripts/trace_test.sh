@@ -135,6 +135,9 @@ for spec in '[vdso]:*' 'libliveprobe.so.0:*'; do
     [ "$rc" -eq 1 ] && grep -Eq 'is not traced \((the kernel|its code)' <<<"$out" &&
         pass "-p '$spec': exit 1: $(tail -1 <<<"$out")" || fail "-p '$spec': exit $rc: $out"
 done
+out=$(timeout 20 "$lp" trace -p "$tpid" --duration 0.3 'p:do_sys_open+100000' 2>&1); rc=$?
+[ "$rc" -eq 1 ] && grep -q 'do_sys_open+0x186a0: past the end of do_sys_open (' <<<"$out" &&
+    pass "-p an offset past the function's end: $(tail -1 <<<"$out")" || fail "-p FUNC+100000: exit $rc: $out"
 "$lp" trace -p "$tpid" --duration 0.5 "p $bin/samples/target:do_sys_open %di" >"$tmp/ppath.out" 2>&1
 check "-p 'p PATH:FUNC %di'" "$tmp/ppath.out" "target:do_sys_open\+0x0 arg1=0x"
 kill -0 "$tpid" 2>/dev/null && pass "the traced process lives on" || fail "the traced process died"

@@ -1,5 +1,6 @@
 #include "agent/agent.hpp"
 #include "os/linux/environ.hpp"
+#include "os/linux/clock.hpp"
 #include "os/linux/high_fd.hpp"
 
 #include <malloc.h>
@@ -101,12 +102,7 @@ std::string owner_text(uint32_t s)
 uint64_t g_started_ns = 0;
 
 
-uint64_t monotonic_ns()
-{
-    struct timespec ts {};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
+using os::clock::monotonic_ns;
 
 // ---- requests -------------------------------------------------------------------------------
 

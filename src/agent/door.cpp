@@ -52,30 +52,27 @@ int label(int fd, std::string *why)
     return -e;
 }
 
+// Whether fd is an AF_UNIX socket of `type`.
+bool is_unix_socket(int fd, int type)
+{
+    int domain = 0, got = 0;
+    socklen_t l = sizeof domain;
+    if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &l) != 0 || domain != AF_UNIX) return false;
+    l = sizeof got;
+    return getsockopt(fd, SOL_SOCKET, SO_TYPE, &got, &l) == 0 && got == type;
+}
+
 // Whether fd is a door: an AF_UNIX SOCK_SEQPACKET socket whose abstract name starts with
 // kDoorLabel.
 bool is_door(int fd)
 {
-    int domain = 0, type = 0;
-    socklen_t l = sizeof domain;
-    if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &l) != 0 || domain != AF_UNIX) return false;
-    l = sizeof type;
-    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l) != 0 || type != SOCK_SEQPACKET) return false;
+    if (!is_unix_socket(fd, SOCK_SEQPACKET)) return false;
     struct sockaddr_un sa {};
     socklen_t len = sizeof sa;
     if (getsockname(fd, reinterpret_cast<struct sockaddr *>(&sa), &len) != 0) return false;
     const size_t label_len = sizeof kDoorLabel - 1;
     const size_t name_len = len > offsetof(struct sockaddr_un, sun_path) + 1 ? len - offsetof(struct sockaddr_un, sun_path) - 1 : 0;
     return sa.sun_path[0] == '\0' && name_len >= label_len && std::memcmp(sa.sun_path + 1, kDoorLabel, label_len) == 0;
-}
-
-bool is_stream_socket(int fd)
-{
-    int domain = 0, type = 0;
-    socklen_t l = sizeof domain;
-    if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &l) != 0 || domain != AF_UNIX) return false;
-    l = sizeof type;
-    return getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l) == 0 && type == SOCK_STREAM;
 }
 
 struct Fd {
@@ -224,7 +221,7 @@ int take_connection(int in)
     int conn = -1;
     const bool tagged = static_cast<size_t>(n) == sizeof kConnectTag - 1 && std::memcmp(data, kConnectTag, n) == 0;
     for (int fd : fds) {
-        if (conn < 0 && tagged && is_stream_socket(fd)) conn = fd;
+        if (conn < 0 && tagged && is_unix_socket(fd, SOCK_STREAM)) conn = fd;
         else close(fd);
     }
     return conn < 0 ? -1 : os::move_fd_high(conn);

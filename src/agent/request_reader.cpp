@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,15 +10,12 @@
 
 #include <fmt/format.h>
 
+#include "os/linux/clock.hpp"
+
 namespace liveprobe::agent {
 namespace {
 
-uint64_t now_ns()
-{
-    struct timespec ts {};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
-}
+using os::clock::monotonic_ns;
 
 // The error line a connection gets when its request is not taken, then the connection closed.
 void refuse(int fd, const std::string &why)
@@ -33,7 +29,7 @@ void refuse(int fd, const std::string &why)
 void RequestReader::add(int fd)
 {
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-    reading_.push_back({fd, {}, now_ns() + static_cast<uint64_t>(kRequestMs) * 1000000u});
+    reading_.push_back({fd, {}, monotonic_ns() + static_cast<uint64_t>(kRequestMs) * 1000000u});
 }
 
 void RequestReader::pollfds(std::vector<struct pollfd> *fds) const
@@ -46,14 +42,14 @@ int RequestReader::timeout_ms() const
     if (reading_.empty()) return -1;
     uint64_t first = UINT64_MAX;
     for (const Reading &r : reading_) first = std::min(first, r.deadline_ns);
-    const uint64_t now = now_ns();
+    const uint64_t now = monotonic_ns();
     return first <= now ? 0 : static_cast<int>((first - now) / 1000000u) + 1;
 }
 
 std::vector<RequestReader::Whole> RequestReader::take(const std::vector<struct pollfd> &fds)
 {
     std::vector<Whole> whole;
-    const uint64_t now = now_ns();
+    const uint64_t now = monotonic_ns();
     std::vector<Reading> still;
     for (Reading &r : reading_) {
         const auto p = std::find_if(fds.begin(), fds.end(), [&](const struct pollfd &f) { return f.fd == r.fd; });
@@ -99,7 +95,7 @@ void RequestReader::drop_all()
 
 bool send_within(int fd, const std::string &text, int ms)
 {
-    const uint64_t deadline = now_ns() + static_cast<uint64_t>(ms) * 1000000u;
+    const uint64_t deadline = monotonic_ns() + static_cast<uint64_t>(ms) * 1000000u;
     for (size_t off = 0; off < text.size();) {
         const ssize_t n = send(fd, text.data() + off, text.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n > 0) {
@@ -108,7 +104,7 @@ bool send_within(int fd, const std::string &text, int ms)
         }
         if (n < 0 && errno == EINTR) continue;
         if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) return false;
-        const uint64_t now = now_ns();
+        const uint64_t now = monotonic_ns();
         if (now >= deadline) return false;
         struct pollfd p = {fd, POLLOUT, 0};
         poll(&p, 1, static_cast<int>((deadline - now) / 1000000u) + 1);

@@ -184,6 +184,14 @@ uint64_t sum_counter(uint32_t id)
 
 void reset_after_fork()
 {
+    // Once in each child, by the first atfork handler that asks: the agent's starts its threads
+    // in the child (agent.cpp after_fork_in_child), and a reset after theirs (the registry's
+    // handler, registered later) freed the records they had claimed: their calls, no longer
+    // quiet, were traced as the program's, under tid 0.
+    static pid_t reset_for = 0;  // the child's one thread only
+    const pid_t pid = static_cast<pid_t>(os::raw_getpid());
+    if (reset_for == pid) return;
+    reset_for = pid;
     ThreadRecord *self = tl_rec;
     int tid = os::raw_gettid();
     for (ThreadRecord *r = all_threads(); r; r = r->next) {

@@ -302,6 +302,8 @@ inline void count(ThreadRecord *rec, uint32_t id) noexcept
 uint64_t sum_counter(uint32_t id);
 
 // After fork(): the child has one thread; records of the parent's other threads are freed.
+// Once per child: later calls in the same child do nothing (threads started meanwhile keep
+// their records).
 void reset_after_fork();
 
 }  // namespace liveprobe::core

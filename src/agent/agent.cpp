@@ -1,6 +1,8 @@
 #include "agent/agent.hpp"
 #include "os/linux/environ.hpp"
 #include "os/linux/clock.hpp"
+#include "os/linux/fd_passing.hpp"
+#include "os/linux/fd_table.hpp"
 #include "os/linux/high_fd.hpp"
 
 #include <malloc.h>
@@ -8,6 +10,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -28,6 +31,7 @@
 #include "agent/channel.hpp"
 #include "agent/door.hpp"
 #include "agent/follow.hpp"
+#include "agent/keeper.hpp"
 #include "agent/log_ring.hpp"
 #include "agent/request_reader.hpp"
 #include "agent/modules.hpp"
@@ -69,11 +73,15 @@ std::atomic<const char *> g_reason{"api"};
 // pipe to stop tracing), the session is stopped. Its identity is kept: a program may close every
 // descriptor it did not open (closefrom) and reuse the number, and the agent must then neither
 // act on nor close the program's descriptor.
+// The agent's thread watches its own copy (os/linux/fd_table.hpp: the program cannot close
+// it); an owner descriptor from the environment has its first copy in the program's table too,
+// which forked children inherit, closed by the keeper when the session ends (`in_program`).
 struct Owner {
     pid_t pid = 0;
     int fd = -1;
     os::FdIdentity file;
     pid_t process = 0;  // the process the session was started in (a forked child has its copy)
+    bool in_program = false;  // fd is (also) a descriptor of the program's table
 };
 Owner g_owners[trace::kSessions];
 
@@ -83,6 +91,7 @@ void own(uint32_t s, int fd)
     g_owners[s].fd = fd;
     g_owners[s].file = os::identity_of(fd);
     g_owners[s].process = getpid();
+    g_owners[s].in_program = !os::in_own_fd_table();
 }
 
 // Whether session s's owner descriptor is still the one own() was given.
@@ -109,6 +118,7 @@ using os::clock::monotonic_ns;
 struct Out {
     std::string text;
     int keep = -1;  // >= 0: the connection stays open after the reply, owner of this session
+    int pass = -1;  // >= 0: a descriptor sent with the reply's first byte, then closed
     void line(const std::string &l) { text += l.empty() ? ".\n" : ". " + l + "\n"; }
     void ok() { text += "ok\n"; }
     void error(int err, const std::string &why)
@@ -134,8 +144,14 @@ std::string describe(const core::ProbeSummary &s)
 // Session s's owner is no longer followed (its session stopped).
 void drop_owner(uint32_t s)
 {
-    if (owner_fd_is_ours(s)) close(g_owners[s].fd);
+    const Owner o = g_owners[s];
     g_owners[s] = Owner();
+    if (o.fd < 0) return;
+    if (os::is_same_file(o.fd, o.file)) close(o.fd);
+    if (o.in_program && os::in_own_fd_table())  // and the program's copy, which children inherit
+        keeper_run([&] {
+            if (os::is_same_file(o.fd, o.file)) close(o.fd);
+        });
 }
 
 // The connection of session s's owner closed (or sent something, which no owner does): the
@@ -316,7 +332,13 @@ void serve_trace_start(const Request &rq, Out &out)
             return out.error(ENOENT, "no trace session runs in this process");
     }
     out.line(fmt::format("session {}", started.session));
-    out.line(fmt::format("memfd {}", started.memfd));
+    // The session's memory, sent with the reply (SCM_RIGHTS): made in the agent's own table, it
+    // has no number in the process's table to open through /proc/PID/fd (which agents before
+    // this one said: "memfd N").
+    if (started.memfd >= 0) {
+        out.pass = started.memfd;
+        out.line("memfd passed");
+    }
     out.line(fmt::format("placed {} probes ({} jump-optimized) in {:.1f} ms", started.placed, started.optimized,
                          started.place_ms));
     for (size_t i = 0; i < started.slow.size() && i < 3; ++i) out.line("slow " + started.slow[i]);
@@ -434,6 +456,25 @@ void serve(const Request &rq, Out &out)
     }
 }
 
+// Sends text's first byte through fd with `pass` (SCM_RIGHTS), waiting up to 2 s for room:
+// whether it went.
+bool send_first_byte_with(int fd, const std::string &text, int pass)
+{
+    os::OneFdControl control;
+    struct iovec iov = {const_cast<char *>(text.data()), 1};
+    struct msghdr msg {};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    os::carry_fd(&msg, &control, pass);
+    for (int waited = 0; waited < 2000; waited += 10) {
+        if (sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) == 1) return true;
+        if (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK) return false;
+        struct pollfd p = {fd, POLLOUT, 0};
+        poll(&p, 1, 10);
+    }
+    return false;
+}
+
 // One connection's request line, whole (RequestReader), and its reply. The session whose owner
 // the connection stays, or -1 when it is not kept (Out::keep).
 int answer(int fd, const std::string &line)
@@ -459,7 +500,12 @@ int answer(int fd, const std::string &line)
     // A client that does not read its reply holds the agent 2 s at most. A kept connection whose
     // reply could not be sent is kept all the same: its peer is gone, and the agent's poll sees
     // it at once (owner_gone).
-    send_within(fd, out.text, 2000);
+    bool sent = true;
+    if (out.pass >= 0) {
+        sent = send_first_byte_with(fd, out.text, out.pass);
+        close(out.pass);
+    }
+    if (sent) send_within(fd, out.pass >= 0 ? out.text.substr(1) : out.text, 2000);
     return out.keep;
 }
 
@@ -473,15 +519,23 @@ void give_memory_back()
     malloc_trim(0);
 }
 
-// After a detach: the door closes, the thread ends; attaching again starts another agent.
-void *stop_serving()
+// After a detach, or when the door cannot be made again: the door's ends in the program's table
+// closed by the keeper, which ends; the thread ends (its own table, and every descriptor in it,
+// goes with it). Attaching again starts another agent.
+void *stop_serving(int in)
 {
     std::lock_guard lk(g_mu);
     g_detach = false;
     if (g_running && g_pid == getpid()) {
         g_running = false;
-        close_door(&g_door);
+        if (os::in_own_fd_table()) {
+            keeper_run([] { close_door(&g_door); });
+            close(in);
+        } else {
+            close_door(&g_door);
+        }
     }
+    keeper_stop();
     return nullptr;
 }
 
@@ -495,7 +549,8 @@ bool take_door(int in)
         const int fd = take_connection(in);
         if (fd == -EAGAIN || fd == -EWOULDBLOCK) return true;
         if (fd == -ECONNRESET && g_shutting.load()) return false;
-        if (fd == -EINTR || fd == -1 || fd == -ECONNRESET) continue;
+        if (fd == -ECONNRESET) return true;  // an empty message, or the door lost (door_lost)
+        if (fd == -EINTR || fd == -1) continue;
         if (fd < 0) return false;
         g_reader.add(fd);
     }
@@ -510,17 +565,89 @@ void answer_whole(const std::vector<struct pollfd> &fds)
     }
 }
 
-bool door_again();
+// Whether the door must be made again: the program closed its end that tools take (`out`, in
+// the program's table: a daemon's closefrom), which the agent's `in` sees as the end of its peer.
+// In the program's table itself (no table of its own, fd_table.hpp), either end it closed.
+bool door_lost(int in, short revents)
+{
+    if (g_shutting.load()) return false;
+    if (os::in_own_fd_table()) return (revents & (POLLHUP | POLLERR)) != 0;
+    std::lock_guard lk(g_mu);
+    return !(door_is_ours(g_door) && g_door.in == in);
+}
 
-// Serves the door, reading every connection's request side by side (one request answered at a
-// time), and watches the descriptors of the trace sessions' owners: the end of one (the tool's,
-// whatever killed it) stops its session.
+// The agent's thread, when the door is lost: a new one made in the program's table by the
+// keeper, and its `in` copied into the thread's own (*in). False when the agent stops instead
+// (detached, the program's exit, or no new door).
+bool door_again(int *in)
+{
+    std::lock_guard lk(g_mu);
+    if (!g_running || g_pid != getpid()) return false;
+    const bool own = os::in_own_fd_table();
+    if (own) close(*in);  // the old door's, this thread's copy
+    *in = -1;
+    Door fresh;
+    std::string why;
+    int r = -ESRCH;  // no keeper
+    keeper_run([&] {
+        close_door(&g_door);
+        r = open_door(&fresh, &why);
+    });
+    if (r >= 0) {
+        g_door = fresh;
+        *in = own ? os::fd_from_process_table(fresh.in) : fresh.in;
+    }
+    if (*in < 0) {
+        keeper_run([] { close_door(&g_door); });
+        g_running = false;
+        return false;
+    }
+    return true;
+}
+
+// The agent's thread's own table (os/linux/fd_table.hpp), holding its door's end and the
+// owners' descriptors that are still the ones own() was given. An owner's connection that is
+// not in it (a forked child's: the connection was in its parent agent's table) is watched
+// through a pidfd of the tool instead, which polls readable when the tool has ended. Without a
+// table of its own (unshare failed), the thread works in the program's, as before.
+void enter_own_table(int in)
+{
+    std::vector<int> keep = {in};
+    for (const Owner &o : g_owners)
+        if (o.fd >= 0 && os::is_same_file(o.fd, o.file)) keep.push_back(o.fd);
+    std::vector<bool> missing(trace::kSessions);
+    for (uint32_t s = 0; s < trace::kSessions; ++s)
+        missing[s] = g_owners[s].fd >= 0 && !os::is_same_file(g_owners[s].fd, g_owners[s].file);
+    if (const int r = os::enter_own_fd_table(keep); r < 0) {
+        const std::string line = fmt::format("liveprobe: the agent works in the program's descriptor table: {}\n",
+                                             std::strerror(-r));
+        log_ring().write(line.data(), line.size());
+        return;
+    }
+    for (uint32_t s = 0; s < trace::kSessions; ++s) {
+        if (!missing[s]) continue;
+        const int pidfd = g_owners[s].pid > 0 ? static_cast<int>(syscall(SYS_pidfd_open, g_owners[s].pid, 0)) : -1;
+        g_owners[s].fd = pidfd;
+        g_owners[s].file = os::identity_of(pidfd);
+        g_owners[s].in_program = false;
+        if (pidfd < 0) owner_gone(s, false);  // the tool is gone already
+    }
+}
+
+// Steps of the agent's thread:
+//  1. Its own descriptor table (enter_own_table).
+//  2. Serving: the door, every connection's request side by side (one request answered at a
+//     time), and the descriptors of the trace sessions' owners: the end of one (the tool's,
+//     whatever killed it) stops its session.
+//  3. A lost door made again (door_again); a detach, or the door shut at the program's exit,
+//     ends the thread.
 void *agent_thread(void *arg)
 {
     int in = static_cast<int>(reinterpret_cast<intptr_t>(arg));
     core::QuietThread quiet;  // its calls into probed code are liveprobe's, not the program's
+    enter_own_table(in);  // 1
     std::vector<struct pollfd> p;
-    for (;;) {
+    for (;;) {  // 2
         p.assign(1, {in, POLLIN, 0});
         for (uint32_t s = 0; s < trace::kSessions; ++s) p.push_back({g_owners[s].fd, POLLIN, 0});  // -1: ignored
         g_reader.pollfds(&p);
@@ -530,53 +657,31 @@ void *agent_thread(void *arg)
         }
         for (uint32_t s = 0; s < trace::kSessions; ++s) {
             if (g_owners[s].fd < 0 || !p[1 + s].revents) continue;
-            // The tool's end closed, or the program closed ours (a closefrom: the number may be
-            // the program's file now, never closed by owner_gone): either way no tool holds the
-            // session any more, and its probes must go.
+            // The tool's end closed, or the program closed ours (a closefrom, when the thread
+            // works in the program's table: the number may be the program's file now, never
+            // closed by owner_gone): either way no tool holds the session any more, and its
+            // probes must go.
             const bool by_program = !owner_fd_is_ours(s);
             owner_gone(s, by_program);
             g_trim = true;
         }
-        {
-            std::unique_lock lk(g_mu);
-            const bool ours = door_is_ours(g_door) && g_door.in == in;
-            lk.unlock();
-            if (!ours) {  // the program closed an end (the other one's pollers wake): made again
-                if (!door_again()) return nullptr;
-                std::lock_guard relk(g_mu);
-                in = g_door.in;
-                continue;
-            }
+        if (door_lost(in, p[0].revents)) {  // 3
+            if (!door_again(&in)) return stop_serving(in);
+            continue;
         }
         answer_whole(p);
         if ((p[0].revents & POLLIN) && !take_door(in)) return nullptr;  // shut: the program exits
-        if (p[0].revents & (POLLHUP | POLLERR | POLLNVAL)) return nullptr;
+        if (p[0].revents & POLLNVAL) return stop_serving(in);
         // After what the owner's end or a request did: the thread-stop helper of what it placed
         // or removed reaped, freed memory given back, the agent stopped after a detach.
         os::stop_threads_reap_helper();
         if (g_trim) give_memory_back();
-        if (g_detach) return stop_serving();
+        if (g_detach) return stop_serving(in);
     }
 }
 
-// The agent's thread, when an end of its door is not its own any more: the program closed it (a
-// daemon's closefrom), and may have a file under its number. Made again, so that tools still
-// reach the agent: false when the agent stops instead (detached, the program's exit, or no new
-// door).
-bool door_again()
-{
-    std::lock_guard lk(g_mu);
-    if (!g_running || g_pid != getpid()) return false;
-    close_door(&g_door);
-    std::string why;
-    if (open_door(&g_door, &why) < 0) {
-        g_running = false;
-        return false;
-    }
-    return true;
-}
-
-// Called with g_mu held.
+// Called with g_mu held. The door first, in the program's table (where tools find it), then the
+// keeper, then the agent's thread, which makes a table of its own.
 int start_locked(std::string *why)
 {
     pid_t pid = getpid();
@@ -586,6 +691,11 @@ int start_locked(std::string *why)
         g_running = false;
     }
     if (int r = open_door(&g_door, why); r < 0) return r;
+    if (int r = keeper_start(); r < 0) {
+        close_door(&g_door);
+        *why = fmt::format("cannot start the agent's keeper thread: {}", std::strerror(-r));
+        return r;
+    }
     g_guarded = false;  // read by the thread about to start
     // The thread takes none of the program's signals, but for the synchronous ones: it runs
     // libc's code, on which breakpoints are placed (while it places them too), and the kernel
@@ -600,6 +710,7 @@ int start_locked(std::string *why)
     int r = pthread_create(&t, nullptr, agent_thread, reinterpret_cast<void *>(static_cast<intptr_t>(g_door.in)));
     pthread_sigmask(SIG_SETMASK, &prev, nullptr);
     if (r != 0) {
+        keeper_stop();
         close_door(&g_door);
         *why = fmt::format("cannot start the agent's thread: {}", std::strerror(r));
         return -r;
@@ -639,10 +750,17 @@ void after_fork_in_child()
 {
     bool had = g_running;
     g_running = false;
+    // Forked by the agent's thread (a module's init), the child's one table is a copy of that
+    // thread's; by the program's, of the program's. Either way it is the process's table now,
+    // and the keeper is the parent's.
+    const bool from_agent_thread = os::in_own_fd_table();
+    os::forget_own_fd_table();
+    core::reset_after_fork();  // before this child's agent threads claim their records
+    keeper_forget();
     // The parent's door: a child must not hold it, least of all one that drops privileges
     // (whoever could read its descriptors would reach the parent's agent).
     close_door(&g_door);
-    g_reader.drop_all();  // the parent's clients' requests, half read: the parent's to answer
+    g_reader.drop_all(from_agent_thread);  // the parent's clients' requests, half read: the parent's to answer
     bool owned = false;  // read in the child, the only thread now
     for (const Owner &o : g_owners) owned = owned || o.fd >= 0;
     if (had && (wanted_by_environment() || owned)) {

@@ -1,5 +1,6 @@
 #include "agent/channel.hpp"
 #include "agent/door.hpp"
+#include "os/linux/fd_passing.hpp"
 #include "os/linux/runtime_dir.hpp"
 
 #include <dirent.h>
@@ -166,7 +167,9 @@ namespace {
 // Parses the reply's lines in buf; true when its last line ("ok" or "error ...") was there.
 bool parse_reply(const std::string &buf, Reply *out)
 {
+    const int fd = out->fd;  // received with the reply's bytes
     *out = Reply{};
+    out->fd = fd;
     std::istringstream in(buf);
     for (std::string l; std::getline(in, l);) {
         // Every line is the target's to write: its control characters escaped.
@@ -205,6 +208,7 @@ int request(pid_t pid, const std::string &verb, const std::vector<std::string> &
             int timeout_ms, int *held)
 {
     if (held) *held = -1;
+    out->fd = -1;
     const int fd = connect_through_door(pid, why);
     if (fd < 0) return fd;
     struct Closer {
@@ -236,12 +240,18 @@ int request(pid_t pid, const std::string &verb, const std::vector<std::string> &
             *why = fmt::format("the agent of process {} did not answer within {} ms", pid, timeout_ms);
             return -ETIMEDOUT;
         }
-        ssize_t n = recv(fd, chunk, sizeof chunk, 0);
-        if (n < 0 && errno == EINTR) continue;
+        // Any descriptor the reply carries: the first kept (out->fd), the others closed.
+        std::vector<int> fds;
+        const long n = os::receive_with_fds(fd, chunk, sizeof chunk, 0, &fds);
+        for (int f : fds) {
+            if (out->fd < 0) out->fd = f;
+            else close(f);
+        }
         if (n < 0) {
-            int e = errno;
-            *why = fmt::format("cannot read the agent's reply: {}", std::strerror(e));
-            return -e;
+            if (out->fd >= 0) close(out->fd);
+            out->fd = -1;
+            *why = fmt::format("cannot read the agent's reply: {}", std::strerror(static_cast<int>(-n)));
+            return static_cast<int>(n);
         }
         if (n == 0) break;
         buf.append(chunk, static_cast<size_t>(n));
@@ -256,6 +266,8 @@ int request(pid_t pid, const std::string &verb, const std::vector<std::string> &
         explain_unknown(pid, verb, out);
         return 0;
     }
+    if (out->fd >= 0) close(out->fd);
+    out->fd = -1;
     *why = fmt::format("the agent of process {} closed the connection without a complete reply", pid);
     return -EPROTO;
 }

@@ -58,6 +58,9 @@ struct Reply {
     int err = 0;                      // positive errno when !ok
     std::string reason;               // when !ok
     std::vector<std::string> lines;   // the data lines, without ". "
+    // The descriptor the reply carried (SCM_RIGHTS: a trace session's memory, "memfd passed"),
+    // close-on-exec, for the caller to check, use and close; -1 when none.
+    int fd = -1;
 };
 
 // Connects to the agent of `pid` through its door (door.hpp: the kernel checks that the caller

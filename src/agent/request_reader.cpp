@@ -87,9 +87,10 @@ std::vector<RequestReader::Whole> RequestReader::take(const std::vector<struct p
     return whole;
 }
 
-void RequestReader::drop_all()
+void RequestReader::drop_all(bool close_them)
 {
-    for (const Reading &r : reading_) close(r.fd);
+    for (const Reading &r : reading_)
+        if (close_them) close(r.fd);
     reading_.clear();
 }
 

@@ -35,9 +35,11 @@ public:
     // long, or closed before their line ended are answered (an error, when they can take one)
     // and closed.
     std::vector<Whole> take(const std::vector<struct pollfd> &fds);
-    // Closes every connection still being read, unanswered: a forked child's copies of its
-    // parent's (the child's agent must not answer the parent's clients).
-    void drop_all();
+    // Forgets every connection still being read, unanswered, closing them when `close_them`: a
+    // forked child's copies of its parent's (the child's agent must not answer the parent's
+    // clients). Not closed when the child's table is not the one they were opened in (a fork
+    // from a thread of the program's, fd_table.hpp): their numbers are the program's there.
+    void drop_all(bool close_them);
 
 private:
     struct Reading {

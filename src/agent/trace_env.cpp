@@ -110,10 +110,12 @@ int start_trace_from_environment()
         r = trace::start(mode, {words.begin() + 2, words.end()}, std::atoi(words[1].c_str()), &started, &why, given_fd,
                          follow_forks, true);
     }
+    if (given_fd >= 0) close(given_fd);  // mapped: the session keeps no descriptor
     if (conn >= 0 && r != -ECANCELED) {  // 4 (cancelled: the tool is gone, its connection closed)
         std::string report = fmt::format("image {} {}\n", getpid(), exe_path());
         report += r == 0 ? report_of(started, verbose) : fmt::format("untraced {}\n", why);
         follow_send(conn, report, r == 0 ? started.memfd : -1);
+        if (r == 0 && started.memfd >= 0) close(started.memfd);
         return 0;
     }
     if (r == 0) {

@@ -14,7 +14,6 @@
 #include <fmt/format.h>
 
 #include "core/immortal.hpp"
-#include "os/linux/high_fd.hpp"
 #include "symbols/elf_object.hpp"
 #include "symbols/symbols.hpp"
 
@@ -116,7 +115,7 @@ void classify(Dwarf_Die *param, Param *p)
 // (core/immortal.hpp: a thread may use it while the process exits).
 struct DwarfFile {
     std::string key;  // the file's path, device, inode and change time
-    int fd = -1, debug_fd = -1;
+    Elf *elf = nullptr;   // the file whose DWARF dw reads (elf_object.hpp: no descriptor kept)
     Dwarf *dw = nullptr;  // none when the file has no DWARF
     // The subprograms of the compilation units looked at so far, by entry address: one walk a
     // unit (dwarf_getscopes walks it for each function: a glob over a unit of 10,000
@@ -160,6 +159,14 @@ Dwarf_Die *subprogram_at(Dwarf_Die &cu, uint64_t pc, Dwarf_Die *out)
     return found;
 }
 
+// Closes d's DWARF and ELF (g_dwarf_mu held); d emptied.
+void end_dwarf(DwarfFile &d)
+{
+    if (d.dw) dwarf_end(d.dw);
+    if (d.elf) elf_end(d.elf);
+    d = DwarfFile{};
+}
+
 // Makes g_dwarf the file at open_path's (g_dwarf_mu held): false when it cannot be read.
 bool open_dwarf(const std::string &open_path, const std::string &path)
 {
@@ -168,21 +175,16 @@ bool open_dwarf(const std::string &open_path, const std::string &path)
     std::string key = fmt::format("{} {} {} {}.{}", open_path, st.st_dev, st.st_ino, st.st_ctim.tv_sec, st.st_ctim.tv_nsec);
     DwarfFile &d = g_dwarf.value;
     if (key == d.key) return true;
-    if (d.dw) dwarf_end(d.dw);
-    if (d.debug_fd >= 0) close(d.debug_fd);
-    if (d.fd >= 0) close(d.fd);
-    d = DwarfFile{};
-    d.fd = os::move_fd_high(open(open_path.c_str(), O_RDONLY | O_CLOEXEC));  // kept: out of the program's way
-    if (d.fd < 0) return false;
+    end_dwarf(d);
+    d.elf = read_elf_file(open_path);
+    if (d.elf == nullptr) return false;
     d.key = key;
-    d.dw = dwarf_begin(d.fd, DWARF_C_READ);
+    d.dw = dwarf_begin_elf(d.elf, DWARF_C_READ, nullptr);
     if (d.dw == nullptr) {  // no DWARF in the object itself: its separate debug file
-        if (Elf *elf = elf_begin(d.fd, ELF_C_READ_MMAP, nullptr)) {
-            std::string debug = find_debug_file(elf, path);
-            elf_end(elf);
-            if (!debug.empty() && (d.debug_fd = os::move_fd_high(open(debug.c_str(), O_RDONLY | O_CLOEXEC))) >= 0)
-                d.dw = dwarf_begin(d.debug_fd, DWARF_C_READ);
-        }
+        const std::string debug = find_debug_file(d.elf, path);
+        elf_end(d.elf);
+        d.elf = debug.empty() ? nullptr : read_elf_file(debug);
+        if (d.elf) d.dw = dwarf_begin_elf(d.elf, DWARF_C_READ, nullptr);
     }
     return true;
 }
@@ -192,11 +194,7 @@ bool open_dwarf(const std::string &open_path, const std::string &path)
 void close_dwarf()
 {
     std::lock_guard lock(g_dwarf_mu);
-    DwarfFile &d = g_dwarf.value;
-    if (d.dw) dwarf_end(d.dw);
-    if (d.debug_fd >= 0) close(d.debug_fd);
-    if (d.fd >= 0) close(d.fd);
-    d = DwarfFile{};
+    end_dwarf(g_dwarf.value);
 }
 
 int function_params(uint64_t entry, std::vector<Param> *out, std::string *why)

@@ -11,35 +11,19 @@
 #include <cstdlib>
 #include <string>
 
-#include "os/linux/high_fd.hpp"
 #include "symbols/names.hpp"
 
 namespace liveprobe::symbols {
 namespace {
 
 struct OpenElf {
-    int fd = -1;
     Elf *elf = nullptr;
 };
 
-OpenElf open_elf(const std::string &path) {
-    static const bool version_ok = elf_version(EV_CURRENT) != EV_NONE;
-    OpenElf out;
-    if (!version_ok) return out;
-    out.fd = os::move_fd_high(::open(path.c_str(), O_RDONLY | O_CLOEXEC));  // kept open: out of the program's way
-    if (out.fd < 0) return out;
-    out.elf = elf_begin(out.fd, ELF_C_READ_MMAP, nullptr);
-    if (out.elf == nullptr || elf_kind(out.elf) != ELF_K_ELF) {
-        if (out.elf) elf_end(out.elf);
-        ::close(out.fd);
-        return OpenElf{};
-    }
-    return out;
-}
+OpenElf open_elf(const std::string &path) { return {read_elf_file(path)}; }
 
 void close_elf(OpenElf &e) {
     if (e.elf) elf_end(e.elf);
-    if (e.fd >= 0) ::close(e.fd);
     e = OpenElf{};
 }
 
@@ -124,6 +108,22 @@ std::string find_debug_file(Elf *elf, const std::string &path) {
     return {};
 }
 
+Elf *read_elf_file(const std::string &path) {
+    static const bool version_ok = elf_version(EV_CURRENT) != EV_NONE;
+    if (!version_ok) return nullptr;
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return nullptr;
+    Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, nullptr);
+    // FDREAD: the file read all into memory unless it is mapped, and the descriptor forgotten
+    // by libelf (as FDDONE does), closed here.
+    if (elf && (elf_kind(elf) != ELF_K_ELF || elf_cntl(elf, ELF_C_FDREAD) != 0)) {
+        elf_end(elf);
+        elf = nullptr;
+    }
+    ::close(fd);
+    return elf;
+}
+
 std::unique_ptr<ElfObject> ElfObject::load(const std::string &path, bool use_debug_file,
                                            std::string *why) {
     OpenElf file = open_elf(path);
@@ -132,7 +132,6 @@ std::unique_ptr<ElfObject> ElfObject::load(const std::string &path, bool use_deb
         return nullptr;
     }
     std::unique_ptr<ElfObject> obj(new ElfObject);
-    obj->fd_ = file.fd;
     obj->elf_ = file.elf;
     GElf_Ehdr ehdr;
     if (gelf_getehdr(file.elf, &ehdr) != nullptr) obj->elf_type_ = ehdr.e_type;
@@ -179,7 +178,6 @@ std::string ElfObject::jump_slot_symbol(uint64_t got) const {
 ElfObject::~ElfObject() {
     if (cfi_) dwarf_cfi_end(cfi_);
     if (elf_) elf_end(elf_);
-    if (fd_ >= 0) ::close(fd_);
 }
 
 bool ElfObject::read_tables(Elf *elf, bool from_debug_file) {

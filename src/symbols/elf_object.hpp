@@ -18,6 +18,12 @@ struct Dwarf_Frame_s;
 
 namespace liveprobe::symbols {
 
+// The ELF file at path, read through a private mapping (or into memory when it cannot be
+// mapped), its descriptor closed before the return: liveprobe keeps no descriptor of an object
+// file (a kept number would mean another file in another thread's table, os/linux/fd_table.hpp).
+// nullptr when it cannot be read as ELF; elf_end() it.
+Elf *read_elf_file(const std::string &path);
+
 struct Symbol {
     std::string name;     // as in the table: "memcpy@@GLIBC_2.14" in .symtab, "memcpy" in .dynsym
     std::string version;  // "GLIBC_2.14"; empty when unversioned
@@ -102,7 +108,6 @@ class ElfObject {
     // .eh_frame, or no FDE covers addr.
     Dwarf_Frame_s *frame_at(uint64_t addr);
 
-    int fd_ = -1;
     Elf *elf_ = nullptr;
     Dwarf_CFI_s *cfi_ = nullptr;
     bool cfi_tried_ = false;

@@ -1,6 +1,5 @@
 #include "trace/session.hpp"
 #include "os/linux/environ.hpp"
-#include "os/linux/high_fd.hpp"
 #include "core/immortal.hpp"
 #include "core/kretprobe.hpp"
 #include "core/error.hpp"
@@ -69,7 +68,6 @@ struct Session {
     int maxactive = 0;
     void *base = nullptr;
     size_t bytes = 0;
-    int fd = -1;
     std::vector<std::unique_ptr<Probe>> list;       // probe i is list[i]; never shrinks
     std::deque<Spec> specs;                         // resolved (stable: Probe::spec points in)
     std::map<std::string, uint32_t> spec_index;     // a resolved spec's text -> its index
@@ -604,7 +602,7 @@ int start(Mode mode, const std::vector<std::string> &spec_texts, int maxactive, 
         return -ENOENT;
     }
     // The shared memory, before any probe can fire: the tool's (a program it started), or one of
-    // our own that it opens through /proc/PID/fd. Room for the functions found, and for late
+    // our own that the agent passes to the tool. Room for the functions found, and for late
     // ones when some spec waits for a library.
     uint32_t capacity = static_cast<uint32_t>(fns.size()) + (ss->pending.empty() ? 0 : kLateCapacity);
     size_t room = 0;
@@ -622,9 +620,9 @@ int start(Mode mode, const std::vector<std::string> &spec_texts, int maxactive, 
         bytes = static_cast<size_t>(st.st_size);
     } else {
         // Its size sealed: the tool that maps it (root's, perhaps) must never meet a shorter file
-        // (SIGBUS), whoever can open it through /proc/PID/fd.
-        fd = os::move_fd_high(
-            static_cast<int>(syscall(SYS_memfd_create, "liveprobe-trace", 3u /* MFD_CLOEXEC | MFD_ALLOW_SEALING */)));
+        // (SIGBUS), whoever passes it on. Made in the agent's own table (fd_table.hpp), or
+        // before main: no number the program could be using at that instant.
+        fd = static_cast<int>(syscall(SYS_memfd_create, "liveprobe-trace", 3u /* MFD_CLOEXEC | MFD_ALLOW_SEALING */));
         if (fd < 0 || ftruncate(fd, static_cast<off_t>(bytes)) != 0 ||
             fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
             int e = errno;
@@ -636,7 +634,7 @@ int start(Mode mode, const std::vector<std::string> &spec_texts, int maxactive, 
     void *base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (base == MAP_FAILED) {
         int e = errno;
-        close(fd);
+        if (given_fd < 0) close(fd);
         *why = fmt::format("cannot map the trace's shared memory: {}", std::strerror(e));
         return -e;
     }
@@ -651,7 +649,6 @@ int start(Mode mode, const std::vector<std::string> &spec_texts, int maxactive, 
     h->names_room = bytes - h->names_offset;
     ss->base = base;
     ss->bytes = bytes;
-    ss->fd = fd;
     // The slot's hit-path state, while none of its probes is registered; the new generation
     // sends every thread to claim a ring in this session's memory.
     Slot &slot = g_slots[ss->slot];
@@ -681,8 +678,9 @@ int start(Mode mode, const std::vector<std::string> &spec_texts, int maxactive, 
     }
     out->place_ms = static_cast<double>(liveprobe_ktime_ns() - t0) / 1e6;
     out->session = ss->slot;
-    out->memfd = fd;
+    out->memfd = -1;  // what running() says
     ss->started = *out;
+    out->memfd = given_fd < 0 ? fd : -1;
     bool waits = !ss->pending.empty();
     const uint32_t at = ss->slot;
     g_sessions[at] = ss.release();
@@ -761,7 +759,6 @@ int stop(uint32_t session, std::string *why)
     publish_missed(*ss);
     g_sessions[session] = nullptr;  // 4
     munmap(ss->base, ss->bytes);
-    close(ss->fd);
     delete ss;
     return 0;
 }

@@ -32,7 +32,11 @@ bool parse_mode(const std::string &word, Mode *mode);
 
 struct Started {
     uint32_t session = 0;              // its slot, what running() and stop() take
-    int memfd = -1;                    // the shared memory, a descriptor of this process
+    // The shared memory: a descriptor of the calling thread's table that start() made, for the
+    // caller to pass to the tool and close (the session keeps none: a kept number would mean
+    // another file in another table, os/linux/fd_table.hpp); -1 with a given_fd, and in what
+    // running() says.
+    int memfd = -1;
     std::vector<std::string> names;    // probe i's function, as resolve() takes it back
     std::vector<uint64_t> addrs;       // and its address (the function's plus the spec's offset)
     std::vector<std::string> skipped;  // "SPEC-or-NAME: why" of each function not probed
@@ -46,7 +50,8 @@ struct Started {
 // Starts a session in a free slot: each spec as trace/spec.hpp parses it ("do_sys_open",
 // "libz.so.1:*", "p:open +0(%di):string"). 0, or -errno with *why: -EBUSY (kSessions run),
 // -ENOENT (no function at all), -EINVAL (a malformed spec: *why points at the mistake).
-// `given_fd`: a memfd of the tool's to use (a program it started), else -1: one is made.
+// `given_fd`: a memfd of the tool's to use (a program it started; the caller closes it), else
+// -1: one is made.
 // `from_environment`: the session LIVEPROBE_TRACE asks for, before main (agent/trace_env.cpp):
 // -ECANCELED once its tool is gone (cancel_start_from_environment).
 int start(Mode mode, const std::vector<std::string> &specs, int maxactive, Started *out, std::string *why,

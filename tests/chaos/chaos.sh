@@ -275,12 +275,12 @@ session() {
             sleep 0.2
         done
     fi
-    # Threads: at most one more than at the start (the agent's "liveprobe"); after a detach,
-    # none more (within 10 s).
+    # Threads: at most two more than at the start (the agent's "liveprobe" and its keeper,
+    # "liveprobe-keep", agent/keeper.hpp); after a detach, none more (within 10 s).
     local p n want z
     for p in $("${srv}_pids"); do
         running "$p" || continue
-        want=$(( ${init_threads[$p]:-0} + 1 ))
+        want=$(( ${init_threads[$p]:-0} + 2 ))
         [ "$ending" = detach ] && [ "$p" = "$pid" ] && want=${init_threads[$p]:-0}
         for _ in $(seq 50); do n=$(threads_of "$p"); [ "$n" -le "$want" ] && break; [ "$ending" = detach ] || break; sleep 0.2; done
         if [ "$n" -gt "$want" ]; then

@@ -52,5 +52,29 @@ rc=$?
     pass "the program ends well, with its descriptors 3 to 18 its own" ||
     fail "the program: exit $rc, $(grep '^fds' "$tmp/out")"
 
+# 4. A program that dup2()s onto its lowest free number in a loop (fmtlib's output-redirect tests)
+#    while traces come and go, and an insmod and rmmod: every dup2 takes, and the number holds
+#    the program's file until the program closes it. Before the agent's work had a descriptor
+#    table of its own, each connection, memfd and object file it opened took that number for an
+#    instant: the program's dup2 failed with EBUSY, or its file was closed under it.
+"${launch[@]}" "$bin/tests/lp_dup2_target" >"$tmp/dup2" 2>&1 &
+pid=$!
+pids+=("$pid")
+for _ in $(seq 100); do grep -q ready "$tmp/dup2" && break; sleep 0.05; done
+for i in 1 2 3 4 5 6; do
+    "$lp" trace -p "$pid" --count --duration 0.2 work 'libc.so.6:dup*' 'libc.so.6:close' >"$tmp/d$i" 2>&1 ||
+        fail "trace $i of the dup2 program: $(tail -2 "$tmp/d$i")"
+done
+"$lp" insmod -p "$pid" "$bin/samples/kretprobe_example.so" func=work >"$tmp/dins" 2>&1 || fail "insmod: $(tail -1 "$tmp/dins")"
+"$lp" rmmod -p "$pid" kretprobe_example >>"$tmp/dins" 2>&1 || fail "rmmod: $(tail -1 "$tmp/dins")"
+"$lp" detach -p "$pid" >>"$tmp/dins" 2>&1 || fail "detach: $(tail -1 "$tmp/dins")"
+kill -TERM "$pid"
+wait "$pid"
+line=$(grep '^rounds' "$tmp/dup2")
+read -r _ rounds _ ebusy _ other _ replaced _ closed <<<"$line"
+[ "${rounds:-0}" -gt 0 ] && [ "$ebusy" = 0 ] && [ "$other" = 0 ] && [ "$replaced" = 0 ] && [ "$closed" = 0 ] &&
+    pass "a program dup2()ing onto its lowest free number through 6 traces and a module: $rounds rounds, none failed" ||
+    fail "the dup2 program through traces: '${line:-no line}'"
+
 [ "$failures" -eq 0 ] && echo "fds: all passed" || echo "fds: $failures failure(s)"
 [ "$failures" -eq 0 ]

@@ -529,7 +529,12 @@ Runner add_trace(CLI::App &app)
                 if (l.rfind("skipped ", 0) == 0 && skipped++ < 5) std::fprintf(stderr, "liveprobe: not traced: %s\n", l.c_str() + 8);
             }
             if (skipped > 5) std::fprintf(stderr, "liveprobe: ... and %zu more not traced\n", skipped - 5);
-            int mfd = open(fmt::format("/proc/{}/fd/{}", o->pid, fd).c_str(), O_RDWR | O_CLOEXEC);
+            // The session's memory came with the reply ("memfd passed"); an agent before that one
+            // said its number, to open through /proc/PID/fd.
+            const bool passed = std::find(reply.lines.begin(), reply.lines.end(), "memfd passed") != reply.lines.end();
+            int mfd = passed ? reply.fd : open(fmt::format("/proc/{}/fd/{}", o->pid, fd).c_str(), O_RDWR | O_CLOEXEC);
+            if (!passed && reply.fd >= 0) close(reply.fd);
+            if (passed && mfd < 0) errno = EPROTO;
             if (mfd < 0 || !(shm.base = map_session(mfd, &shm.bytes, &why))) {
                 complain(fmt::format("trace: the trace's shared memory in process {}: {}", o->pid,
                                      mfd < 0 ? std::string(std::strerror(errno)) : why));

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "os/linux/fd_table.hpp"
 #include "os/linux/high_fd.hpp"
 #include "os/linux/raw_syscall.hpp"
 
@@ -22,29 +23,38 @@ namespace {
 // parent's memory, so a pid change reopens it. It is kept at 512 or above (high_fd.hpp), and
 // its device and inode are checked before each use: a program that closed it (closefrom) may
 // have a file of its own under that number now, which must never be written, nor closed.
+// One for each kind of table (fd_table.hpp): the program's, whose threads patch when they load
+// a library or call the API, and the agent's thread's own, where its number means nothing to
+// the program's threads.
 std::mutex g_mem_mu;
-int g_mem_fd = -1;
-int g_mem_pid = 0;
-FdIdentity g_mem_file;
+struct MemFd {
+    int fd = -1;
+    int pid = 0;
+    FdIdentity file;
+};
+MemFd g_mem[2];  // [in_own_fd_table()], under g_mem_mu
 
-// Whether g_mem_fd is still the file liveprobe opened.
-bool mem_fd_is_ours() { return is_same_file(g_mem_fd, g_mem_file); }
+MemFd &table_mem() { return g_mem[in_own_fd_table() ? 1 : 0]; }
+
+// Whether m's descriptor is still the file liveprobe opened.
+bool mem_fd_is_ours(const MemFd &m) { return is_same_file(m.fd, m.file); }
 bool g_membarrier_ok = false;
 
 int mem_fd()
 {
     int pid = raw_getpid();
-    const bool ours = g_mem_fd >= 0 && mem_fd_is_ours();
-    if (ours && g_mem_pid == pid) return g_mem_fd;
-    if (ours) close(g_mem_fd);  // the parent's, inherited
-    g_mem_fd = move_fd_high(open("/proc/self/mem", O_RDWR | O_CLOEXEC));
-    g_mem_pid = pid;
-    g_mem_file = identity_of(g_mem_fd);
-    if (g_mem_fd >= 0 && !g_membarrier_ok) {
+    MemFd &m = table_mem();
+    const bool ours = m.fd >= 0 && mem_fd_is_ours(m);
+    if (ours && m.pid == pid) return m.fd;
+    if (ours) close(m.fd);  // the parent's, inherited
+    m.fd = move_fd_high(open("/proc/self/mem", O_RDWR | O_CLOEXEC));
+    m.pid = pid;
+    m.file = identity_of(m.fd);
+    if (m.fd >= 0 && !g_membarrier_ok) {
         g_membarrier_ok =
             syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE, 0, 0) == 0;
     }
-    return g_mem_fd;
+    return m.fd;
 }
 
 Status write_locked(uint64_t addr, const void *bytes, size_t n)
@@ -75,8 +85,9 @@ Status write_locked(uint64_t addr, const void *bytes, size_t n)
 void close_text_fd()
 {
     std::lock_guard lk(g_mem_mu);
-    if (g_mem_fd >= 0 && g_mem_pid == raw_getpid() && mem_fd_is_ours()) close(g_mem_fd);
-    g_mem_fd = -1;
+    MemFd &m = table_mem();
+    if (m.fd >= 0 && m.pid == raw_getpid() && mem_fd_is_ours(m)) close(m.fd);
+    m.fd = -1;
 }
 
 Status text_write_check()

@@ -65,6 +65,9 @@ pid_t g_pid = 0;         // the process the running agent serves (a fork child s
 Door g_door;
 std::atomic<bool> g_shutting{false};  // the program exits: the door was shut
 std::atomic<const char *> g_reason{"api"};
+// An attach the agent's thread has yet to log (audit_attach): the tool's pid, -1 unseen.
+constexpr long kNoAttach = -2;
+std::atomic<long> g_attach_tracer{kNoAttach};
 uint64_t g_started_ns = 0;
 
 
@@ -555,6 +558,7 @@ void *agent_thread(void *arg)
     enter_own_table(in);  // 1
     std::vector<struct pollfd> p;
     for (;;) {  // 2
+        if (const long tracer = g_attach_tracer.exchange(kNoAttach); tracer != kNoAttach) audit_attach(tracer);
         p.assign(1, {in, POLLIN, 0});
         for (uint32_t s = 0; s < trace::kSessions; ++s) p.push_back({g_owners[s].fd, POLLIN, 0});  // -1: ignored
         g_reader.pollfds(&p);
@@ -768,11 +772,15 @@ extern "C" int liveprobe_agent_start(void)
     return 0;
 }
 
+// On the thread the tool made call it, stopped wherever the program was: nothing here may take a
+// lock the program's code takes (audit.hpp attach_tracer). The attach is logged by the agent's
+// thread.
 extern "C" int liveprobe_agent_start_attached(void)
 {
     agent::set_start_reason("attach");
+    agent::g_attach_tracer.store(agent::attach_tracer());
     const int r = liveprobe_agent_start();
-    if (r == 0) agent::audit_attach();
+    if (r != 0) agent::g_attach_tracer.store(agent::kNoAttach);
     return r;
 }
 

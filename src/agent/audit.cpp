@@ -1,7 +1,9 @@
 #include "agent/audit.hpp"
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -64,9 +66,21 @@ void audit_request(const struct ucred &peer, const Request &rq, bool ok, int err
                     ok ? std::string("done") : fmt::format("refused ({}: {})", err, escape_controls(reason))));
 }
 
-void audit_attach()
+long attach_tracer() noexcept
 {
-    const long tracer = status_field("/proc/thread-self/status", "TracerPid:");
+    char buf[2048];
+    const int fd = open("/proc/thread-self/status", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return -1;
+    buf[n] = 0;
+    const char *at = std::strstr(buf, "\nTracerPid:");
+    return at ? std::strtol(at + 11, nullptr, 10) : -1;
+}
+
+void audit_attach(long tracer)
+{
     const long uid = tracer > 0 ? status_field(fmt::format("/proc/{}/status", tracer), "Uid:") : -1;
     log(tracer > 0 ? fmt::format("liveprobe: audit: {}: attached (the agent started)", who(static_cast<pid_t>(tracer), uid))
                    : std::string("liveprobe: audit: attached by a tool this process cannot see (the agent started)"));

@@ -16,7 +16,14 @@ namespace liveprobe::agent {
 // it has none here). Others are not logged (dmesg -f asks for the log every 200 ms).
 void audit_request(const struct ucred &peer, const Request &rq, bool ok, int err, const std::string &reason);
 
-// The agent was started by an attach: the tool that did it (the thread's tracer) named.
-void audit_attach();
+// An attach: the tool that did it (the calling thread's tracer: the thread the tool made call
+// the agent's start), -1 when this process cannot see it. On that thread, which the tool
+// stopped wherever the program was (inside libstdc++'s locale code, perhaps, holding its
+// mutex): raw system calls into a buffer on the stack, no lock, no allocation, no iostream.
+long attach_tracer() noexcept;
+
+// Logs an attach by `tracer` (attach_tracer). On the agent's thread, which may wait for the
+// program's locks (an iostream takes libstdc++'s locale mutex).
+void audit_attach(long tracer);
 
 }  // namespace liveprobe::agent

@@ -231,6 +231,26 @@ wait "$tool"
 out=$("$lp" dmesg -p "$nopid" 2>&1); rc=$?
 if [ "$rc" -eq 1 ] && grep -q "no process" <<<"$out"; then pass "dmesg of a nonexistent pid: $out"; else fail "dmesg, nonexistent pid: exit $rc: $out"; fi
 
+# A program whose thread holds libstdc++'s locale mutex much of the time (fmtlib's chrono tests
+# do): the attach stops it there and makes it start the agent, which logged the attach with an
+# std::ifstream (a std::locale: that mutex) and waited for itself for ever ("the call in thread
+# N did not return within 10000 ms"). Attached and detached 5 times; it ends as it would.
+"${launch[@]}" "$bin/tests/lp_locale_target" 4 >"$tmp/locale.out" 2>&1 &
+pid=$!
+pids+=("$pid")
+for _ in $(seq 500); do grep -q ready "$tmp/locale.out" 2>/dev/null && break; sleep 0.01; done
+ok=0
+for i in 1 2 3 4 5; do
+    out=$(timeout 30 "$lp" attach -p "$pid" 2>&1) && ok=$((ok + 1)) || { fail "attach $i to a program in its locale code: $out"; break; }
+    timeout 30 "$lp" detach -p "$pid" >/dev/null 2>&1
+done
+for _ in $(seq 1000); do kill -0 "$pid" 2>/dev/null || break; sleep 0.01; done
+kill -9 "$pid" 2>/dev/null && fail "the program in its locale code did not end"
+wait "$pid"; rc=$?
+[ "$ok" = 5 ] && [ "$rc" = 0 ] && grep -q '^switches [0-9]' "$tmp/locale.out" &&
+    pass "5 attaches to a program in its locale code, each answered; it ends: $(grep '^switches' "$tmp/locale.out")" ||
+    fail "a program in its locale code: $ok attaches, exit $rc, $(tail -1 "$tmp/locale.out")"
+
 if [ "$failures" -eq 0 ]; then echo "attach test: PASSED"; exit 0; fi
 echo "attach test: FAILED ($failures failure(s))"
 exit 1

@@ -4,7 +4,7 @@
 # only, and runs it for FUZZ_SECONDS (60) on its corpus, tests/fuzz/corpus/NAME, which grows
 # there (commit what it adds: `make test` replays it). A crash stops that harness; its input is
 # left in build/fuzz/crashes/NAME, to be fixed and then added to the corpus.
-#   scripts/fuzz.sh [NAME ...]      (the names: spec trace_file printk request module_params; all by default)
+#   scripts/fuzz.sh [NAME ...]      (the names: spec trace_file printk request module_params relocate; all by default)
 set -euo pipefail
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=${FUZZ_BUILD:-$src/build/fuzz}
@@ -18,19 +18,21 @@ declare -A sources=(
     [module_params]="src/agent/module_params.cpp"
     [request]="src/agent/channel.cpp src/os/linux/runtime_dir.cpp src/agent/door.cpp src/os/linux/high_fd.cpp"
     [trace_file]="tools/liveprobe/trace_output.cpp tools/liveprobe/trace_codec.cpp src/trace/spec.cpp src/symbols/names.cpp"
+    [relocate]="src/arch/x86_64/region.cpp src/arch/x86_64/relocate.cpp src/arch/x86_64/insn.cpp src/arch/x86_64/jump_table.cpp"
 )
+declare -A libs=([relocate]="-lZydis")
 names=("$@")
-[ ${#names[@]} -gt 0 ] || names=(spec trace_file printk request module_params)
+[ ${#names[@]} -gt 0 ] || names=(spec trace_file printk request module_params relocate)
 mkdir -p "$out"
 status=0
 for name in "${names[@]}"; do
-    [ -n "${sources[$name]:-}" ] || { echo "fuzz: no harness '$name' (spec trace_file printk request module_params)" >&2; exit 2; }
+    [ -n "${sources[$name]:-}" ] || { echo "fuzz: no harness '$name' (spec trace_file printk request module_params relocate)" >&2; exit 2; }
     bin=$out/fuzz_$name
     files=("$src/tests/fuzz/fuzz_$name.cpp")
     for f in ${sources[$name]}; do files+=("$src/$f"); done
     echo "fuzz: building $name" >&2
     "$cxx" -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-        -I"$src/src" -I"$src/include" -I"$src/tools/liveprobe" "${files[@]}" -lfmt -o "$bin"
+        -I"$src/src" -I"$src/include" -I"$src/tools/liveprobe" "${files[@]}" -lfmt ${libs[$name]:-} -o "$bin"
     corpus=$src/tests/fuzz/corpus/$name
     crashes=$out/crashes/$name
     mkdir -p "$corpus" "$crashes"

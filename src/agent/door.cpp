@@ -12,11 +12,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "agent/channel.hpp"
 #include "os/linux/fd_passing.hpp"
 
 namespace liveprobe::agent {
@@ -93,8 +96,8 @@ struct Fd {
 };
 
 // The numbers of process pid's socket descriptors, highest first (liveprobe keeps its own at
-// 512 and up), or -errno.
-int socket_fds(pid_t pid, std::vector<int> *out)
+// 512 and up), or -errno; with `inodes`, their sockets' inode numbers.
+int socket_fds(pid_t pid, std::vector<int> *out, std::vector<unsigned long> *inodes = nullptr)
 {
     const std::string dir = fmt::format("/proc/{}/fd", pid);
     DIR *d = opendir(dir.c_str());
@@ -105,11 +108,38 @@ int socket_fds(pid_t pid, std::vector<int> *out)
         if (end == e->d_name || *end || n < 0) continue;
         char link[64];
         const ssize_t l = readlinkat(dirfd(d), e->d_name, link, sizeof link - 1);
-        if (l > 7 && std::memcmp(link, "socket:", 7) == 0) out->push_back(static_cast<int>(n));
+        if (l > 7 && std::memcmp(link, "socket:", 7) == 0) {
+            out->push_back(static_cast<int>(n));
+            link[l] = 0;
+            if (inodes) inodes->push_back(std::strtoul(link + 8, nullptr, 10));  // "socket:[INODE]"
+        }
     }
     closedir(d);
     std::sort(out->rbegin(), out->rend());
     return 0;
+}
+
+// The path of the control socket an agent older than the door listens on in process pid
+// (".../liveprobe-UID/PID.sock", among its sockets' inodes), "" when none: said, never used.
+std::string legacy_socket(pid_t pid, const std::vector<unsigned long> &inodes)
+{
+    FILE *f = std::fopen(fmt::format("/proc/{}/net/unix", pid).c_str(), "re");
+    if (!f) return {};
+    const std::string tail = fmt::format("/{}.sock", pid);
+    std::string found;
+    char line[4096];
+    while (found.empty() && std::fgets(line, sizeof line, f)) {
+        // "Num RefCount Protocol Flags Type St Inode Path"
+        unsigned long inode = 0;
+        char path[4096] = "";
+        if (std::sscanf(line, "%*s %*s %*s %*s %*s %*s %lu %4095s", &inode, path) != 2) continue;
+        const std::string p = path;
+        if (std::find(inodes.begin(), inodes.end(), inode) != inodes.end() && p.find("/liveprobe-") != std::string::npos &&
+            p.size() > tail.size() && p.compare(p.size() - tail.size(), tail.size(), tail) == 0)
+            found = p;
+    }
+    std::fclose(f);
+    return found;
 }
 
 std::string denied(pid_t pid)
@@ -124,7 +154,8 @@ std::string denied(pid_t pid)
 int find_door(pid_t pid, int pidfd, std::string *why)
 {
     std::vector<int> fds;
-    if (int r = socket_fds(pid, &fds); r < 0) {
+    std::vector<unsigned long> inodes;
+    if (int r = socket_fds(pid, &fds, &inodes); r < 0) {
         *why = r == -ENOENT ? fmt::format("no process {}", pid)
                             : r == -EACCES || r == -EPERM ? denied(pid)
                                                           : fmt::format("cannot list the descriptors of process {}: {}", pid,
@@ -143,6 +174,12 @@ int find_door(pid_t pid, int pidfd, std::string *why)
             return e == EACCES ? -EPERM : -e;
         }
         if (is_door(fd.fd)) return fd.release();
+    }
+    if (const std::string old_socket = legacy_socket(pid, inodes); !old_socket.empty()) {
+        *why = fmt::format("the agent in process {} is older than this tool: it listens on {}, a path any user could "
+                           "have made, which this tool does not trust (restart the program for a current agent)",
+                           pid, escape_controls(old_socket));
+        return -EPROTONOSUPPORT;
     }
     *why = fmt::format("no agent in process {}", pid);
     return -ENOENT;

@@ -46,8 +46,9 @@ int take_connection(int in);
 
 // The tool's side: a stream socket connected to the agent of process `pid` through its door,
 // or -errno with *why: -ESRCH no such process, -EPERM the caller may not ptrace it (the
-// kernel's verdict), -ENOENT no agent (no door) in it, -ENOSYS a kernel without pidfd_getfd
-// (before Linux 5.6).
+// kernel's verdict), -ENOENT no agent (no door) in it, -EPROTONOSUPPORT an agent older than
+// the door listens there on a socket file (named, never connected to), -ENOSYS a kernel
+// without pidfd_getfd (before Linux 5.6).
 int connect_through_door(pid_t pid, std::string *why);
 
 }  // namespace liveprobe::agent

@@ -198,5 +198,20 @@ if [ -z "$start" ]; then fail "root's trace: no shared memory mapped in the proc
 fi
 kill -TERM "$pid"
 
+# 8. An agent older than the door (it listened on RUNTIME_DIR/PID.sock, a path any user could
+# make first) in a program still running after an upgrade: the tool says so, connects to
+# nothing, and loads no second agent beside it (attach loaded one: two registries patching the
+# same code). The old agent is played by the fake one, listening in its own process.
+mkdir -p "$scratch/old/liveprobe-0"
+bash -c 'exec "$0" "$1/$$.sock"' "$bin/tests/lp_fake_agent" "$scratch/old/liveprobe-0" >"$scratch/old.out" 2>&1 &
+pid=$!
+pids+=("$pid")
+for _ in $(seq 100); do grep -q listening "$scratch/old.out" && break; sleep 0.02; done
+out=$("$lp" attach -p "$pid" 2>&1); rc=$?
+if [ "$rc" = 1 ] && grep -q "is older than this tool" <<<"$out" && ! grep -q libliveprobe /proc/"$pid"/maps; then
+    pass "an agent older than the door: attach loads nothing beside it: ${out#liveprobe: }"
+else fail "an agent older than the door: attach exit $rc, $(grep -c libliveprobe /proc/"$pid"/maps) libliveprobe mappings: $out"; fi
+kill -TERM "$pid"
+
 [ "$failures" -eq 0 ] && echo "trust: all passed" || echo "trust: $failures failure(s)"
 [ "$failures" -eq 0 ]

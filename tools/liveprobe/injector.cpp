@@ -335,7 +335,9 @@ int check_process(pid_t pid, std::string *why)
 }
 
 // 0 when the agent of pid answers; -ENOENT when it has none; -EPERM (with *why) when the kernel
-// does not let the caller ptrace it (door.hpp: nothing is tried then); another -errno otherwise.
+// does not let the caller ptrace it (door.hpp: nothing is tried then); -EPROTONOSUPPORT when an
+// agent older than the door runs there (a second agent is never loaded beside it); another
+// -errno otherwise.
 int agent_answers(pid_t pid, std::string *why)
 {
     agent::Reply reply;
@@ -367,8 +369,8 @@ static int attach(pid_t pid, AttachReport *out, std::string *why)
         out->already_running = true;
         finish();
         return 0;
-    } else if (r == -EPERM) {
-        return r;  // what ptrace would answer: nothing to try
+    } else if (r == -EPERM || r == -EPROTONOSUPPORT) {
+        return r;  // what ptrace would answer, or an agent older than the door: nothing to try
     }
     why->clear();
     phase("checks");

@@ -294,21 +294,6 @@ bool exited(pid_t pid)
     return !info || info->state == 'Z' || info->state == 'X';
 }
 
-// Whether pid is a kernel thread (PF_KTHREAD in /proc/PID/stat's flags): no program in it.
-bool kernel_thread(pid_t pid)
-{
-    std::ifstream f(fmt::format("/proc/{}/stat", pid));
-    std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    const size_t paren = stat.rfind(')');  // the name may hold spaces and parentheses
-    if (paren == std::string::npos) return false;
-    std::istringstream in(stat.substr(paren + 2));
-    std::string field;
-    unsigned long flags = 0;
-    for (int i = 3; i <= 9 && in >> field; ++i)
-        if (i == 9) flags = std::strtoul(field.c_str(), nullptr, 10);
-    return flags & 0x00200000;  // PF_KTHREAD
-}
-
 int check_process(pid_t pid, std::string *why)
 {
     auto info = process_info(pid, why);

@@ -31,6 +31,9 @@ std::string process_auxv(pid_t pid);
 // Its threads (task ids), sorted.
 std::vector<pid_t> threads_of(pid_t pid);
 
+// Whether pid is a kernel thread (PF_KTHREAD in /proc/PID/stat's flags): no program in it.
+bool kernel_thread(pid_t pid);
+
 // One loaded object: its path and load bias (file address + bias = address in the process).
 struct LoadedObject {
     std::string path;

@@ -155,6 +155,11 @@ Status check_function_entry(const struct kprobe &kp, const char *what, uint64_t 
         return Fail(-EINVAL, "{} must be at a function's entry; {:#x} is {}", what, addr,
                     fn ? fmt::format("{}+{:#x}", fn->name.empty() ? "inside a function" : fn->name, addr - fn->start)
                        : std::string("in no known function"));
+    if (symbols::returns_twice(fn->name))
+        return Fail(-EINVAL,
+                    "{} cannot be at {}: it returns twice (setjmp's family, vfork, getcontext), and the second return "
+                    "would find no record of the first",
+                    what, fn->name);
     // A symbol's start that is no entry: a function's cold part (GCC jumps there from inside
     // the function), or code whose call frame information has a frame set up. What a return
     // probe would replace there is not a return address.

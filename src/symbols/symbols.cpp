@@ -437,6 +437,17 @@ bool is_cold_part(std::string_view name) {
     return rest.size() > 1 && rest[0] == '.' && rest.find_first_not_of("0123456789", 1) == std::string_view::npos;
 }
 
+bool returns_twice(std::string_view name) {
+    name = name.substr(0, name.find('@'));
+    if (name.substr(0, 5) == "__GI_") name.remove_prefix(5);
+    static constexpr std::string_view kNames[] = {"setjmp",  "_setjmp",      "__setjmp",    "__sigsetjmp", "sigsetjmp",
+                                                  "vfork",   "__vfork",      "__libc_vfork", "getcontext", "__getcontext",
+                                                  "savectx", "__libc_sigsetjmp"};
+    for (std::string_view n : kNames)
+        if (name == n) return true;
+    return false;
+}
+
 int function_entry(uint64_t addr, std::string *why) {
     std::lock_guard lock(g_mutex);
     refresh();

@@ -52,6 +52,11 @@ uint64_t padding_end(const Function &f);
 // inside, never called. Clones ("NAME.part.0", ".isra.0", ".constprop.0") are functions.
 bool is_cold_part(std::string_view name);
 
+// Whether a function of this name (as in the file) returns twice to its caller: the C
+// library's setjmp family, vfork (the child returns first, on the parent's stack), getcontext.
+// A return probe takes the first return's record, and the second finds none.
+bool returns_twice(std::string_view name);
+
 // Whether addr is a function's entry as a return probe needs it, the return address at the
 // stack pointer: 1 yes (the call frame information says CFA = rsp + 8 there); 0 no, with *why
 // (a cold part, or the CFA elsewhere: inside a function's frame); -1 unknown (no FDE covers

@@ -60,5 +60,19 @@ for mode in --count --hist ''; do
         pass "swapcontext ${mode:-per-event}: $got" || { fail "swapcontext ${mode:-per-event}: exit $rc, $got"; grep -v '^\[' "$tmp/sc.out" | tail -4 | sed 's/^/    /'; }
 done
 
+# Functions that return twice: setjmp (after each longjmp) and vfork (in the child, then in the
+# parent). A return probe on them killed the program (SIGILL: the second return found no
+# record). Globs that take them in, in each mode: the program ends as untraced, and the tool
+# says why each of the four is not traced (--count places no return probe: they are counted).
+want_rt='^setjmp returned 3 times, vfork child 0, jumps 3$'
+for mode in "" --count --hist; do
+    "$lp" trace $mode 'libc.so.6:*setjmp*' 'libc.so.6:*vfork*' jump -- "$bin/tests/lp_returns_twice_target" >"$tmp/rt.out" 2>&1
+    rc=$?
+    if [ "$rc" = 0 ] && grep -q "$want_rt" "$tmp/rt.out" &&
+       { [ "$mode" = --count ] || [ "$(grep -c 'it returns twice' "$tmp/rt.out")" = 4 ]; }; then
+        pass "setjmp and vfork under ${mode:-per-event}: the program ends as untraced; $(grep -o 'libc.so.6:[a-z_]*: a kretprobe cannot be at [a-z_]*: it returns twice' "$tmp/rt.out" | head -1)"
+    else fail "setjmp and vfork under ${mode:-per-event}: exit $rc"; grep -v '^\[' "$tmp/rt.out" | tail -5 | sed 's/^/    /'; fi
+done
+
 [ "$failures" -eq 0 ] && echo "siglongjmp: all passed" || echo "siglongjmp: $failures failure(s)"
 [ "$failures" -eq 0 ]

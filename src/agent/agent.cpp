@@ -146,6 +146,12 @@ void detach(const Request &rq, Out &out)
     symbols::invalidate();
     symbols::close_dwarf();
     os::close_text_fd();
+    // The door closed before the reply says so: a tool that asks again at once finds no agent.
+    // The agent's two threads end right after the reply (stop_serving).
+    {
+        std::lock_guard lk(g_mu);
+        if (os::in_own_fd_table()) keeper_run([] { close_door(&g_door); });
+    }
     out.line(fmt::format("agent stopped, its door closed, in {:.1f} ms", static_cast<double>(monotonic_ns() - t0) / 1e6));
     g_detach = g_trim = true;
     out.ok();

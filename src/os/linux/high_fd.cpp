@@ -1,6 +1,7 @@
 #include "os/linux/high_fd.hpp"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,7 +10,12 @@ namespace liveprobe::os {
 int move_fd_high(int fd)
 {
     if (fd < 0 || fd >= kFirstHighFd) return fd;
-    const int high = fcntl(fd, F_DUPFD_CLOEXEC, kFirstHighFd);
+    int high = fcntl(fd, F_DUPFD_CLOEXEC, kFirstHighFd);
+    // A limit of 512 descriptors or fewer (`ulimit -n 64`): the top 8 numbers under it, as far
+    // from the lowest free ones as the program lets liveprobe go.
+    struct rlimit rl {};
+    if (high < 0 && getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur > 16)
+        high = fcntl(fd, F_DUPFD_CLOEXEC, static_cast<int>(rl.rlim_cur - 8));
     if (high < 0) return fd;
     close(fd);
     return high;

@@ -12,8 +12,9 @@ namespace liveprobe::os {
 
 constexpr int kFirstHighFd = 512;
 
-// fd moved to the lowest free number >= kFirstHighFd (close-on-exec), the old one closed; fd
-// itself when that fails (RLIMIT_NOFILE below 513) or fd < 0.
+// fd moved to the lowest free number >= kFirstHighFd (close-on-exec), the old one closed; under
+// a descriptor limit of 512 or fewer, to one of the 8 highest numbers the limit allows; fd
+// itself when neither can be had, or fd < 0.
 int move_fd_high(int fd);
 
 // A kept descriptor's file (device and inode): a program may close the descriptor and reuse

@@ -5,6 +5,7 @@
 
 #include <liveprobe/ktime.h>
 
+#include "os/linux/live_tid.hpp"
 #include "os/linux/clock.hpp"
 
 #include "os/linux/raw_syscall.hpp"
@@ -302,7 +303,8 @@ template <bool kFirst>
     ctx.regs = regs;
     ctx.entry = d->regs;
     fetch_all(*p->spec, ctx, payload);
-    put_event<kFirst>(s, p->index, p->slots, static_cast<uint32_t>(ri->tid), entry, now, regs->ax, payload, p->bytes);
+    put_event<kFirst>(s, p->index, p->slots, os::live_tid(static_cast<uint32_t>(ri->tid)), entry, now, regs->ax, payload,
+                      p->bytes);
     return 0;
 }
 int fetch_return(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept { return fetch_return_in<true>(ri, regs); }
@@ -323,7 +325,9 @@ template <bool kFirst>
     if (g_slots[s].silent.load(std::memory_order_relaxed)) return 0;
     const auto [entry, now] = return_times(reinterpret_cast<const EntryData *>(ri->data)->entry_ns);
     // The index read after the clock (slot 0's: as with one session, nothing kept across it).
-    put_event<kFirst>(s, index_of(ri->rp), 1, static_cast<uint32_t>(ri->tid), entry, now, retval, nullptr, 0);
+    // The thread it returns in (a forked child's own, os/linux/live_tid.hpp), as at its entry
+    // otherwise.
+    put_event<kFirst>(s, index_of(ri->rp), 1, os::live_tid(static_cast<uint32_t>(ri->tid)), entry, now, retval, nullptr, 0);
     return 0;
 }
 int event_return(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept { return event_return_in<true>(ri, regs); }

@@ -1,4 +1,5 @@
 #include "trace/session.hpp"
+#include "os/linux/live_tid.hpp"
 #include "os/linux/environ.hpp"
 #include "core/immortal.hpp"
 #include "core/kretprobe.hpp"
@@ -657,6 +658,7 @@ int start(Mode mode, const std::vector<std::string> &spec_texts, int maxactive, 
     slot.follow = follow_forks;
     slot.silent.store(false, std::memory_order_relaxed);
     g_tsc = os::clock::is_tsc();
+    os::init_live_tid();  // before the first return is filed (handlers.cpp)
     slot.generation.fetch_add(1, std::memory_order_release);
 
     // Started from the environment (`trace -- CMD`): the image's executable first, "exe PATH",

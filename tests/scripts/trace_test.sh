@@ -262,6 +262,17 @@ if [ "$rc" -eq 0 ] && [ "$(grep -c 'liblp_cxx_plugin.so:lp_cxx_catch returned 5 
     pass "a library called right after its dlopen: its probes placed at dlopen's return, its 4 calls traced"
 else fail "a library called right after its dlopen: exit $rc"; cat "$tmp/now.out"; fi
 
+# A call that returns in a forked child before fork() has run its atfork handlers (glibc's
+# _Fork, which fork calls first) is filed under the child, as fork's own return there is: it
+# was filed under the parent's thread (a new user's trace of python's forks).
+"${launch[@]}" "$lp" trace 'libc.so.6:_Fork' 'libc.so.6:fork' -- "$bin/tests/lp_fork_target" 0 0.2 >"$tmp/fork.out" 2>&1
+child_fork=$(sed -n 's/^\[ *[0-9.]*\] \([0-9]*\) libc.so.6:fork returned 0 .*/\1/p' "$tmp/fork.out" | head -1)
+child_Fork=$(sed -n 's/^\[ *[0-9.]*\] \([0-9]*\) libc.so.6:_Fork returned 0 .*/\1/p' "$tmp/fork.out" | head -1)
+parent=$(sed -n 's/^liveprobe: started PID \([0-9]*\)$/\1/p' "$tmp/fork.out")
+[ -n "$child_fork" ] && [ "$child_Fork" = "$child_fork" ] && [ "$child_Fork" != "$parent" ] &&
+    pass "_Fork's return in the child filed under the child ($child_Fork; the parent is $parent)" ||
+    { fail "_Fork's return in the child under '$child_Fork', fork's under '$child_fork', the parent $parent"; grep '^\[' "$tmp/fork.out" | head -4; }
+
 # Calls made while a thread exits (libc's teardown frees its buffers after the thread's last
 # key destructor, liveprobe's among them) are filed under that thread: they were under tid 0,
 # the thread's record given up before its end (and free for a new thread to take meanwhile).

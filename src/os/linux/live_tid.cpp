@@ -8,7 +8,7 @@
 
 namespace liveprobe::os {
 
-uint32_t g_live_tid_offset = 0;
+std::atomic<uint32_t> g_live_tid_offset{0};
 
 void init_live_tid() noexcept
 {
@@ -19,7 +19,7 @@ void init_live_tid() noexcept
         if (!desc || desc[0] != 32 || desc[2] == 0 || desc[2] > 4096) return;
         const uint32_t off = desc[2];
         const uint32_t here = *reinterpret_cast<const uint32_t *>(arch::thread_pointer() + off);
-        if (here == static_cast<uint32_t>(raw_gettid())) g_live_tid_offset = off;
+        if (here == static_cast<uint32_t>(raw_gettid())) g_live_tid_offset.store(off, std::memory_order_relaxed);
     });
 }
 

@@ -262,6 +262,18 @@ if [ "$rc" -eq 0 ] && [ "$(grep -c 'liblp_cxx_plugin.so:lp_cxx_catch returned 5 
     pass "a library called right after its dlopen: its probes placed at dlopen's return, its 4 calls traced"
 else fail "a library called right after its dlopen: exit $rc"; cat "$tmp/now.out"; fi
 
+# --json keeps UTF-8 as UTF-8 (a path "café.txt" came back as "cafÃ©.txt": each byte was
+# taken for a Latin-1 character), escapes C1 controls, and shows bytes that are no UTF-8 as
+# the text \xHH: valid JSON, compared whole (times and tids masked) with
+# tests/golden/utf8_events.json, and read back by Python's json module.
+"${launch[@]}" "$lp" trace --json 'p:open_named +0(%di):string' -- "$bin/tests/lp_utf8_target" 2>/dev/null |
+    grep '^{' >"$tmp/utf8.json"
+sed -E 's/"time_ns":[0-9]+/"time_ns":T/; s/"tid":[0-9]+/"tid":TID/' "$tmp/utf8.json" >"$tmp/utf8.masked"
+if diff "$LIVEPROBE_SOURCE_DIR/tests/golden/utf8_events.json" "$tmp/utf8.masked" >"$tmp/utf8.diff" &&
+   python3 -c 'import json, sys; v = [json.loads(l)["values"]["arg1"] for l in open(sys.argv[1])]; sys.exit(v != ["caf\u00e9.txt", "bad\\xff\\xfe.txt", "c1\u009b[31m.txt", "\u20ac\U0001f600"])' "$tmp/utf8.json"; then
+    pass "--json: UTF-8 kept, C1 escaped, stray bytes as \\xHH (the golden file, and Python's json reads them back)"
+else fail "--json with UTF-8:"; sed 's/^/    /' "$tmp/utf8.diff"; fi
+
 # A call that returns in a forked child before fork() has run its atfork handlers (glibc's
 # _Fork, which fork calls first) is filed under the child, as fork's own return there is: it
 # was filed under the parent's thread (a new user's trace of python's forks).

@@ -18,27 +18,49 @@ namespace {
 
 using trace::Record;
 
-// A JSON string: quoted, with what must be escaped escaped. `raw`: `s` is the text a string
-// value printed (escapes \xHH and \" already), re-escaped for JSON.
-std::string json_string(const std::string &s, bool raw = false)
+// The length of the valid UTF-8 sequence at s[i] (1 to 4), 0 when there is none: a stray or
+// missing continuation byte, an overlong form, a surrogate, or past U+10FFFF.
+size_t utf8_length(const std::string &s, size_t i)
+{
+    const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+    const unsigned char c = byte(i);
+    if (c < 0x80) return 1;
+    size_t n = 0;
+    uint32_t cp = 0;
+    if (c >= 0xc2 && c <= 0xdf) n = 2, cp = c & 0x1fu;
+    else if (c >= 0xe0 && c <= 0xef) n = 3, cp = c & 0x0fu;
+    else if (c >= 0xf0 && c <= 0xf4) n = 4, cp = c & 0x07u;
+    else return 0;
+    if (i + n > s.size()) return 0;
+    for (size_t k = 1; k < n; ++k) {
+        if ((byte(i + k) & 0xc0) != 0x80) return 0;
+        cp = cp << 6 | (byte(i + k) & 0x3fu);
+    }
+    if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+    return n;
+}
+
+// A JSON string of the bytes s: valid UTF-8 as it is (a path "café.txt" stays so), but for the
+// controls, ASCII's and the C1 ones (U+0080 to U+009F), escaped as \uXXXX; a byte that is no
+// part of valid UTF-8, which a JSON string cannot hold, as the text \xHH (its backslash
+// escaped), as the text output shows it.
+std::string json_string(const std::string &s)
 {
     std::string out = "\"";
-    for (size_t i = 0; i < s.size(); ++i) {
-        unsigned char c = static_cast<unsigned char>(s[i]);
-        if (raw && c == '\\' && i + 1 < s.size()) {
-            char n = s[++i];
-            if (n == 'x' && i + 2 < s.size()) {
-                out += fmt::format("\\u00{}", s.substr(i + 1, 2));
-                i += 2;
-            } else {
-                out += '\\';
-                out += n;
-            }
+    for (size_t i = 0; i < s.size();) {
+        const auto c = static_cast<unsigned char>(s[i]);
+        const size_t n = utf8_length(s, i);
+        if (n == 0) {
+            out += fmt::format("\\\\x{:02x}", c);
+            i += 1;
             continue;
         }
-        if (c == '"' || c == '\\') out += '\\', out += static_cast<char>(c);
-        else if (c < 0x20) out += fmt::format("\\u{:04x}", c);
-        else out += static_cast<char>(c);
+        if (n == 1 && (c == '"' || c == '\\')) out += '\\', out += static_cast<char>(c);
+        else if (n == 1 && (c < 0x20 || c == 0x7f)) out += fmt::format("\\u{:04x}", c);
+        else if (n == 2 && c == 0xc2 && static_cast<unsigned char>(s[i + 1]) < 0xa0)
+            out += fmt::format("\\u{:04x}", static_cast<unsigned char>(s[i + 1]));  // C1
+        else out.append(s, i, n);
+        i += n;
     }
     return out + "\"";
 }
@@ -65,8 +87,10 @@ std::string values_text(const trace::Spec &spec, const std::string &payload, boo
         if (json) {
             bool string = a.type == trace::FetchType::string;
             bool number = !string && a.type <= trace::FetchType::s64;
+            // A string from its bytes (format_value's text escapes every byte past ASCII).
+            const char *at = payload.data() + trace::arg_offset(spec, i);
             if (fault) v = "null";
-            else if (string) v = json_string(v.substr(1, v.rfind('"') - 1), true);
+            else if (string) v = json_string(std::string(at, strnlen(at, trace::kStringBytes - 1)));
             else if (!number) v = json_string(v);
             out += fmt::format("{}\"{}\":{}", i ? "," : "", a.name, v);
         } else {

@@ -1,12 +1,16 @@
-// liveprobe list -p PID [PATTERN]: the functions of a process that can be probed, as
-// OBJECT:NAME (the form symbol_name takes), like `perf probe -F`. Read from the objects' files;
-// the process is not touched.
+// liveprobe list -p PID [PATTERN] | -x FILE [PATTERN]: the functions of a process, or of an
+// executable or library on disk, that can be probed, as OBJECT:NAME (the form symbol_name
+// takes), like `perf probe -F` and `bpftrace -l`. Read from the objects' files; the process is
+// not touched.
 #include <CLI/CLI.hpp>
 
 #include <elf.h>
 #include <fnmatch.h>
 
+#include <unistd.h>
+
 #include <cerrno>
+#include <cstring>
 #include <cstdio>
 #include <set>
 
@@ -33,18 +37,71 @@ bool map_readable(pid_t pid)
     return ok;
 }
 
+// What list shows: each object's functions that match, as OBJECT:NAME. `pattern` is a glob on the
+// name, mangled or demangled, or OBJECT:GLOB as `trace` takes it (OBJECT by its base name, with
+// or without its version suffix). `path` is where to read the object (through /proc/PID/root
+// for a process). The number shown.
+size_t list_object(const std::string &object_path, const std::string &path, const std::string &pattern, bool demangle)
+{
+    std::string glob = pattern;
+    if (const size_t colon = pattern.find(':'); colon != std::string::npos && pattern.find("::") != colon) {
+        if (!symbols::names::object_matches(pattern.substr(0, colon), object_path)) return 0;
+        glob = pattern.substr(colon + 1);
+    }
+    std::string err;
+    auto elf = symbols::ElfObject::load(path, true, &err);
+    if (!elf) return 0;  // not ELF (a data file mapped in)
+    const std::string object(symbols::names::base_name(object_path));
+    std::set<std::string> names;
+    for (const symbols::Symbol &s : elf->symbols()) {
+        if ((s.type != STT_FUNC && s.type != STT_GNU_IFUNC) || s.value == 0 || s.hidden_version) continue;
+        const std::string name = s.name.substr(0, s.name.find('@'));
+        std::string demangled = symbols::names::demangle(name.c_str());
+        if (demangled.empty()) demangled = name;
+        if (fnmatch(glob.c_str(), name.c_str(), 0) != 0 && fnmatch(glob.c_str(), demangled.c_str(), 0) != 0) continue;
+        names.insert(demangle ? demangled : name);
+    }
+    for (const std::string &n : names) std::printf("%s:%s\n", object.c_str(), n.c_str());
+    return names.size();
+}
+
 }  // namespace
 
 Runner add_list(CLI::App &app)
 {
-    auto *cmd = app.add_subcommand("list", "List the functions of a process that can be probed (OBJECT:NAME)");
+    auto *cmd = app.add_subcommand("list", "List the functions that can be probed (OBJECT:NAME), of a process or a file");
     auto pid = std::make_shared<int>(0);
+    auto file = std::make_shared<std::string>();
     auto pattern = std::make_shared<std::string>("*");
     auto demangle = std::make_shared<bool>(false);
-    cmd->add_option("-p,--pid", *pid, "The process")->required();
-    cmd->add_option("pattern", *pattern, "A glob on the function's name (or its demangled name), '*' by default");
+    auto *p_opt = cmd->add_option("-p,--pid", *pid, "The process");
+    auto *x_opt = cmd->add_option("-x,--exec", *file, "An executable or library on disk, not running");
+    p_opt->excludes(x_opt);
+    cmd->add_option("pattern", *pattern,
+                    "A glob on the function's name, mangled or demangled, or OBJECT:GLOB as trace takes it; '*' by "
+                    "default");
     cmd->add_flag("-d,--demangle", *demangle, "Show C++ names demangled");
-    return [pid, pattern, demangle] {
+    return [pid, file, pattern, demangle, p_opt, x_opt] {
+        if (p_opt->count() == 0 && x_opt->count() == 0) {
+            complain("list: name a process (-p PID) or a file (-x FILE)");
+            return kExitUsage;
+        }
+        if (x_opt->count()) {
+            if (access(file->c_str(), R_OK) != 0) {
+                complain(fmt::format("list: cannot read {}: {}", *file, std::strerror(errno)));
+                return kExitFailure;
+            }
+            std::string err;
+            if (!symbols::ElfObject::load(*file, true, &err)) {
+                complain(fmt::format("list: {} is not an ELF executable or library", *file));
+                return kExitFailure;
+            }
+            if (list_object(*file, *file, *pattern, *demangle) == 0) {
+                complain(fmt::format("no function of {} matches '{}'", *file, *pattern));
+                return kExitFailure;
+            }
+            return 0;
+        }
         std::string why;
         if (!process_info(*pid, &why)) {
             complain(why);
@@ -57,25 +114,7 @@ Runner add_list(CLI::App &app)
             return kExitFailure;
         }
         size_t shown = 0;
-        for (const LoadedObject &o : loaded_objects(*pid)) {
-            std::string err;
-            auto elf = symbols::ElfObject::load(path_in(*pid, o.path), true, &err);
-            if (!elf) continue;  // not ELF (a data file mapped in)
-            std::string object(symbols::names::base_name(o.path));
-            std::set<std::string> names;
-            for (const symbols::Symbol &s : elf->symbols()) {
-                if ((s.type != STT_FUNC && s.type != STT_GNU_IFUNC) || s.value == 0 || s.hidden_version) continue;
-                std::string name = s.name.substr(0, s.name.find('@'));
-                std::string shown_name = *demangle ? symbols::names::demangle(name.c_str()) : name;
-                if (shown_name.empty()) shown_name = name;
-                if (fnmatch(pattern->c_str(), name.c_str(), 0) != 0 &&
-                    fnmatch(pattern->c_str(), shown_name.c_str(), 0) != 0)
-                    continue;
-                names.insert(shown_name);
-            }
-            for (const std::string &n : names) std::printf("%s:%s\n", object.c_str(), n.c_str());
-            shown += names.size();
-        }
+        for (const LoadedObject &o : loaded_objects(*pid)) shown += list_object(o.path, path_in(*pid, o.path), *pattern, *demangle);
         if (shown == 0) {
             complain(fmt::format("no function of process {} matches '{}'", *pid, *pattern));
             return kExitFailure;

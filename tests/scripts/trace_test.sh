@@ -71,6 +71,16 @@ if grep -q "wrote $tmp/trace.json" "$tmp/chrome.out" && head -c 15 "$tmp/trace.j
    [ "$(grep -c '"name":"lp_tr_square","ph":"X"' "$tmp/trace.json")" -eq 6 ] && tail -1 "$tmp/trace.json" | grep -q '^\],"displayTimeUnit":"ns"}$'; then
     pass "--chrome: 6 complete events (the child's too) in a trace file"
 else fail "--chrome:"; cat "$tmp/chrome.out"; head -5 "$tmp/trace.json"; fi
+# Chrome's metadata: the process's name, and each thread's (issue 33: none before), in a file
+# Python's json reads.
+if python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))["traceEvents"]
+m = [e for e in d if e["ph"] == "M"]
+p = [e["args"]["name"] for e in m if e["name"] == "process_name"]
+t = {e["tid"] for e in m if e["name"] == "thread_name"}
+sys.exit(not (p == ["lp_trace_target"] and {e["tid"] for e in d if e["ph"] != "M"} <= t))' "$tmp/trace.json"; then
+    pass "--chrome: the process named lp_trace_target, each thread named before its first event"
+else fail "--chrome metadata:"; grep '"ph":"M"' "$tmp/trace.json" | head -5 | sed 's/^/    /'; fi
 
 # A trace file (-o): the events as the target wrote them, shown later (-i) in every form.
 "${launch[@]}" "$lp" trace -o "$tmp/t.lptrace" lp_tr_square lp_tr_fib 'p:lp_fa_open path=+0($arg1):string' -- "$target" >"$tmp/o.out" 2>&1

@@ -100,6 +100,39 @@ std::string values_text(const trace::Spec &spec, const std::string &payload, boo
     return out;
 }
 
+// The first line of /proc/PATH (a name: comm), "" when it cannot be read (gone, or a file).
+std::string proc_name(const std::string &path)
+{
+    std::string name;
+    if (FILE *f = std::fopen(("/proc/" + path).c_str(), "re")) {
+        char buf[64];
+        if (std::fgets(buf, sizeof buf, f)) name = buf;
+        std::fclose(f);
+    }
+    while (!name.empty() && name.back() == '\n') name.pop_back();
+    return name;
+}
+
+// Chrome's metadata events ("M"), which chrome://tracing and Perfetto show as the process's and
+// each thread's names: the process's before the first event, a thread's before its first, named
+// as the process names them now (comm), or by number when it is gone.
+void chrome_names(uint32_t tid, PrintOptions &o)
+{
+    if (!o.chrome_named.insert(tid).second) return;
+    if (o.chrome_named.size() == 1) {
+        std::string name = o.pid > 0 ? proc_name(fmt::format("{}/comm", o.pid)) : std::string();
+        if (name.empty()) name = fmt::format("process {}", o.pid);
+        std::fprintf(o.chrome, "%s\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":%s}}",
+                     o.chrome_first ? "" : ",", o.pid, json_string(name).c_str());
+        o.chrome_first = false;
+    }
+    std::string name = o.pid > 0 ? proc_name(fmt::format("{}/task/{}/comm", o.pid, tid)) : std::string();
+    if (name.empty()) name = fmt::format("thread {}", tid);
+    std::fprintf(o.chrome, "%s\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%u,\"args\":{\"name\":%s}}",
+                 o.chrome_first ? "" : ",", o.pid, tid, json_string(name).c_str());
+    o.chrome_first = false;
+}
+
 void print_one(const TraceEvent &e, const TraceProbes &probes, PrintOptions &o)
 {
     const Record &r = e.r;
@@ -108,6 +141,7 @@ void print_one(const TraceEvent &e, const TraceProbes &probes, PrintOptions &o)
     const std::string &name = probes.names[r.probe];
     std::string where = fmt::format("{}+{:#x}", name, spec.offset);  // a hit's place, +0x0 included
     if (o.chrome) {
+        chrome_names(r.tid, o);
         // A complete event ("X") per call, an instant event ("i") per hit, in microseconds, as
         // chrome://tracing and Perfetto read them.
         std::string args = spec.kind == trace::SpecKind::call ? fmt::format("\"retval\":{}", static_cast<int64_t>(r.retval))

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,7 @@ struct PrintOptions {
     bool json = false;
     FILE *chrome = nullptr;  // --chrome FILE
     bool chrome_first = true;
+    std::set<uint32_t> chrome_named;  // threads given a name (a "thread_name" metadata event)
     int pid = 0;
     int tid = 0;  // --tid
     uint64_t min_duration = 0;

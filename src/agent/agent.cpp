@@ -372,25 +372,6 @@ void serve(const Request &rq, Out &out)
     }
 }
 
-// Sends text's first byte through fd with `pass` (SCM_RIGHTS), waiting up to 2 s for room:
-// whether it went.
-bool send_first_byte_with(int fd, const std::string &text, int pass)
-{
-    os::OneFdControl control;
-    struct iovec iov = {const_cast<char *>(text.data()), 1};
-    struct msghdr msg {};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    os::carry_fd(&msg, &control, pass);
-    for (int waited = 0; waited < 2000; waited += 10) {
-        if (sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) == 1) return true;
-        if (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK) return false;
-        struct pollfd p = {fd, POLLOUT, 0};
-        poll(&p, 1, 10);
-    }
-    return false;
-}
-
 // One connection's request line, whole (RequestReader), and its reply. The session whose owner
 // the connection stays, or -1 when it is not kept (Out::keep).
 int answer(int fd, const std::string &line)
@@ -418,7 +399,7 @@ int answer(int fd, const std::string &line)
     // it at once (owner_gone).
     bool sent = true;
     if (out.pass >= 0) {
-        sent = send_first_byte_with(fd, out.text, out.pass);
+        sent = os::send_with_fd(fd, out.text.data(), 1, out.pass, 2000) == 1;  // the first byte carries it
         close(out.pass);
     }
     if (sent) send_within(fd, out.pass >= 0 ? out.text.substr(1) : out.text, 2000);
@@ -529,11 +510,12 @@ bool door_again(int *in)
 void enter_own_table(int in)
 {
     std::vector<int> keep = {in};
-    for (const Owner &o : g_owners)
-        if (o.fd >= 0 && os::is_same_file(o.fd, o.file)) keep.push_back(o.fd);
     std::vector<bool> missing(trace::kSessions);
-    for (uint32_t s = 0; s < trace::kSessions; ++s)
-        missing[s] = g_owners[s].fd >= 0 && !os::is_same_file(g_owners[s].fd, g_owners[s].file);
+    for (uint32_t s = 0; s < trace::kSessions; ++s) {
+        if (g_owners[s].fd < 0) continue;
+        if (os::is_same_file(g_owners[s].fd, g_owners[s].file)) keep.push_back(g_owners[s].fd);
+        else missing[s] = true;
+    }
     if (const int r = os::enter_own_fd_table(keep); r < 0) {
         const std::string line = fmt::format("liveprobe: the agent works in the program's descriptor table: {}\n",
                                              std::strerror(-r));

@@ -2,7 +2,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -188,26 +187,12 @@ int find_door(pid_t pid, int pidfd, std::string *why)
 // Sends `conn` through the door, waiting up to 5 s for room: 0 or -errno with *why.
 int pass(int door, int conn, pid_t pid, std::string *why)
 {
-    os::OneFdControl control;
-    struct iovec iov = {const_cast<char *>(kConnectTag), sizeof kConnectTag - 1};
-    struct msghdr msg {};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    os::carry_fd(&msg, &control, conn);
-    for (int waited = 0;;) {
-        if (sendmsg(door, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) >= 0) return 0;
-        const int e = errno;
-        if (e == EINTR) continue;
-        if ((e == EAGAIN || e == EWOULDBLOCK) && waited < 5000) {
-            struct pollfd p = {door, POLLOUT, 0};
-            poll(&p, 1, 100);
-            waited += 100;
-            continue;
-        }
-        *why = e == EAGAIN ? fmt::format("the agent of process {} takes no connection (its door stayed full for 5 s)", pid)
-                           : fmt::format("cannot reach the agent of process {}: {}", pid, std::strerror(e));
-        return -e;
-    }
+    const long n = os::send_with_fd(door, kConnectTag, sizeof kConnectTag - 1, conn, 5000);
+    if (n >= 0) return 0;
+    const int e = static_cast<int>(-n);
+    *why = e == EAGAIN ? fmt::format("the agent of process {} takes no connection (its door stayed full for 5 s)", pid)
+                       : fmt::format("cannot reach the agent of process {}: {}", pid, std::strerror(e));
+    return -e;
 }
 
 }  // namespace

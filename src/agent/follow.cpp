@@ -106,16 +106,8 @@ int follow_connect(const std::string &path, pid_t *tool)
 
 bool follow_send(int conn, const std::string &report, int memfd)
 {
-    struct iovec iov = {const_cast<char *>(report.data()), std::min(report.size(), kMaxReport)};
-    os::OneFdControl control;
-    struct msghdr msg {};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    if (memfd >= 0) os::carry_fd(&msg, &control, memfd);
-    ssize_t n;
-    do n = sendmsg(conn, &msg, MSG_NOSIGNAL);
-    while (n < 0 && errno == EINTR);
-    return n == static_cast<ssize_t>(iov.iov_len);
+    const size_t len = std::min(report.size(), kMaxReport);
+    return os::send_with_fd(conn, report.data(), len, memfd, -1) == static_cast<long>(len);
 }
 
 }  // namespace liveprobe::agent

@@ -1,7 +1,9 @@
-// A message that carries one descriptor (SCM_RIGHTS): the agent's door (agent/door.cpp) and a
-// followed image's report (agent/follow.cpp) send one each.
+// A message that carries one descriptor (SCM_RIGHTS): the agent's door (agent/door.cpp), a
+// followed image's report (agent/follow.cpp) and the agent's reply to trace-start (the
+// session's memory) send one each.
 #pragma once
 
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -25,6 +27,28 @@ inline void carry_fd(struct msghdr *msg, OneFdControl *space, int fd)
     c->cmsg_type = SCM_RIGHTS;
     c->cmsg_len = CMSG_LEN(sizeof(int));
     std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+}
+
+// Sends len bytes of buf through sock as one message, with fd (SCM_RIGHTS) when fd >= 0. With
+// wait_ms >= 0, never blocks: waits for room at most wait_ms, in 10 ms polls, then -EAGAIN;
+// with wait_ms < 0, as the socket blocks. The bytes sent, or -errno (EINTR retried).
+inline long send_with_fd(int sock, const void *buf, size_t len, int fd, int wait_ms)
+{
+    OneFdControl control;
+    struct iovec iov = {const_cast<void *>(buf), len};
+    struct msghdr msg {};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    if (fd >= 0) carry_fd(&msg, &control, fd);
+    for (int waited = 0;;) {
+        const long n = sendmsg(sock, &msg, MSG_NOSIGNAL | (wait_ms >= 0 ? MSG_DONTWAIT : 0));
+        if (n >= 0) return n;
+        if (errno == EINTR) continue;
+        if ((errno != EAGAIN && errno != EWOULDBLOCK) || wait_ms < 0 || waited >= wait_ms) return -errno;
+        struct pollfd p = {sock, POLLOUT, 0};
+        poll(&p, 1, 10);
+        waited += 10;
+    }
 }
 
 // Receives one message into buf (recvmsg, MSG_CMSG_CLOEXEC added to flags, EINTR retried) and

@@ -13,101 +13,53 @@
 
 #include <fmt/format.h>
 
+#include "arch/x86_64/value_home.hpp"
 #include "core/immortal.hpp"
+#include "symbols/dwarf_types.hpp"
 #include "symbols/elf_object.hpp"
 #include "symbols/symbols.hpp"
+#include "trace/value_type.hpp"
 
 namespace liveprobe::symbols {
 namespace {
 
-// The type a DIE's DW_AT_type names, through typedefs and qualifiers; `text` gets the C spelling.
-bool type_of(Dwarf_Die *die, Dwarf_Die *out, std::string *text)
+// Fills p's type, descriptor and place from the SysV classification of its type (psABI
+// 3.2.3): integer registers di si dx cx r8 r9 then the stack, xmm0-7 then the stack. *ints and
+// *sses count the registers taken so far; *lost is set when a value went on the stack before
+// an integer there (whose stack word is then not known here).
+void place_param(Dwarf_Die *param, Param *p, uint32_t *ints, uint32_t *sses, bool *lost)
 {
-    Dwarf_Attribute attr;
-    if (!dwarf_attr_integrate(die, DW_AT_type, &attr) || !dwarf_formref_die(&attr, out)) {
-        *text = "void";
-        return false;
-    }
-    std::string quals;
-    for (int depth = 0; depth < 16; ++depth) {
-        int tag = dwarf_tag(out);
-        if (tag != DW_TAG_typedef && tag != DW_TAG_const_type && tag != DW_TAG_volatile_type &&
-            tag != DW_TAG_restrict_type && tag != DW_TAG_atomic_type)
-            break;
-        if (tag == DW_TAG_typedef && text->empty() && dwarf_diename(out)) *text = dwarf_diename(out);
-        if (tag == DW_TAG_const_type) quals = "const ";
-        Dwarf_Die next;
-        if (!dwarf_attr_integrate(out, DW_AT_type, &attr) || !dwarf_formref_die(&attr, &next)) {
-            *text = quals + "void";
-            return false;
-        }
-        *out = next;
-    }
-    if (text->empty()) {
-        const char *name = dwarf_diename(out);
-        switch (dwarf_tag(out)) {
-        case DW_TAG_structure_type: *text = quals + "struct " + (name ? name : "?"); break;
-        case DW_TAG_union_type: *text = quals + "union " + (name ? name : "?"); break;
-        case DW_TAG_enumeration_type: *text = quals + "enum " + (name ? name : "?"); break;
-        case DW_TAG_pointer_type: {
-            Dwarf_Die to;
-            std::string inner;
-            type_of(out, &to, &inner);
-            *text = inner + " *";
-            break;
-        }
-        case DW_TAG_reference_type:
-        case DW_TAG_rvalue_reference_type: {
-            Dwarf_Die to;
-            std::string inner;
-            type_of(out, &to, &inner);
-            *text = inner + " &";
-            break;
-        }
-        default: *text = quals + (name ? name : "?");
-        }
-    }
-    return true;
-}
-
-Dwarf_Word size_of(Dwarf_Die *type)
-{
-    Dwarf_Word size = 0;
-    Dwarf_Attribute attr;
-    if (dwarf_attr_integrate(type, DW_AT_byte_size, &attr) && dwarf_formudata(&attr, &size) == 0) return size;
-    return 0;
-}
-
-// Fills p's class from its type: an integer, a pointer or an enum take an integer register.
-void classify(Dwarf_Die *param, Param *p)
-{
+    using arch::ValueClass;
     Dwarf_Die type;
-    if (!type_of(param, &type, &p->type)) return;
-    int tag = dwarf_tag(&type);
-    Dwarf_Attribute attr;
-    Dwarf_Word enc = 0;
-    if (tag == DW_TAG_pointer_type || tag == DW_TAG_reference_type || tag == DW_TAG_rvalue_reference_type) {
-        p->is_pointer = true;
-        p->size = 8;
-        Dwarf_Die to;
-        std::string ignored;
-        if (type_of(&type, &to, &ignored) && dwarf_tag(&to) == DW_TAG_base_type &&
-            dwarf_attr_integrate(&to, DW_AT_encoding, &attr) && dwarf_formudata(&attr, &enc) == 0)
-            p->is_char_pointer = (enc == DW_ATE_signed_char || enc == DW_ATE_unsigned_char) && size_of(&to) == 1;
+    type_of(param, &type, &p->type);
+    p->desc = describe_type(param);
+    const auto vt = trace::parse_vtype(p->desc);
+    const ValueClass c = vt ? arch::classify(*vt) : ValueClass::memory;
+    p->size = vt ? vt->size : 0;
+    p->is_pointer = vt && (vt->kind == trace::VKind::pointer || vt->kind == trace::VKind::string || vt->kind == trace::VKind::reference);
+    p->is_char_pointer = vt && vt->kind == trace::VKind::string;
+    p->is_signed = vt && (vt->kind == trace::VKind::sint || (vt->kind == trace::VKind::enumeration && vt->is_signed));
+    const uint32_t need_int = static_cast<uint32_t>(arch::integer_registers(c));
+    const uint32_t need_sse = static_cast<uint32_t>(arch::sse_registers(c));
+    if (c == ValueClass::memory || c == ValueClass::x87 || (need_int && *ints + need_int > 6) || (need_sse && *sses + need_sse > 8)) {
+        if (c == ValueClass::integer && !*lost) {
+            p->slot = ++*ints;  // $arg7 on: the stack's words, in order
+            return;
+        }
+        p->why_no_slot = c == ValueClass::integer ? "it follows a value passed on the stack"
+                                                  : fmt::format("passed on the stack ({})", p->type);
+        *lost = true;
         return;
     }
-    p->size = static_cast<uint32_t>(size_of(&type));
-    if (tag == DW_TAG_enumeration_type) {
-        p->is_signed = true;
-        return;
+    if (c == ValueClass::int_sse || c == ValueClass::sse_int) {
+        p->why_no_slot = fmt::format("split between an integer and a vector register ({})", p->type);
+    } else if (need_int) {
+        p->slot = *ints + 1;
+    } else if (need_sse) {
+        p->xmm = *sses + 1;
     }
-    if (tag == DW_TAG_base_type && dwarf_attr_integrate(&type, DW_AT_encoding, &attr) && dwarf_formudata(&attr, &enc) == 0) {
-        if (enc == DW_ATE_float || enc == DW_ATE_complex_float) p->why_no_slot = "a floating-point value (in a vector register)";
-        p->is_signed = enc == DW_ATE_signed || enc == DW_ATE_signed_char;
-        if (p->size > 8) p->why_no_slot = fmt::format("{} bytes", p->size);
-        return;
-    }
-    p->why_no_slot = "passed by value (" + p->type + ")";
+    *ints += need_int;
+    *sses += need_sse;
 }
 
 // The DWARF of the last object asked for stays open: a glob's functions are mostly in one
@@ -197,7 +149,28 @@ void close_dwarf()
     end_dwarf(g_dwarf.value);
 }
 
-int function_params(uint64_t entry, std::vector<Param> *out, std::string *why)
+void params_of_die(Dwarf_Die *fn, std::vector<Param> *out, std::string *ret)
+{
+    uint32_t ints = 0, sses = 0;
+    bool lost = false;
+    Dwarf_Die child;
+    // A function returning a value in memory takes its address in rdi first.
+    const std::string ret_desc = describe_type(fn);
+    if (ret) *ret = ret_desc;
+    if (const auto rt = trace::parse_vtype(ret_desc); rt && arch::classify(*rt) == arch::ValueClass::memory) ++ints;
+    if (dwarf_child(fn, &child) == 0) {
+        do {
+            if (dwarf_tag(&child) != DW_TAG_formal_parameter) continue;
+            Param p;
+            const char *name = dwarf_diename(&child);
+            p.name = name ? name : "";
+            place_param(&child, &p, &ints, &sses, &lost);
+            out->push_back(std::move(p));
+        } while (dwarf_siblingof(&child, &child) == 0);
+    }
+}
+
+int function_params(uint64_t entry, std::vector<Param> *out, std::string *why, std::string *ret)
 {
     std::string open_path, path;
     uint64_t bias = 0;
@@ -224,29 +197,7 @@ int function_params(uint64_t entry, std::vector<Param> *out, std::string *why)
         if (!fn) {
             *why = fmt::format("no function in the DWARF of {} at {:#x}", path, pc);
         } else {
-            uint32_t slot = 0;
-            bool lost = false;  // after a struct passed by value, the integer registers are unknown
-            Dwarf_Die child;
-            // A function returning a struct in memory takes its address in rdi first.
-            Dwarf_Die ret;
-            std::string ret_text;
-            if (type_of(fn, &ret, &ret_text)) {
-                int tag = dwarf_tag(&ret);
-                if ((tag == DW_TAG_structure_type || tag == DW_TAG_union_type) && size_of(&ret) > 16) ++slot;
-            }
-            if (dwarf_child(fn, &child) == 0) {
-                do {
-                    if (dwarf_tag(&child) != DW_TAG_formal_parameter) continue;
-                    Param p;
-                    const char *name = dwarf_diename(&child);
-                    p.name = name ? name : "";
-                    classify(&child, &p);
-                    if (p.why_no_slot.empty() && lost) p.why_no_slot = "it follows a struct passed by value";
-                    if (p.why_no_slot.empty()) p.slot = ++slot;  // $arg7 on are on the stack
-                    else if (p.why_no_slot.rfind("passed by value", 0) == 0) lost = true;
-                    out->push_back(std::move(p));
-                } while (dwarf_siblingof(&child, &child) == 0);
-            }
+            params_of_die(fn, out, ret);
             r = 0;
         }
     }

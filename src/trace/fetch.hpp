@@ -17,7 +17,16 @@ struct FetchContext {
     const struct pt_regs *regs = nullptr;  // at the probe (a return probe: at the return)
     // A return probe's registers at the function's entry, for $argN: di si dx cx r8 r9, then sp.
     const uint64_t *entry = nullptr;
+    // The thread's vector and x87 registers as saved for the handlers (a spec that
+    // needs_fpregs: its probes are registered so that they are): xmm i at xmm + i * stride,
+    // st(0) at st (null: the x87 stack was empty). Null xmm: none saved, those values fault.
+    const unsigned char *xmm = nullptr;
+    uint64_t xmm_stride = 0;
+    const unsigned char *st = nullptr;
 };
+
+// ctx's xmm and st, from the calling thread's record (the handler's own, core/thread_state.hpp).
+void fetch_fpregs(FetchContext *ctx) noexcept;
 
 // Fills `out` (payload_bytes(spec) bytes: the fault mask, then each value).
 void fetch_all(const Spec &spec, const FetchContext &ctx, unsigned char *out) noexcept;

@@ -281,6 +281,7 @@ template <bool kFirst>
     alignas(8) unsigned char payload[kMaxPayload];
     FetchContext ctx;
     ctx.regs = regs;
+    if (p->fpregs) fetch_fpregs(&ctx);
     fetch_all(*p->spec, ctx, payload);
     put_event<kFirst>(s, p->index, p->slots, static_cast<uint32_t>(os::raw_gettid()), now, now, regs->ip, payload,
                       p->bytes);
@@ -289,8 +290,9 @@ template <bool kFirst>
 int fetch_pre(struct kprobe *kp, struct pt_regs *regs) noexcept { return fetch_pre_in<true>(kp, regs); }
 int fetch_pre_other(struct kprobe *kp, struct pt_regs *regs) noexcept { return fetch_pre_in<false>(kp, regs); }
 
-// r:: at the return, with its values ($argN as they were at the entry).
-template <bool kFirst>
+// r:: at the return, with its values ($argN as they were at the entry); FUNC (kEntryRegs
+// false) when its return value takes more than rax (value_return): no registers kept then.
+template <bool kFirst, bool kEntryRegs = true>
 [[gnu::always_inline]] static inline int fetch_return_in(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept
 {
     const Probe *p = probe_of_rp(ri->rp);
@@ -301,7 +303,8 @@ template <bool kFirst>
     alignas(8) unsigned char payload[kMaxPayload];
     FetchContext ctx;
     ctx.regs = regs;
-    ctx.entry = d->regs;
+    if (kEntryRegs) ctx.entry = d->regs;
+    if (p->fpregs) fetch_fpregs(&ctx);
     fetch_all(*p->spec, ctx, payload);
     put_event<kFirst>(s, p->index, p->slots, os::live_tid(static_cast<uint32_t>(ri->tid)), entry, now, regs->ax, payload,
                       p->bytes);
@@ -311,6 +314,11 @@ int fetch_return(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept {
 int fetch_return_other(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept
 {
     return fetch_return_in<false>(ri, regs);
+}
+int value_return(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept { return fetch_return_in<true, false>(ri, regs); }
+int value_return_other(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept
+{
+    return fetch_return_in<false, false>(ri, regs);
 }
 
 // FUNC: the call, its times and return value.

@@ -23,7 +23,8 @@ struct alignas(64) Probe {
     uint32_t index = 0;
     uint32_t slots = 1;          // ring records an event takes
     uint32_t bytes = 0;          // its values' size (payload_bytes(*spec); a call has none)
-    uint32_t session = 0;        // its session's slot (g_slots)
+    uint16_t session = 0;        // its session's slot (g_slots)
+    bool fpregs = false;         // its values need the thread's vector registers (needs_fpregs)
     const Spec *spec = nullptr;  // what to fetch
     struct kprobe kp {};         // an instruction (p:, FUNC+OFF), or any probe of --count
     struct kretprobe rp {};      // a call or a return probe (rp.kp is the entry kprobe)
@@ -66,6 +67,7 @@ int count_light(struct kprobe *kp, struct pt_regs *regs) noexcept;    // its lig
 int fetch_pre(struct kprobe *kp, struct pt_regs *regs) noexcept;      // p:, FUNC+OFF
 int event_return(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;  // FUNC
 int fetch_return(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;  // r:
+int value_return(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;  // FUNC, a value past rax
 int hist_return(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;   // --hist (g_tsc)
 int hist_return_clock(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;  // --hist, no TSC
 // The other slots' (Probe::session).
@@ -74,6 +76,7 @@ int count_light_other(struct kprobe *kp, struct pt_regs *regs) noexcept;
 int fetch_pre_other(struct kprobe *kp, struct pt_regs *regs) noexcept;
 int event_return_other(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;
 int fetch_return_other(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;
+int value_return_other(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;
 int hist_return_other(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;  // with or without the TSC
 // --hist and the per-event modes' unwind handler: a call that left without returning (an
 // exception, a longjmp, its thread's exit), counted in its thread's count row, so that the

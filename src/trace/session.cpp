@@ -42,6 +42,7 @@
 #include "symbols/dwarf_params.hpp"
 #include "symbols/symbols.hpp"
 #include "trace/fetch.hpp"
+#include "arch/x86_64/value_home.hpp"
 #include "trace/handlers.hpp"
 #include "trace/rings.hpp"
 #include "trace/spec.hpp"
@@ -116,17 +117,46 @@ bool g_watch_stop = false;
 
 bool is_glob(const std::string &s) { return s.find_first_of("*?[") != std::string::npos; }
 
-// Parameters by name, from the DWARF of the function at `entry`: each becomes $argN, typed as
-// its declaration unless the spec gives a type (char *: a string; pointers: hex; integers:
-// signed or unsigned decimal). 0, or -ENOENT with *why.
-int resolve_params(Spec *spec, uint64_t entry, std::string *why)
+// A fetch of a value whose type comes from DWARF: `desc` parsed into a.
+void set_typed(FetchArg &a, const std::string &desc)
 {
+    a.type = FetchType::typed;
+    a.desc = desc;
+    a.vt = parse_vtype(desc);
+    a.home = static_cast<uint8_t>(arch::classify(*a.vt));
+    a.image = image_bytes(*a.vt);
+}
+
+// Types and places from the DWARF of the function at `entry`: each parameter by name becomes
+// $argN or %xmmN, typed as declared unless the spec gives a type; $retval (r:) without a type
+// gets the declared return type; and a call (FUNC) in the event mode gets $retval so typed.
+// Without DWARF the values stay raw, but a parameter by name cannot be found. 0, or -ENOENT with
+// *why.
+int resolve_params(Spec *spec, uint64_t entry, bool events, std::string *why)
+{
+    bool wants_ret = events && spec->kind == SpecKind::call && spec->args.empty();
+    bool by_name = false;
+    for (const FetchArg &a : spec->args) {
+        by_name = by_name || a.base == FetchBase::param;
+        wants_ret = wants_ret || (a.base == FetchBase::retval && !a.typed && a.derefs.empty());
+    }
+    if (!by_name && !wants_ret) return 0;
     std::vector<symbols::Param> params;
-    bool loaded = false;
+    std::string ret, no_dwarf;
+    if (symbols::function_params(entry, &params, &no_dwarf, &ret) < 0) {
+        if (!by_name) return 0;  // the values raw
+        *why = no_dwarf;
+        return -ENOENT;
+    }
+    if (events && spec->kind == SpecKind::call && spec->args.empty()) {
+        FetchArg a;
+        a.name = "retval";
+        a.base = FetchBase::retval;
+        spec->args.push_back(std::move(a));
+    }
     for (FetchArg &a : spec->args) {
+        if (a.base == FetchBase::retval && !a.typed && a.derefs.empty()) set_typed(a, ret);
         if (a.base != FetchBase::param) continue;
-        if (!loaded && symbols::function_params(entry, &params, why) < 0) return -ENOENT;
-        loaded = true;
         const symbols::Param *p = nullptr;
         for (const symbols::Param &q : params)
             if (q.name == a.symbol) p = &q;
@@ -136,17 +166,22 @@ int resolve_params(Spec *spec, uint64_t entry, std::string *why)
             *why = fmt::format("no parameter '{}' (its parameters: {})", a.symbol, names.empty() ? "none" : names);
             return -ENOENT;
         }
-        if (p->slot == 0) {
-            *why = fmt::format("parameter '{}' ({}) is not in an integer register: {}", a.symbol, p->type, p->why_no_slot);
+        if (p->slot == 0 && p->xmm == 0) {
+            *why = fmt::format("parameter '{}' ({}) is not in a register: {}", a.symbol, p->type, p->why_no_slot);
             return -ENOENT;
         }
-        a.base = FetchBase::arg;
-        a.n = p->slot;
-        if (!a.typed && a.derefs.empty()) {
-            static constexpr FetchType kSigned[] = {FetchType::s8, FetchType::s16, FetchType::s32, FetchType::s64};
-            static constexpr FetchType kUnsigned[] = {FetchType::u8, FetchType::u16, FetchType::u32, FetchType::u64};
-            int k = p->size >= 8 ? 3 : p->size >= 4 ? 2 : p->size >= 2 ? 1 : 0;
-            a.type = p->is_char_pointer ? FetchType::string : p->is_pointer ? FetchType::x64 : p->is_signed ? kSigned[k] : kUnsigned[k];
+        if (p->slot == 0 && spec->kind != SpecKind::probe) {
+            // The return handler has the integer arguments as they were at the entry, not the
+            // vector registers, which the function has used since.
+            *why = fmt::format("parameter '{}' ({}) is in a vector register, known at the entry only: use p:", a.symbol, p->type);
+            return -ENOENT;
+        }
+        a.base = p->slot ? FetchBase::arg : FetchBase::xmm;
+        a.n = p->slot ? p->slot : p->xmm - 1;
+        if (!a.typed && a.derefs.empty()) set_typed(a, p->desc);
+        else if (!a.derefs.empty() && a.base == FetchBase::xmm) {
+            *why = fmt::format("parameter '{}' ({}) is in a vector register: it cannot be loaded from", a.symbol, p->type);
+            return -ENOENT;
         }
         a.symbol.clear();
     }
@@ -283,7 +318,7 @@ void place(Session &ss, std::vector<Target> fns, Started *out)
             continue;
         }
         Spec spec = ss.user[f.spec];
-        if (resolve_params(&spec, f.addr - spec.offset, &why) < 0) {
+        if (resolve_params(&spec, f.addr - spec.offset, ss.mode == Mode::events, &why) < 0) {
             out->skipped.push_back(fmt::format("{}: {}", f.name, why));
             continue;
         }
@@ -317,6 +352,12 @@ void place(Session &ss, std::vector<Target> fns, Started *out)
         p->spec = &spec;
         p->bytes = static_cast<uint32_t>(event_bytes(spec));
         p->slots = record_slots(p->bytes);
+        // Its values read the thread's vector registers: saved for its handlers, whatever
+        // their code (which never touches them).
+        p->fpregs = needs_fpregs(spec);
+        const uint32_t fp_flag = p->fpregs ? KPROBE_FLAG_FPREGS : 0;
+        p->kp.flags |= fp_flag;
+        p->rp.kp.flags |= fp_flag;
         // --count of a function that jumps back to its own entry: a kretprobe counts it, once
         // a call (an entry kprobe there is hit once a turn of the loop).
         const bool count_calls = ss.mode == Mode::count && spec.kind != SpecKind::probe && spec.offset == 0 &&
@@ -342,6 +383,7 @@ void place(Session &ss, std::vector<Target> fns, Started *out)
                                                               : g_tsc     ? hist_return
                                                                           : hist_return_clock)
                             : spec.kind == SpecKind::ret ? (first_slot ? fetch_return : fetch_return_other)
+                            : p->bytes                   ? (first_slot ? value_return : value_return_other)
                             : first_slot                 ? event_return
                                                          : event_return_other;
             p->rp.unwind_handler = left_call;  // counted, so that the totals hold every call

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "arch/x86_64/value_home.hpp"
+
 namespace liveprobe::trace {
 namespace {
 
@@ -65,7 +67,7 @@ int reg_index(std::string name)
 }
 
 const char *const kTypes[] = {"u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64",
-                              "x8", "x16", "x32", "x64", "string"};
+                              "x8", "x16", "x32", "x64", "string", "f32", "f64"};
 
 bool type_of(const std::string &s, FetchType *t)
 {
@@ -96,8 +98,14 @@ struct Parser {
         if (f.empty()) return fail(pos, "a value to fetch is missing here");
         switch (f[0]) {
         case '%': {
+            int64_t x = 0;
+            if (f.rfind("%xmm", 0) == 0 && parse_number(f.substr(4), &x, false) && x < 16 && std::isdigit(static_cast<unsigned char>(f[4]))) {
+                a->base = FetchBase::xmm;
+                a->n = static_cast<uint32_t>(x);
+                return true;
+            }
             int r = reg_index(f.substr(1));
-            if (r < 0) return fail(pos, fmt::format("unknown register '{}' (%ax .. %r15, %ip, %flags)", f));
+            if (r < 0) return fail(pos, fmt::format("unknown register '{}' (%ax .. %r15, %ip, %flags, %xmm0 .. %xmm15)", f));
             a->base = FetchBase::reg;
             a->n = static_cast<uint32_t>(r);
             return true;
@@ -202,8 +210,18 @@ struct Parser {
             if (type_of(t, &a->type)) {
                 typed = true;
                 s.resize(colon);
+            } else if (t.size() >= 2 && t[0] == '{' && t.back() == '}') {
+                size_t bad = 0;
+                a->desc = t.substr(1, t.size() - 2);
+                a->vt = parse_vtype(a->desc, &bad);
+                if (!a->vt) return fail(pos + colon + 2 + bad, "not a type descriptor");
+                a->type = FetchType::typed;
+                a->home = static_cast<uint8_t>(arch::classify(*a->vt));
+                a->image = image_bytes(*a->vt);
+                typed = true;
+                s.resize(colon);
             } else if (s[0] != '@' || s.find(')') != std::string::npos) {
-                return fail(pos + colon + 1, fmt::format("unknown type '{}' (u8 .. u64, s8 .. s64, x8 .. x64, string)", t));
+                return fail(pos + colon + 1, fmt::format("unknown type '{}' (u8 .. u64, s8 .. s64, x8 .. x64, f32, f64, string)", t));
             }
         }
         if (!fetch(s, pos, a, 0)) return false;
@@ -213,7 +231,11 @@ struct Parser {
             if (typed && a->type != FetchType::string) return fail(pos, "$comm is a string: only :string");
             a->type = FetchType::string;
         }
-        if (a->base == FetchBase::retval && spec.kind != SpecKind::ret)
+        if (a->type == FetchType::typed && a->derefs.empty() && a->base != FetchBase::arg && a->base != FetchBase::retval &&
+            a->base != FetchBase::xmm && a->base != FetchBase::reg)
+            return fail(pos, "a type from DWARF is for a load, %REG, $argN, %xmmN or $retval");
+        if (a->base == FetchBase::retval && spec.kind == SpecKind::call && eq == std::string::npos) a->name = "retval";
+        if (a->base == FetchBase::retval && spec.kind == SpecKind::probe)
             return fail(pos, "$retval is known at a return only: use r:FUNC");
         if (a->base == FetchBase::arg && spec.kind == SpecKind::probe && spec.offset != 0)
             return fail(pos, "$argN is known at a function's entry (offset 0) or return only");
@@ -246,7 +268,7 @@ struct Parser {
                                                   (colon == 0 || loc[colon - 1] != ':') &&
                                                   loc.find_first_not_of("0123456789", colon + 1) == std::string::npos)
             return fail(w.at + colon + 1,
-                        fmt::format("'{}' is not a function: a line number (perf's FUNC:LINE) is not read here; an "
+                        fmt::format("'{}' is a source line: a return probe is on a function, not a line; an "
                                     "offset is FUNC+{}",
                                     loc.substr(colon + 1), loc.substr(colon + 1)));
         spec->target = loc;
@@ -274,6 +296,18 @@ bool parse_spec(const std::string &text, Spec *out, std::string *error, size_t *
     if (!is_probe) {
         if (!p.location(words[0], out)) return false;
         out->kind = out->offset ? SpecKind::probe : SpecKind::call;
+        // FUNC $retval[:TYPE]: the return value as TYPE says.
+        if (words.size() > 1 && out->kind == SpecKind::call) {
+            FetchArg a;
+            if (!p.fetcharg(words[1], *out, 0, &a)) return false;
+            if (a.base != FetchBase::retval || !a.derefs.empty() || words.size() > 2)
+                return p.fail(words[a.base != FetchBase::retval || !a.derefs.empty() ? 1 : 2].at,
+                              "a function's calls take $retval[:TYPE] only: other values need a p: or r: probe, as "
+                              "'p:FUNC %di' or 'r:FUNC $retval'");
+            if (a.type == FetchType::string) return p.fail(words[1].at, "$retval:string needs an r: probe");
+            out->args.push_back(std::move(a));
+            return true;
+        }
         if (words.size() > 1)
             return p.fail(words[1].at, "values to fetch need a p: or r: probe, as 'p:FUNC %di' or 'r:FUNC $retval'");
         return true;
@@ -325,12 +359,16 @@ std::string to_text(const Spec &spec)
     const bool looks_offset = plus != std::string::npos && plus + 1 < spec.target.size() &&
                               std::isdigit(static_cast<unsigned char>(spec.target[plus + 1]));
     std::string loc = spec.offset || looks_offset ? fmt::format("{}+{:#x}", spec.target, spec.offset) : spec.target;
-    if (spec.kind == SpecKind::call) return loc;
-    std::string out = spec.kind == SpecKind::probe ? "p" : spec.maxactive ? fmt::format("r{}", spec.maxactive) : "r";
+    std::string out = spec.kind == SpecKind::call ? loc
+                      : spec.kind == SpecKind::probe ? "p" : spec.maxactive ? fmt::format("r{}", spec.maxactive) : "r";
     // p:LOC, unless LOC holds a '/' (a path): p:X/Y followed by values is read as an event
     // name (p:GRP/EVENT LOC), so a path goes as p LOC.
-    if (!spec.event.empty()) out += ":" + spec.event + " " + loc;
-    else out += (loc.find('/') != std::string::npos ? " " : ":") + loc;
+    if (spec.kind == SpecKind::call) {
+    } else if (!spec.event.empty()) {
+        out += ":" + spec.event + " " + loc;
+    } else {
+        out += (loc.find('/') != std::string::npos ? " " : ":") + loc;
+    }
     for (const FetchArg &a : spec.args) {
         std::string f;
         switch (a.base) {
@@ -343,10 +381,11 @@ std::string to_text(const Spec &spec)
         case FetchBase::imm:
         case FetchBase::symbol: f = fmt::format("\\{:#x}", a.value); break;
         case FetchBase::param: f = a.symbol; break;
+        case FetchBase::xmm: f = fmt::format("%xmm{}", a.n); break;
         }
         for (int64_t d : a.derefs)
             f = fmt::format("{}{}({})", d < 0 ? '-' : '+', d < 0 ? -static_cast<uint64_t>(d) : static_cast<uint64_t>(d), f);
-        out += fmt::format(" {}={}:{}", a.name, f, type_name(a.type));
+        out += fmt::format(" {}={}:{}", a.name, f, a.type == FetchType::typed ? "{" + a.desc + "}" : type_name(a.type));
     }
     return out;
 }
@@ -371,15 +410,66 @@ size_t payload_bytes(const Spec &spec) { return arg_offset(spec, spec.args.size(
 size_t arg_offset(const Spec &spec, size_t i)
 {
     size_t off = 8;  // the fault mask
-    for (size_t k = 0; k < i && k < spec.args.size(); ++k) off += spec.args[k].type == FetchType::string ? kStringBytes : 8;
+    for (size_t k = 0; k < i && k < spec.args.size(); ++k) off += arg_bytes(spec.args[k]);
     return off;
 }
 
-const char *type_name(FetchType t) { return kTypes[static_cast<size_t>(t)]; }
+size_t arg_bytes(const FetchArg &a)
+{
+    return a.type == FetchType::string || (a.type == FetchType::typed && a.image > 8) ? kStringBytes : 8;
+}
+
+bool needs_fpregs(const Spec &spec)
+{
+    for (const FetchArg &a : spec.args) {
+        if (a.base == FetchBase::xmm) return true;
+        const auto home = static_cast<arch::ValueClass>(a.home);
+        if (a.type == FetchType::typed && a.base == FetchBase::retval && home != arch::ValueClass::integer &&
+            home != arch::ValueClass::int_int && home != arch::ValueClass::memory && home != arch::ValueClass::none)
+            return true;
+    }
+    return false;
+}
+
+bool retval_in_record(const Spec &spec)
+{
+    if (spec.args.empty()) return true;
+    const FetchArg &a = spec.args[0];
+    if (a.type != FetchType::typed) return a.type != FetchType::string && a.type != FetchType::f32 && a.type != FetchType::f64;
+    const VKind k = a.vt->kind;
+    return k == VKind::void_ || (static_cast<arch::ValueClass>(a.home) == arch::ValueClass::integer && k != VKind::string &&
+                                 k != VKind::reference && a.image <= 8);
+}
+
+const char *type_name(FetchType t) { return t == FetchType::typed ? "{}" : kTypes[static_cast<size_t>(t)]; }
+
+std::string format_value_json(const FetchArg &arg, const unsigned char *bytes, bool fault)
+{
+    if (fault) return "null";
+    if (arg.type == FetchType::typed) return format_image_json(*arg.vt, bytes, arg_bytes(arg));
+    if (arg.type == FetchType::string)
+        return json_string(std::string(reinterpret_cast<const char *>(bytes), strnlen(reinterpret_cast<const char *>(bytes), kStringBytes - 1)));
+    const std::string v = format_value(arg, bytes, fault);
+    if (arg.type <= FetchType::s64) return v;
+    if (arg.type == FetchType::f32 || arg.type == FetchType::f64)
+        return v.find_first_of("ni") == std::string::npos ? v : json_string(v);
+    return json_string(v);
+}
 
 std::string format_value(const FetchArg &arg, const unsigned char *bytes, bool fault)
 {
     if (fault) return "(fault)";
+    if (arg.type == FetchType::typed) return format_image(*arg.vt, bytes, arg_bytes(arg));
+    if (arg.type == FetchType::f32) {
+        float f;
+        std::memcpy(&f, bytes, 4);
+        return fmt::format("{}", f);
+    }
+    if (arg.type == FetchType::f64) {
+        double d;
+        std::memcpy(&d, bytes, 8);
+        return fmt::format("{}", d);
+    }
     if (arg.type == FetchType::string) {
         std::string out = "\"";
         size_t i = 0;

@@ -91,17 +91,110 @@ TEST(TraceSpec, ProbeForms)
     EXPECT_EQ(path.target, "/usr/bin/prog:compute");
     EXPECT_EQ(to_text(parse(to_text(path))), to_text(path));
     EXPECT_EQ(parse(to_text(path)).target, "/usr/bin/prog:compute");
-    // perf's p:FUNC:LINE is refused, with what to write instead (it was read as OBJECT:FUNC and
-    // waited for a library "nap" for ever).
+    // perf's FUNC:LINE is a source line, which the tool turns into FUNC+OFF before any spec is
+    // parsed (tools/liveprobe/source_specs.cpp): the parser itself never takes it for
+    // OBJECT:FUNC (it was, and waited for a library "nap" for ever).
     Spec bad;
     std::string error;
     size_t at = 0;
-    EXPECT_FALSE(parse_spec("p:nap:3", &bad, &error, &at));
-    EXPECT_NE(error.find("'3' is not a function"), std::string::npos) << error;
+    EXPECT_FALSE(parse_spec("r:nap:3", &bad, &error, &at));
+    EXPECT_NE(error.find("'3' is a source line"), std::string::npos) << error;
     EXPECT_EQ(at, 6u);
     Spec path_off = parse("p:/usr/lib/libz.so.1:inflate+0x10");
     EXPECT_EQ(parse(to_text(path_off)).offset, 0x10u);
     EXPECT_EQ(to_text(parse(to_text(path_off))), to_text(path_off));
+}
+
+// Every spec form of the README's grammar, with what it means: the forms before source lines
+// and typed values keep theirs (issue 33: "test that every existing spec form keeps its
+// meaning").
+TEST(TraceSpec, EveryFormKeepsItsMeaning)
+{
+    struct Form {
+        const char *text;
+        SpecKind kind;
+        const char *target;
+        uint64_t offset;
+        size_t args;
+        const char *event;
+    };
+    const Form forms[] = {
+        {"do_sys_open", SpecKind::call, "do_sys_open", 0, 0, ""},
+        {"libc.so.6:getpid", SpecKind::call, "libc.so.6:getpid", 0, 0, ""},
+        {"*", SpecKind::call, "*", 0, 0, ""},
+        {"libz.so.1:*", SpecKind::call, "libz.so.1:*", 0, 0, ""},
+        {"ns::W::f(int)", SpecKind::call, "ns::W::f(int)", 0, 0, ""},
+        {"Vec::operator+", SpecKind::call, "Vec::operator+", 0, 0, ""},
+        {"f+0x10", SpecKind::probe, "f", 16, 0, ""},
+        {"f+12", SpecKind::probe, "f", 12, 0, ""},
+        {"/usr/bin/prog:compute", SpecKind::call, "/usr/bin/prog:compute", 0, 0, ""},
+        {"p:f", SpecKind::probe, "f", 0, 0, ""},
+        {"p f+4", SpecKind::probe, "f", 4, 0, ""},
+        {"p:f %di", SpecKind::probe, "f", 0, 1, ""},
+        {"p:f path flags", SpecKind::probe, "f", 0, 2, ""},
+        {"p:grp/ev libc.so.6:open %si", SpecKind::probe, "libc.so.6:open", 0, 1, "grp/ev"},
+        {"p /usr/bin/prog:compute %di", SpecKind::probe, "/usr/bin/prog:compute", 0, 1, ""},
+        {"r:f", SpecKind::ret, "f", 0, 0, ""},
+        {"r f $retval", SpecKind::ret, "f", 0, 1, ""},
+        {"r16:f ret=$retval:s32", SpecKind::ret, "f", 0, 1, ""},
+        {"r:grp/ev f $retval", SpecKind::ret, "f", 0, 1, "grp/ev"},
+        // New: a call's return value typed, %xmmN, f32/f64, a type from DWARF.
+        {"f $retval:s32", SpecKind::call, "f", 0, 1, ""},
+        {"f retval=$retval:{f8}", SpecKind::call, "f", 0, 1, ""},
+        {"p:f x=%xmm0:f64 y=%xmm1:f32", SpecKind::probe, "f", 0, 2, ""},
+        {"p:f+0x1b i=-20(%bp):{i4}", SpecKind::probe, "f", 0x1b, 1, ""},
+    };
+    for (const Form &f : forms) {
+        Spec s = parse(f.text);
+        EXPECT_EQ(s.kind, f.kind) << f.text;
+        EXPECT_EQ(s.target, f.target) << f.text;
+        EXPECT_EQ(s.offset, f.offset) << f.text;
+        EXPECT_EQ(s.args.size(), f.args) << f.text;
+        EXPECT_EQ(s.event, f.event) << f.text;
+        EXPECT_EQ(to_text(parse(to_text(s))), to_text(s)) << f.text;
+    }
+}
+
+// Types from DWARF: their descriptors, where the payload keeps them, and their text.
+TEST(TraceSpec, TypedValues)
+{
+    Spec s = parse("r:f a=$arg1:{S12{x@0=f4,y@4=f4,z@8=f4}} b=$arg2:{e4{RED=0,GREEN=5}} c=$retval:{s8} "
+                   "d=$arg3:{rS8{x@0=i4,y@4=i4}} e=$retval:{f16}");
+    ASSERT_EQ(s.args.size(), 5u);
+    EXPECT_EQ(s.args[0].type, FetchType::typed);
+    EXPECT_EQ(s.args[0].image, 12u);
+    EXPECT_EQ(arg_bytes(s.args[0]), kStringBytes);  // more than 8 bytes: a string's room
+    EXPECT_EQ(arg_bytes(s.args[1]), 8u);
+    EXPECT_EQ(arg_bytes(s.args[2]), kStringBytes);
+    EXPECT_TRUE(needs_fpregs(s));  // the long double in st(0)
+    EXPECT_EQ(to_text(parse(to_text(s))), to_text(s));
+    unsigned char b[kStringBytes] = {};
+    const float v[3] = {0.5f, 1.0f, -2.25f};
+    std::memcpy(b, v, sizeof v);
+    EXPECT_EQ(format_value(s.args[0], b, false), "{ .x = 0.5, .y = 1, .z = -2.25 }");
+    EXPECT_EQ(format_value_json(s.args[0], b, false), "{\"x\":0.5,\"y\":1,\"z\":-2.25}");
+    std::memset(b, 0, sizeof b);
+    b[0] = 5;
+    EXPECT_EQ(format_value(s.args[1], b, false), "GREEN");
+    EXPECT_EQ(format_value_json(s.args[1], b, false), "\"GREEN\"");
+    b[0] = 7;
+    EXPECT_EQ(format_value(s.args[1], b, false), "7");  // no name: the number
+    std::memset(b, 0, sizeof b);
+    b[kStringBytes - 1] = kStringNull;
+    EXPECT_EQ(format_value(s.args[2], b, false), "NULL");
+    EXPECT_EQ(format_value_json(s.args[2], b, false), "null");
+    // A call whose value rax holds whole goes in the record; others in a payload.
+    EXPECT_TRUE(retval_in_record(parse("f $retval:{i4}")));
+    EXPECT_TRUE(retval_in_record(parse("f $retval:{v}")));
+    EXPECT_TRUE(retval_in_record(parse("f")));
+    EXPECT_FALSE(retval_in_record(parse("f $retval:{f8}")));
+    EXPECT_FALSE(retval_in_record(parse("f $retval:{s8}")));
+    EXPECT_FALSE(retval_in_record(parse("f $retval:{S16{a@0=i8,b@8=i8}}")));
+    EXPECT_EQ(event_bytes(parse("f $retval:{i4}")), 0u);
+    size_t at = 0;
+    EXPECT_NE(error_of("p:f a=$arg1:{S8{x@0=i9}}", &at).find("not a type descriptor"), std::string::npos);
+    EXPECT_NE(error_of("f %di:{i4}", &at).find("$retval"), std::string::npos);
+    EXPECT_NE(error_of("p:f $comm:{i4}", &at).find("$comm is a string"), std::string::npos);
 }
 
 TEST(TraceSpec, FetchArgs)

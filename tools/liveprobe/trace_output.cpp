@@ -5,6 +5,7 @@
 #include "trace_codec.hpp"
 
 #include "symbols/names.hpp"
+#include "trace/value_type.hpp"
 
 #include <algorithm>
 #include <cinttypes>
@@ -18,58 +19,33 @@ namespace {
 
 using trace::Record;
 
-// The length of the valid UTF-8 sequence at s[i] (1 to 4), 0 when there is none: a stray or
-// missing continuation byte, an overlong form, a surrogate, or past U+10FFFF.
-size_t utf8_length(const std::string &s, size_t i)
-{
-    const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-    const unsigned char c = byte(i);
-    if (c < 0x80) return 1;
-    size_t n = 0;
-    uint32_t cp = 0;
-    if (c >= 0xc2 && c <= 0xdf) n = 2, cp = c & 0x1fu;
-    else if (c >= 0xe0 && c <= 0xef) n = 3, cp = c & 0x0fu;
-    else if (c >= 0xf0 && c <= 0xf4) n = 4, cp = c & 0x07u;
-    else return 0;
-    if (i + n > s.size()) return 0;
-    for (size_t k = 1; k < n; ++k) {
-        if ((byte(i + k) & 0xc0) != 0x80) return 0;
-        cp = cp << 6 | (byte(i + k) & 0x3fu);
-    }
-    if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
-    return n;
-}
-
-// A JSON string of the bytes s: valid UTF-8 as it is (a path "café.txt" stays so), but for the
-// controls, ASCII's and the C1 ones (U+0080 to U+009F), escaped as \uXXXX; a byte that is no
-// part of valid UTF-8, which a JSON string cannot hold, as the text \xHH (its backslash
-// escaped), as the text output shows it.
-std::string json_string(const std::string &s)
-{
-    std::string out = "\"";
-    for (size_t i = 0; i < s.size();) {
-        const auto c = static_cast<unsigned char>(s[i]);
-        const size_t n = utf8_length(s, i);
-        if (n == 0) {
-            out += fmt::format("\\\\x{:02x}", c);
-            i += 1;
-            continue;
-        }
-        if (n == 1 && (c == '"' || c == '\\')) out += '\\', out += static_cast<char>(c);
-        else if (n == 1 && (c < 0x20 || c == 0x7f)) out += fmt::format("\\u{:04x}", c);
-        else if (n == 2 && c == 0xc2 && static_cast<unsigned char>(s[i + 1]) < 0xa0)
-            out += fmt::format("\\u{:04x}", static_cast<unsigned char>(s[i + 1]));  // C1
-        else out.append(s, i, n);
-        i += n;
-    }
-    return out + "\"";
-}
-
 std::string retval_text(uint64_t v)
 {
     auto s = static_cast<int64_t>(v);
     if (s >= -4096 && s < (int64_t{1} << 32)) return std::to_string(s);
     return fmt::format("{:#x}", v);
+}
+
+// A call's (FUNC's) return value as text ("" for void), or as a JSON object's member ("" for
+// void): typed by DWARF or by the spec's $retval:TYPE; without either the raw rax, said so.
+std::string call_value(const trace::Spec &spec, const TraceEvent &e, bool json)
+{
+    if (spec.args.empty())
+        return json ? fmt::format("\"raw_retval\":{}", static_cast<int64_t>(e.r.retval)) : "raw " + retval_text(e.r.retval);
+    const trace::FetchArg &a = spec.args[0];
+    if (a.type == trace::FetchType::typed && a.vt->kind == trace::VKind::void_) return "";
+    std::string v;
+    if (trace::retval_in_record(spec)) {
+        unsigned char bytes[8];
+        std::memcpy(bytes, &e.r.retval, 8);
+        v = json ? trace::format_value_json(a, bytes, false) : trace::format_value(a, bytes, false);
+    } else if (e.values.size() >= trace::payload_bytes(spec)) {
+        uint64_t faults;
+        std::memcpy(&faults, e.values.data(), 8);
+        const auto *bytes = reinterpret_cast<const unsigned char *>(e.values.data()) + trace::arg_offset(spec, 0);
+        v = json ? trace::format_value_json(a, bytes, faults & 1) : trace::format_value(a, bytes, faults & 1);
+    }
+    return json ? "\"retval\":" + v : v;
 }
 
 // A fetched event's values as " name=value ..." (text) or a JSON object's members.
@@ -82,16 +58,10 @@ std::string values_text(const trace::Spec &spec, const std::string &payload, boo
     for (size_t i = 0; i < spec.args.size(); ++i) {
         const trace::FetchArg &a = spec.args[i];
         bool fault = faults >> i & 1;
-        std::string v = trace::format_value(a, reinterpret_cast<const unsigned char *>(payload.data()) +
-                                                   trace::arg_offset(spec, i), fault);
+        const auto *at = reinterpret_cast<const unsigned char *>(payload.data()) + trace::arg_offset(spec, i);
+        // JSON: a string from its bytes (the text escapes every byte past ASCII).
+        std::string v = json ? trace::format_value_json(a, at, fault) : trace::format_value(a, at, fault);
         if (json) {
-            bool string = a.type == trace::FetchType::string;
-            bool number = !string && a.type <= trace::FetchType::s64;
-            // A string from its bytes (format_value's text escapes every byte past ASCII).
-            const char *at = payload.data() + trace::arg_offset(spec, i);
-            if (fault) v = "null";
-            else if (string) v = json_string(std::string(at, strnlen(at, trace::kStringBytes - 1)));
-            else if (!number) v = json_string(v);
             out += fmt::format("{}\"{}\":{}", i ? "," : "", a.name, v);
         } else {
             out += fmt::format(" {}={}", a.name, v);
@@ -123,13 +93,13 @@ void chrome_names(uint32_t tid, PrintOptions &o)
         std::string name = o.pid > 0 ? proc_name(fmt::format("{}/comm", o.pid)) : std::string();
         if (name.empty()) name = fmt::format("process {}", o.pid);
         std::fprintf(o.chrome, "%s\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":%s}}",
-                     o.chrome_first ? "" : ",", o.pid, json_string(name).c_str());
+                     o.chrome_first ? "" : ",", o.pid, trace::json_string(name).c_str());
         o.chrome_first = false;
     }
     std::string name = o.pid > 0 ? proc_name(fmt::format("{}/task/{}/comm", o.pid, tid)) : std::string();
     if (name.empty()) name = fmt::format("thread {}", tid);
     std::fprintf(o.chrome, "%s\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%u,\"args\":{\"name\":%s}}",
-                 o.chrome_first ? "" : ",", o.pid, tid, json_string(name).c_str());
+                 o.chrome_first ? "" : ",", o.pid, tid, trace::json_string(name).c_str());
     o.chrome_first = false;
 }
 
@@ -144,25 +114,25 @@ void print_one(const TraceEvent &e, const TraceProbes &probes, PrintOptions &o)
         chrome_names(r.tid, o);
         // A complete event ("X") per call, an instant event ("i") per hit, in microseconds, as
         // chrome://tracing and Perfetto read them.
-        std::string args = spec.kind == trace::SpecKind::call ? fmt::format("\"retval\":{}", static_cast<int64_t>(r.retval))
-                                                               : values_text(spec, e.values, true);
+        std::string args = spec.kind == trace::SpecKind::call ? call_value(spec, e, true) : values_text(spec, e.values, true);
         if (spec.kind == trace::SpecKind::probe)
             std::fprintf(o.chrome, "%s\n{\"name\":%s,\"ph\":\"i\",\"s\":\"t\",\"ts\":%.3f,\"pid\":%d,\"tid\":%u,\"args\":{%s}}",
-                         o.chrome_first ? "" : ",", json_string(where).c_str(), static_cast<double>(r.entry_ns) / 1e3, o.pid,
+                         o.chrome_first ? "" : ",", trace::json_string(where).c_str(), static_cast<double>(r.entry_ns) / 1e3, o.pid,
                          r.tid, args.c_str());
         else
             std::fprintf(o.chrome, "%s\n{\"name\":%s,\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%u,\"args\":{%s}}",
-                         o.chrome_first ? "" : ",", json_string(name).c_str(), static_cast<double>(r.entry_ns) / 1e3,
+                         o.chrome_first ? "" : ",", trace::json_string(name).c_str(), static_cast<double>(r.entry_ns) / 1e3,
                          static_cast<double>(took) / 1e3, o.pid, r.tid, args.c_str());
         o.chrome_first = false;
         return;
     }
     if (o.json) {
-        std::string head = fmt::format("{{\"time_ns\":{},\"tid\":{},\"function\":{}", r.exit_ns, r.tid, json_string(name));
-        if (!spec.event.empty()) head += fmt::format(",\"event\":{}", json_string(spec.event));
-        if (spec.kind == trace::SpecKind::call)
-            std::printf("%s,\"retval\":%" PRId64 ",\"duration_ns\":%" PRIu64 "}\n", head.c_str(), static_cast<int64_t>(r.retval),
-                        took);
+        std::string head = fmt::format("{{\"time_ns\":{},\"tid\":{},\"function\":{}", r.exit_ns, r.tid, trace::json_string(name));
+        if (!spec.event.empty()) head += fmt::format(",\"event\":{}", trace::json_string(spec.event));
+        if (spec.kind == trace::SpecKind::call) {
+            const std::string v = call_value(spec, e, true);
+            std::printf("%s%s%s,\"duration_ns\":%" PRIu64 "}\n", head.c_str(), v.empty() ? "" : ",", v.c_str(), took);
+        }
         else if (spec.kind == trace::SpecKind::probe)
             std::printf("%s,\"offset\":%" PRIu64 ",\"values\":{%s}}\n", head.c_str(), spec.offset,
                         values_text(spec, e.values, true).c_str());
@@ -173,9 +143,11 @@ void print_one(const TraceEvent &e, const TraceProbes &probes, PrintOptions &o)
     }
     std::string stamp = fmt::format("[{:5}.{:06}] {}", r.exit_ns / 1000000000, r.exit_ns / 1000 % 1000000, r.tid);
     std::string event = spec.event.empty() ? std::string() : spec.event + " ";
-    if (spec.kind == trace::SpecKind::call)
-        std::printf("%s %s returned %s and took %" PRIu64 " ns to execute\n", stamp.c_str(), name.c_str(),
-                    retval_text(r.retval).c_str(), took);
+    if (spec.kind == trace::SpecKind::call) {
+        const std::string v = call_value(spec, e, false);
+        std::printf("%s %s returned %s%sand took %" PRIu64 " ns to execute\n", stamp.c_str(), name.c_str(), v.c_str(),
+                    v.empty() ? "" : " ", took);
+    }
     else if (spec.kind == trace::SpecKind::probe)
         std::printf("%s %s%s%s\n", stamp.c_str(), event.c_str(), spec.event.empty() ? where.c_str() : ("(" + where + ")").c_str(),
                     values_text(spec, e.values, false).c_str());

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Typed values from DWARF (issue 33, item 1), against tests/programs/typed_target.cpp: each
+# output compared whole with a golden file in tests/golden/, times, thread ids and addresses
+# masked as uftrace's tests mask them.
+#   1. FUNC: the return value of every kind (void, bool, char, integers, enums, pointers,
+#      strings, float, double, long double, structs in each register class and in memory,
+#      references, a method), as text and as JSON (which Python's json module reads back).
+#   2. p:/r: parameters by name, typed as declared, and the places they cannot be read from.
+#   3. The fetch-arg syntax still overrides ($retval:x32, NAME:x64).
+#   4. Without DWARF (the program's debug information stripped), the raw value, marked so.
+source "$(dirname "${BASH_SOURCE[0]}")/../support/script_common.sh" typed
+target=$bin/tests/lp_typed_target
+golden=$LIVEPROBE_SOURCE_DIR/tests/golden
+# The lines the golden files hold: the tool's output (stdout), then its messages (stderr),
+# masked; the program's own line is checked apart (its output goes when it exits).
+mask() {
+    grep -Ev '^liveprobe: (started PID|placed )|^typed_target done' |
+        sed -E 's/^\[ *[0-9]+\.[0-9]{6}\] [0-9]+ /[T] TID /; s/took [0-9]+ ns/took N ns/; s/after [0-9]+ ns/after N ns/;
+                s/0x[0-9a-f]{12}\b/ADDR/g; s/"time_ns":[0-9]+/"time_ns":T/; s/"tid":[0-9]+/"tid":TID/;
+                s/"duration_ns":[0-9]+/"duration_ns":D/; s/at \/.*\/tests\/programs\//at SRC\//'
+}
+# run NAME ARGS...: the tool's run, into $tmp/NAME (stdout) and $tmp/NAME.err.
+run() {
+    local name=$1; shift
+    "${launch[@]}" "$lp" "$@" >"$tmp/$name" 2>"$tmp/$name.err"
+}
+# compare WHAT GOLDEN NAME: the run NAME, masked, is GOLDEN.
+compare() {
+    { mask <"$tmp/$3"; echo "--- stderr"; mask <"$tmp/$3.err"; } >"$tmp/$3.masked"
+    if diff -u "$golden/$2" "$tmp/$3.masked" >"$tmp/$3.diff"; then pass "$1 ($2)"; else fail "$1: differs from $2:"; sed 's/^/    /' "$tmp/$3.diff" | head -40; fi
+}
+
+# 1. Every kind of return value.
+run ret trace 'lp_ty_*' 'shop::Cart::total*' -- "$target"
+compare "FUNC: return values typed by DWARF" typed_returns.txt ret
+grep -q '^typed_target done: -2999999984810$' "$tmp/ret" && pass "the program's output is its own" ||
+    fail "the program's output changed: $(grep typed_target "$tmp/ret")"
+run ret.json trace --json 'lp_ty_*' 'shop::Cart::total*' -- "$target"
+compare "FUNC --json: return values as JSON values" typed_returns.json ret.json
+grep '^{' "$tmp/ret.json" | python3 -c 'import json, sys; [json.loads(l) for l in sys.stdin]' 2>"$tmp/py.err" &&
+    pass "--json: every line is JSON" || { fail "--json: not JSON:"; sed 's/^/    /' "$tmp/py.err"; }
+
+# 2. Parameters by name, and where they cannot be read.
+run params trace 'p:lp_ty_mix a b c d' 'p:lp_ty_sum_point p c' 'p:lp_ty_first s' 'p:lp_ty_s8 v' \
+    'p:lp_ty_read_ref p n' 'p:lp_ty_make_big a' 'r:lp_ty_pick k ret=$retval' 'p:lp_ty_is_even n' \
+    'p:lp_ty_third x' 'r:lp_ty_scale f' -- "$target"
+compare "p:/r: parameters typed by DWARF, and refused where unknown" typed_params.txt params
+
+# 3. Overrides.
+run over trace 'lp_ty_neg $retval:x32' 'p:lp_ty_half_of x:x64' 'p:lp_ty_scale f:f32' 'lp_ty_pick $retval:u8' -- "$target"
+compare "the fetch-arg syntax overrides the DWARF type" typed_overrides.txt over
+
+# 4. No DWARF: raw.
+cp "$target" "$tmp/stripped" && strip --strip-debug "$tmp/stripped"
+run raw trace 'lp_ty_neg' 'lp_ty_u16' 'lp_ty_ll' -- "$tmp/stripped"
+compare "without DWARF: the raw value, marked raw" typed_raw.txt raw
+run rawp trace 'p:lp_ty_neg v' -- "$tmp/stripped"
+grep -q "lp_ty_neg: .*has no DWARF" "$tmp/rawp.err" && pass "without DWARF: a parameter by name is refused, saying why" ||
+    { fail "a parameter by name without DWARF:"; sed 's/^/    /' "$tmp/rawp.err"; }
+
+echo "$failures failure(s)"
+[ "$failures" -eq 0 ]

@@ -8,6 +8,8 @@
 #   2. p:/r: parameters by name, typed as declared, and the places they cannot be read from.
 #   3. The fetch-arg syntax still overrides ($retval:x32, NAME:x64).
 #   4. Without DWARF (the program's debug information stripped), the raw value, marked so.
+#   5. Source lines as probe points (FUNC:RELLINE, SRCFILE:LINE) with variables by name, and
+#      `list --params` and `--lines` on the file.
 source "$(dirname "${BASH_SOURCE[0]}")/../support/script_common.sh" typed
 target=$bin/tests/lp_typed_target
 golden=$LIVEPROBE_SOURCE_DIR/tests/golden
@@ -57,6 +59,19 @@ compare "without DWARF: the raw value, marked raw" typed_raw.txt raw
 run rawp trace 'p:lp_ty_neg v' -- "$tmp/stripped"
 grep -q "lp_ty_neg: .*has no DWARF" "$tmp/rawp.err" && pass "without DWARF: a parameter by name is refused, saying why" ||
     { fail "a parameter by name without DWARF:"; sed 's/^/    /' "$tmp/rawp.err"; }
+
+# 5. Source lines: FUNC:RELLINE and SRCFILE:LINE, with variables by name, and list on the file.
+run lines trace 'p:lp_ty_loop:4 i total' 'typed_target.cpp:69 total label n' -- "$target"
+compare "source lines as probe points, their variables by name" typed_lines.txt lines
+run badline trace 'typed_target.cpp:68' -- "$target"
+run badvar trace 'p:lp_ty_loop:4 nope' -- "$target"
+run badrel trace 'lp_ty_nosuch:3' -- "$target"
+cat "$tmp/badline.err" "$tmp/badvar.err" "$tmp/badrel.err" >"$tmp/bad" && : >"$tmp/bad.err"
+compare "a line without code, a variable not there, no such function: clear errors" typed_line_errors.txt bad
+run list.params list -x "$target" --params -d 'lp_ty_m*'
+run list.lines list -x "$target" --lines lp_ty_loop
+cat "$tmp/list.lines" >>"$tmp/list.params"
+compare "list -x FILE --params, --lines FUNC" typed_list.txt list.params
 
 echo "$failures failure(s)"
 [ "$failures" -eq 0 ]

@@ -1,7 +1,9 @@
 // liveprobe list -p PID [PATTERN] | -x FILE [PATTERN]: the functions of a process, or of an
 // executable or library on disk, that can be probed, as OBJECT:NAME (the form symbol_name
-// takes), like `perf probe -F` and `bpftrace -l`. Read from the objects' files; the process is
-// not touched.
+// takes), like `perf probe -F` and `bpftrace -l`; with --params, each one's parameters and
+// return type from DWARF; --lines FUNC: the source lines of FUNC that can be probed, with the
+// variables readable at each (`perf probe -L` and `-V`). Read from the objects' files; the
+// process is not touched.
 #include <CLI/CLI.hpp>
 
 #include <elf.h>
@@ -12,12 +14,15 @@
 #include <cerrno>
 #include <cstring>
 #include <cstdio>
-#include <set>
+#include <map>
+#include <memory>
 
 #include <fmt/format.h>
 
 #include "commands.hpp"
 #include "process.hpp"
+#include "source_specs.hpp"
+#include "symbols/dwarf_lines.hpp"
 #include "symbols/elf_object.hpp"
 #include "symbols/names.hpp"
 
@@ -41,7 +46,22 @@ bool map_readable(pid_t pid)
 // name, mangled or demangled, or OBJECT:GLOB as `trace` takes it (OBJECT by its base name, with
 // or without its version suffix). `path` is where to read the object (through /proc/PID/root
 // for a process). The number shown.
-size_t list_object(const std::string &object_path, const std::string &path, const std::string &pattern, bool demangle)
+// " (TYPE NAME, ...) -> TYPE" from the function's DWARF at file address `entry`, or "" when
+// there is none.
+std::string params_text(symbols::DwarfReader *dwarf, uint64_t entry)
+{
+    symbols::SourceFunction f;
+    if (!dwarf || !dwarf->function_at(entry, &f) || f.low != entry) return {};
+    std::string out;
+    for (const symbols::Param &p : f.params) {
+        const bool suffix = !p.type.empty() && (p.type.back() == '*' || p.type.back() == '&');
+        out += fmt::format("{}{}{}{}", out.empty() ? "" : ", ", p.type, suffix || p.name.empty() ? "" : " ", p.name);
+    }
+    return fmt::format("  ({}) -> {}", out, f.ret_type);
+}
+
+size_t list_object(const std::string &object_path, const std::string &path, const std::string &pattern, bool demangle,
+                   bool params)
 {
     std::string glob = pattern;
     if (const size_t colon = pattern.find(':'); colon != std::string::npos && pattern.find("::") != colon) {
@@ -52,17 +72,30 @@ size_t list_object(const std::string &object_path, const std::string &path, cons
     auto elf = symbols::ElfObject::load(path, true, &err);
     if (!elf) return 0;  // not ELF (a data file mapped in)
     const std::string object(symbols::names::base_name(object_path));
-    std::set<std::string> names;
+    std::unique_ptr<symbols::DwarfReader> dwarf;
+    if (params) dwarf = symbols::DwarfReader::open(path, &err);
+    std::map<std::string, std::string> names;  // shown name, and its parameters
     for (const symbols::Symbol &s : elf->symbols()) {
         if ((s.type != STT_FUNC && s.type != STT_GNU_IFUNC) || s.value == 0 || s.hidden_version) continue;
         const std::string name = s.name.substr(0, s.name.find('@'));
         std::string demangled = symbols::names::demangle(name.c_str());
         if (demangled.empty()) demangled = name;
         if (fnmatch(glob.c_str(), name.c_str(), 0) != 0 && fnmatch(glob.c_str(), demangled.c_str(), 0) != 0) continue;
-        names.insert(demangle ? demangled : name);
+        auto [it, added] = names.emplace(demangle ? demangled : name, std::string());
+        if (added && params) it->second = params_text(dwarf.get(), s.value);
     }
-    for (const std::string &n : names) std::printf("%s:%s\n", object.c_str(), n.c_str());
+    for (const auto &[n, p] : names) std::printf("%s:%s%s\n", object.c_str(), n.c_str(), p.c_str());
     return names.size();
+}
+
+int show_lines(const std::string &func, const std::vector<SourceObject> &objects)
+{
+    std::string error;
+    if (print_source_lines(func, objects, &error) == 0) {
+        complain("list --lines: " + error);
+        return kExitFailure;
+    }
+    return 0;
 }
 
 }  // namespace
@@ -74,6 +107,8 @@ Runner add_list(CLI::App &app)
     auto file = std::make_shared<std::string>();
     auto pattern = std::make_shared<std::string>("*");
     auto demangle = std::make_shared<bool>(false);
+    auto params = std::make_shared<bool>(false);
+    auto lines = std::make_shared<std::string>();
     auto *p_opt = cmd->add_option("-p,--pid", *pid, "The process");
     auto *x_opt = cmd->add_option("-x,--exec", *file, "An executable or library on disk, not running");
     p_opt->excludes(x_opt);
@@ -81,7 +116,12 @@ Runner add_list(CLI::App &app)
                     "A glob on the function's name, mangled or demangled, or OBJECT:GLOB as trace takes it; '*' by "
                     "default");
     cmd->add_flag("-d,--demangle", *demangle, "Show C++ names demangled");
-    return [pid, file, pattern, demangle, p_opt, x_opt] {
+    cmd->add_flag("--params", *params, "Show each function's parameters and return type, from its DWARF");
+    auto *lines_opt = cmd->add_option("--lines", *lines,
+                                      "The source lines of FUNC that can be probed (SRCFILE:LINE, FUNC:RELLINE), and "
+                                      "the variables readable at each");
+    lines_opt->excludes(cmd->get_option("pattern"));
+    return [pid, file, pattern, demangle, params, lines, p_opt, x_opt, lines_opt] {
         if (p_opt->count() == 0 && x_opt->count() == 0) {
             complain("list: name a process (-p PID) or a file (-x FILE)");
             return kExitUsage;
@@ -96,7 +136,8 @@ Runner add_list(CLI::App &app)
                 complain(fmt::format("list: {} is not an ELF executable or library", *file));
                 return kExitFailure;
             }
-            if (list_object(*file, *file, *pattern, *demangle) == 0) {
+            if (lines_opt->count()) return show_lines(*lines, {{*file, *file}});
+            if (list_object(*file, *file, *pattern, *demangle, *params) == 0) {
                 complain(fmt::format("no function of {} matches '{}'", *file, *pattern));
                 return kExitFailure;
             }
@@ -113,8 +154,14 @@ Runner add_list(CLI::App &app)
                                  *pid));
             return kExitFailure;
         }
+        if (lines_opt->count()) {
+            std::vector<SourceObject> objects;
+            for (const LoadedObject &o : loaded_objects(*pid)) objects.push_back({path_in(*pid, o.path), o.path});
+            return show_lines(*lines, objects);
+        }
         size_t shown = 0;
-        for (const LoadedObject &o : loaded_objects(*pid)) shown += list_object(o.path, path_in(*pid, o.path), *pattern, *demangle);
+        for (const LoadedObject &o : loaded_objects(*pid))
+            shown += list_object(o.path, path_in(*pid, o.path), *pattern, *demangle, *params);
         if (shown == 0) {
             complain(fmt::format("no function of process {} matches '{}'", *pid, *pattern));
             return kExitFailure;

@@ -38,6 +38,7 @@
 #include "program_check.hpp"
 #include "injector.hpp"
 #include "process.hpp"
+#include "source_specs.hpp"
 #include "trace/rings.hpp"
 #include "trace/spec.hpp"
 #include "trace_codec.hpp"
@@ -322,6 +323,34 @@ int show_file(Opts &o)
     return 0;
 }
 
+// Turns each spec at a source line (SRCFILE:LINE, FUNC:RELLINE) into the FUNC+OFF ones it
+// stands for, looked up in the process's objects, or the program's file: false when one
+// cannot be (said).
+bool resolve_source_specs(std::vector<std::string> &specs, int pid, const std::vector<std::string> &command)
+{
+    if (std::none_of(specs.begin(), specs.end(), is_source_spec)) return true;
+    std::vector<SourceObject> objects;
+    if (pid != 0) {
+        for (const LoadedObject &o : loaded_objects(pid)) objects.push_back({path_in(pid, o.path), o.path});
+    } else if (const std::string exe = resolve_command(command.empty() ? std::string() : command[0]); !exe.empty()) {
+        objects.push_back({exe, exe});
+    }
+    std::vector<std::string> out;
+    for (const std::string &text : specs) {
+        std::vector<std::string> notes;
+        std::string error;
+        if (!is_source_spec(text)) {
+            out.push_back(text);
+        } else if (!resolve_source_spec(text, objects, &out, &notes, &error)) {
+            complain("trace: " + error);
+            return false;
+        }
+        for (const std::string &n : notes) std::fprintf(stderr, "liveprobe: %s\n", n.c_str());
+    }
+    specs = std::move(out);
+    return true;
+}
+
 }  // namespace
 
 Runner add_trace(CLI::App &app)
@@ -411,6 +440,7 @@ Runner add_trace(CLI::App &app)
             return kExitUsage;
         }
         const char *mode = o->count ? "count" : o->hist ? "hist" : "events";
+        if (!resolve_source_specs(o->specs, o->pid, command)) return kExitUsage;
         // Every spec parsed here first: a mistake is shown before anything is attached or run.
         for (const std::string &text : o->specs) {
             trace::Spec spec;

@@ -13,10 +13,7 @@
 #include <fmt/format.h>
 
 namespace liveprobe::tool {
-namespace {
-
-// The file execvp would run for `command`, or "" when none is found.
-std::string resolve(const std::string &command)
+std::string resolve_command(const std::string &command)
 {
     if (command.find('/') != std::string::npos) return command;
     const char *env = std::getenv("PATH");
@@ -29,13 +26,15 @@ std::string resolve(const std::string &command)
     return {};
 }
 
+namespace {
+
 bool read_at(int fd, void *buf, size_t n, off_t at) { return pread(fd, buf, n, at) == static_cast<ssize_t>(n); }
 
 }  // namespace
 
 int check_loadable(const std::string &command, std::string *why)
 {
-    const std::string path = resolve(command);
+    const std::string path = resolve_command(command);
     if (path.empty()) return 0;
     const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return 0;

@@ -12,4 +12,7 @@ namespace liveprobe::tool {
 // *why when it cannot (statically linked, musl, not x86-64).
 int check_loadable(const std::string &command, std::string *why);
 
+// The file execvp would run for `command`, or "" when none is found.
+std::string resolve_command(const std::string &command);
+
 }  // namespace liveprobe::tool

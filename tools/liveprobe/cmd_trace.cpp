@@ -159,6 +159,7 @@ struct Reader {
                 im.prefix = base_name(im.exe) + ":";  // its functions, told from the first program's
             im.named = load_names(im);
             if (im.named && im.out) {
+                im.encoder = TraceEncoder(static_cast<uint32_t>(im.pid));  // the header's process
                 std::string header = trace_header(im.pid, im.probes);
                 im.out->write(header.data(), header.size());
             }
@@ -302,6 +303,7 @@ int show_file(Opts &o)
                 for (const TraceEvent &e : batch) totals->add(e, o.probes);
             } else {
                 o.print.pid = pid;
+                o.print.live = false;  // the file's processes: gone, or others by now
                 print_events(batch, o.probes, o.print);
             }
         },

@@ -19,6 +19,9 @@ namespace liveprobe::tool {
 struct TraceEvent {
     trace::Record r;
     std::string values;  // p:, r:: the fetched values (trace/spec.hpp's payload)
+    // Its process: a forked child's events are read from its parent's memory (rings.hpp's
+    // RingHead::pid says whose ring), or from its parent's trace file. 0: PrintOptions::pid.
+    int pid = 0;
 };
 
 // The probes of a session: probe i is function names[i] of spec specs[spec[i]].
@@ -36,7 +39,9 @@ struct PrintOptions {
     FILE *chrome = nullptr;  // --chrome FILE
     bool chrome_first = true;
     std::set<uint32_t> chrome_named;  // threads given a name (a "thread_name" metadata event)
-    int pid = 0;
+    std::set<int> chrome_processes;   // processes given a name (a "process_name" metadata event)
+    int pid = 0;       // the process of the events that do not say theirs
+    bool live = true;  // the processes run (or ran) now: their names are in /proc (not with -i)
     int tid = 0;  // --tid
     uint64_t min_duration = 0;
 };

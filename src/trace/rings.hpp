@@ -81,7 +81,9 @@ struct alignas(64) Header {
     uint64_t names_offset;
     std::atomic<uint64_t> names_bytes{0};
     uint64_t names_room;
-    std::atomic<uint32_t> ready{0};     // 1: the session is set up (probes, names)
+    // 1: the session is set up (probes, names); 2: it never will be (the program the tool
+    // started runs untraced: agent/trace_env.cpp), and the tool's "placing probes" line goes.
+    std::atomic<uint32_t> ready{0};
     // 1: --count, whose count rows hold the calls; otherwise they hold the calls that left
     // without returning (an exception, a longjmp, the thread's exit: the unwind handler).
     uint32_t counts_calls;

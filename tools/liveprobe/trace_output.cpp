@@ -2,6 +2,9 @@
 
 #include <stdio_ext.h>
 
+#include <sys/stat.h>
+
+#include "progress_line.hpp"
 #include "trace_codec.hpp"
 
 #include "symbols/names.hpp"
@@ -355,20 +358,32 @@ std::string trace_header(int pid, const TraceProbes &probes)
 }
 
 bool read_trace_file(const std::string &path, TraceProbes *probes, int *pid,
-                     const std::function<void(std::vector<TraceEvent> &)> &each, std::string *why)
+                     const std::function<void(std::vector<TraceEvent> &)> &each, std::string *why, bool progress)
 {
     FILE *f = std::fopen(path.c_str(), "rb");
     if (!f) {
         *why = fmt::format("{}: {}", path, std::strerror(errno));
         return false;
     }
-    const bool ok = read_trace_stream(f, path, probes, pid, each, why);
+    struct stat st {};
+    ProgressLine line(progress && fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode));
+    const bool ok = read_trace_stream(f, path, probes, pid, each, why, &line, static_cast<uint64_t>(st.st_size));
     std::fclose(f);
     return ok;
 }
 
+// "liveprobe: reading t.lptrace: 45% (1.2 GiB of 2.7 GiB)"
+static void say_read(FILE *f, const std::string &path, uint64_t size, ProgressLine *progress)
+{
+    if (!progress || !progress->enabled() || size == 0) return;
+    const auto at = static_cast<double>(std::max<off_t>(ftello(f), 0));
+    progress->show(fmt::format("liveprobe: reading {}: {:.0f}% ({} of {})", path, 100 * at / static_cast<double>(size),
+                               human_bytes(at), human_bytes(static_cast<double>(size))));
+}
+
 bool read_trace_stream(FILE *f, const std::string &path, TraceProbes *probes, int *pid,
-                       const std::function<void(std::vector<TraceEvent> &)> &each, std::string *why)
+                       const std::function<void(std::vector<TraceEvent> &)> &each, std::string *why,
+                       ProgressLine *progress, uint64_t size)
 {
     char magic[sizeof kMagicV1] = {};
     if (std::fread(magic, 1, sizeof magic, f) == sizeof magic && std::memcmp(magic, kMagicV1, sizeof magic) == 0) {
@@ -416,12 +431,14 @@ bool read_trace_stream(FILE *f, const std::string &path, TraceProbes *probes, in
         }
         e.pid = static_cast<int>(dec.pid());
         batch.push_back(std::move(e));
+        if (batch.size() % 65536 == 0) say_read(f, path, size, progress);
         if (batch.size() == 1000000) {
             each(batch);
             batch.clear();
         }
     }
     if (!batch.empty()) each(batch);
+    if (progress) progress->clear();
     if (!ok) *why = fmt::format("{}: cut short (the events that came before were shown)", path);
     return ok;
 }

@@ -16,6 +16,8 @@
 
 namespace liveprobe::tool {
 
+class ProgressLine;
+
 struct TraceEvent {
     trace::Record r;
     std::string values;  // p:, r:: the fetched values (trace/spec.hpp's payload)
@@ -78,11 +80,15 @@ std::string trace_header(int pid, const TraceProbes &probes);
 // output to stdout.
 void stdout_whole_lines();
 // Reads a trace file: the header first, then calls `each` with batches of events until the end.
-// false with *why for a file that is not a trace, or is cut short.
+// false with *why for a file that is not a trace, or is cut short. With `progress`, how far it
+// has read is said on stderr when that is a terminal (progress_line.hpp).
 bool read_trace_file(const std::string &path, TraceProbes *probes, int *pid,
-                     const std::function<void(std::vector<TraceEvent> &)> &each, std::string *why);
-// The same, from an open stream (`name` says which in *why).
+                     const std::function<void(std::vector<TraceEvent> &)> &each, std::string *why,
+                     bool progress = false);
+// The same, from an open stream (`name` says which in *why; *progress, if any, says how far in
+// the stream's `size` bytes it is).
 bool read_trace_stream(FILE *f, const std::string &name, TraceProbes *probes, int *pid,
-                       const std::function<void(std::vector<TraceEvent> &)> &each, std::string *why);
+                       const std::function<void(std::vector<TraceEvent> &)> &each, std::string *why,
+                       ProgressLine *progress = nullptr, uint64_t size = 0);
 
 }  // namespace liveprobe::tool

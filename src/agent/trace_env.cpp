@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <cstdlib>
@@ -30,6 +31,7 @@
 #include "agent/follow.hpp"
 #include "core/thread_state.hpp"
 #include "os/linux/environ.hpp"
+#include "trace/rings.hpp"
 #include "trace/session.hpp"
 
 namespace liveprobe::agent {
@@ -42,10 +44,14 @@ std::string exe_path()
     return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string("?");
 }
 
+// Before the first line the program says on a terminal: the line erased, where the tool may
+// have its "placing probes" line (tools/liveprobe/progress_line.hpp) at that instant.
+const char *fresh_line() { return isatty(STDERR_FILENO) == 1 ? "\r\033[K" : ""; }
+
 // What the program the tool started says on its stderr, as `liveprobe trace -p` says it.
 void print_started(const trace::Started &started, bool verbose)
 {
-    std::fprintf(stderr, "liveprobe: placed %zu probes (%zu jump-optimized) in %.1f ms\n", started.placed,
+    std::fprintf(stderr, "%sliveprobe: placed %zu probes (%zu jump-optimized) in %.1f ms\n", fresh_line(), started.placed,
                  started.optimized, started.place_ms);
     for (size_t i = 0; i < started.slow.size() && i < 3 && !verbose; ++i)
         std::fprintf(stderr, "liveprobe: on the breakpoint path: %s\n", started.slow[i].c_str());
@@ -110,6 +116,10 @@ int start_trace_from_environment()
         r = trace::start(mode, {words.begin() + 2, words.end()}, std::atoi(words[1].c_str()), &started, &why, given_fd,
                          follow_forks, true);
     }
+    if (given_fd >= 0 && r != 0) {  // the tool's memory: its "placing probes" line ends (rings.hpp ready)
+        const uint32_t never = 2;  // not written: the tool says at the end that nothing was traced, as ever
+        [[maybe_unused]] const ssize_t n = pwrite(given_fd, &never, sizeof never, offsetof(trace::Header, ready));
+    }
     if (given_fd >= 0) close(given_fd);  // mapped: the session keeps no descriptor
     if (conn >= 0 && r != -ECANCELED) {  // 4 (cancelled: the tool is gone, its connection closed)
         std::string report = fmt::format("image {} {}\n", getpid(), exe_path());
@@ -124,11 +134,11 @@ int start_trace_from_environment()
     }
     if (conn >= 0) return 0;
     if (r == -ECANCELED || following) {  // the program runs on, untraced, as after the tool's death
-        std::fprintf(stderr, "liveprobe: trace in process %d: %s%s\n", getpid(), why.c_str(),
+        std::fprintf(stderr, "%sliveprobe: trace in process %d: %s%s\n", fresh_line(), getpid(), why.c_str(),
                      r == -ECANCELED ? "" : "; it runs untraced, the programs it executes are traced");
         return 0;
     }
-    std::fprintf(stderr, "liveprobe: trace in process %d: %s\n", getpid(), why.c_str());
+    std::fprintf(stderr, "%sliveprobe: trace in process %d: %s\n", fresh_line(), getpid(), why.c_str());
     std::exit(1);
 }
 

@@ -46,6 +46,14 @@ static_assert(sizeof(clk::g_gen) == 4 && sizeof(Slot::generation) == 8 && offset
     });
 }
 
+// Ring i, just claimed: its process said before its first record, which publishes it (a
+// forked child's threads claim rings in the memory it shares with its parent).
+[[gnu::always_inline]] static inline int32_t claimed(RingHead *h, int32_t pid, uint32_t i) noexcept
+{
+    h->pid.store(pid, std::memory_order_relaxed);
+    return static_cast<int32_t>(i);
+}
+
 // A ring of the session at base for the calling thread, claimed now: -1 when every ring is
 // taken (rings of threads that have exited, drained, are taken back). Inline: the engine proves
 // the handlers vector-free through a few levels of calls only (arch::vector_free).
@@ -60,11 +68,11 @@ static_assert(sizeof(clk::g_gen) == 4 && sizeof(Slot::generation) == 8 && offset
             if (pass == 1 && owner != 0 && owner != tid && h->head.load() == h->tail.load() &&
                 os::raw_syscall(SYS_tgkill, pid, owner, 0) == -ESRCH) {
                 // Its thread is gone and the reader has everything: take it.
-                if (h->tid.compare_exchange_strong(owner, tid)) return static_cast<int32_t>(i);
+                if (h->tid.compare_exchange_strong(owner, tid)) return claimed(h, pid, i);
                 continue;
             }
             int32_t free = 0;
-            if (owner == 0 && h->tid.compare_exchange_strong(free, tid)) return static_cast<int32_t>(i);
+            if (owner == 0 && h->tid.compare_exchange_strong(free, tid)) return claimed(h, pid, i);
         }
     }
     return -1;

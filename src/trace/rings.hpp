@@ -46,6 +46,10 @@ struct alignas(64) RingHead {
     std::atomic<uint64_t> head{0};     // records written (the writer's)
     std::atomic<uint64_t> dropped{0};  // records the full ring did not take
     std::atomic<int32_t> tid{0};       // the thread that claimed it, 0 while free
+    // Its process, stored as it is claimed (before its first record): a forked child shares
+    // the memory and claims rings of its own, and the tool files each ring's events under it
+    // (0: an agent before this field, in what was the padding before hist_pending).
+    std::atomic<int32_t> pid{0};
     // --hist: one call not in the ring's histogram rows yet, as the index of its bucket word in
     // them + 1 (0: none). The light return's body (hist_return.S lp_trace_hist_inline) counts
     // the call before in its bucket, whose address is long known by then, and leaves its own
@@ -54,7 +58,7 @@ struct alignas(64) RingHead {
     std::atomic<uint64_t> hist_pending{0};
     alignas(64) std::atomic<uint64_t> tail{0};  // records read (the reader's)
 };
-static_assert(sizeof(RingHead) == 128);
+static_assert(sizeof(RingHead) == 128 && offsetof(RingHead, hist_pending) == 24);
 
 struct alignas(64) Header {
     uint64_t magic;
@@ -77,7 +81,9 @@ struct alignas(64) Header {
     uint64_t names_offset;
     std::atomic<uint64_t> names_bytes{0};
     uint64_t names_room;
-    std::atomic<uint32_t> ready{0};     // 1: the session is set up (probes, names)
+    // 1: the session is set up (probes, names); 2: it never will be (the program the tool
+    // started runs untraced: agent/trace_env.cpp), and the tool's "placing probes" line goes.
+    std::atomic<uint32_t> ready{0};
     // 1: --count, whose count rows hold the calls; otherwise they hold the calls that left
     // without returning (an exception, a longjmp, the thread's exit: the unwind handler).
     uint32_t counts_calls;

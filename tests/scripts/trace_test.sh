@@ -60,7 +60,7 @@ else fail "--no-follow:"; sed 's/^/    /' "$tmp/nofollow.out"; fi
 # 3. --json, --tid and --min-duration.
 "${launch[@]}" "$lp" trace --json lp_tr_square -- "$target" >"$tmp/json.out" 2>&1
 check "--json: one object per call" "$tmp/json.out" \
-    '^\{"time_ns":[0-9]+,"tid":[0-9]+,"function":"lp_tr_square","retval":25,"duration_ns":[0-9]+\}$'
+    '^\{"time_ns":[0-9]+,"pid":[0-9]+,"tid":[0-9]+,"function":"lp_tr_square","retval":25,"duration_ns":[0-9]+\}$'
 "${launch[@]}" "$lp" trace --min-duration 1000000 lp_tr_slow lp_tr_leaf -- "$target" >"$tmp/min.out" 2>&1
 if grep -q "lp_tr_slow returned" "$tmp/min.out" && ! grep -q "lp_tr_leaf returned" "$tmp/min.out"; then
     pass "--min-duration 1 ms: the 2 ms call only"
@@ -76,10 +76,14 @@ else fail "--chrome:"; cat "$tmp/chrome.out"; head -5 "$tmp/trace.json"; fi
 if python3 -c 'import json, sys
 d = json.load(open(sys.argv[1]))["traceEvents"]
 m = [e for e in d if e["ph"] == "M"]
-p = [e["args"]["name"] for e in m if e["name"] == "process_name"]
+p = [(e["pid"], e["args"]["name"]) for e in m if e["name"] == "process_name"]
 t = {e["tid"] for e in m if e["name"] == "thread_name"}
-sys.exit(not (p == ["lp_trace_target"] and {e["tid"] for e in d if e["ph"] != "M"} <= t))' "$tmp/trace.json"; then
-    pass "--chrome: the process named lp_trace_target, each thread named before its first event"
+x = [e for e in d if e["ph"] != "M"]
+# The forked child a process of its own (issue 33), named as the parent, or by number when it
+# was gone by then.
+sys.exit(not (len(p) == 2 and p[0][1] == "lp_trace_target" and p[1][1] in ("lp_trace_target", f"process {p[1][0]}") and
+              {e["pid"] for e in x} == {pid for pid, _ in p} and {e["tid"] for e in x} <= t))' "$tmp/trace.json"; then
+    pass "--chrome: the process and its forked child named lp_trace_target, each thread named before its first event"
 else fail "--chrome metadata:"; grep '"ph":"M"' "$tmp/trace.json" | head -5 | sed 's/^/    /'; fi
 
 # A trace file (-o): the events as the target wrote them, shown later (-i) in every form.
@@ -185,7 +189,7 @@ out=$("${launch[@]}" "$lp" trace --no-follow 'p:lp_cx_after i' -- "$cxx_target" 
     fail "no DWARF: exit $rc: $out"
 "${launch[@]}" "$lp" trace --json 'r:lp_fa_open ret=$retval:s32 p=+0($arg1):string f=$arg2:x16' -- "$target" >"$tmp/fjson.out" 2>&1
 check "--json: fetched values as members" "$tmp/fjson.out" \
-    '^\{"time_ns":[0-9]+,"tid":[0-9]+,"function":"lp_fa_open","return":true,"duration_ns":[0-9]+,"values":\{"ret":15,"p":"/etc/hostname","f":"0x2"\}\}$' \
+    '^\{"time_ns":[0-9]+,"pid":[0-9]+,"tid":[0-9]+,"function":"lp_fa_open","return":true,"duration_ns":[0-9]+,"values":\{"ret":15,"p":"/etc/hostname","f":"0x2"\}\}$' \
     '"values":\{"ret":-2,"p":null,"f":"0x0"\}\}$'
 "${launch[@]}" "$lp" trace --count lp_fa_asm+4 lp_fa_asm lp_sg_handler -- "$target" >"$tmp/insn.out" 2>&1
 check "--count of an instruction (FUNC+OFF), and of a signal handler" "$tmp/insn.out" '^lp_fa_asm\+0x4 +1$' '^lp_fa_asm +1$' \
@@ -280,7 +284,7 @@ else fail "a library called right after its dlopen: exit $rc"; cat "$tmp/now.out
 # tests/golden/utf8_events.json, and read back by Python's json module.
 "${launch[@]}" "$lp" trace --json 'p:open_named +0(%di):string' -- "$bin/tests/lp_utf8_target" 2>/dev/null |
     grep '^{' >"$tmp/utf8.json"
-sed -E 's/"time_ns":[0-9]+/"time_ns":T/; s/"tid":[0-9]+/"tid":TID/' "$tmp/utf8.json" >"$tmp/utf8.masked"
+sed -E 's/"time_ns":[0-9]+/"time_ns":T/; s/"pid":[0-9]+/"pid":PID/; s/"tid":[0-9]+/"tid":TID/' "$tmp/utf8.json" >"$tmp/utf8.masked"
 if diff "$LIVEPROBE_SOURCE_DIR/tests/golden/utf8_events.json" "$tmp/utf8.masked" >"$tmp/utf8.diff" &&
    python3 -c 'import json, sys; v = [json.loads(l)["values"]["arg1"] for l in open(sys.argv[1])]; sys.exit(v != ["caf\u00e9.txt", "bad\\xff\\xfe.txt", "c1\u009b[31m.txt", "\u20ac\U0001f600"])' "$tmp/utf8.json"; then
     pass "--json: UTF-8 kept, C1 escaped, stray bytes as \\xHH (the golden file, and Python's json reads them back)"

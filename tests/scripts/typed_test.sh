@@ -18,7 +18,7 @@ golden=$LIVEPROBE_SOURCE_DIR/tests/golden
 mask() {
     grep -Ev '^liveprobe: (started PID|placed )|^typed_target done' |
         sed -E 's/^\[ *[0-9]+\.[0-9]{6}\] [0-9]+ /[T] TID /; s/took [0-9]+ ns/took N ns/; s/after [0-9]+ ns/after N ns/;
-                s/0x[0-9a-f]{12}\b/ADDR/g; s/"time_ns":[0-9]+/"time_ns":T/; s/"tid":[0-9]+/"tid":TID/;
+                s/0x[0-9a-f]{12}\b/ADDR/g; s/"time_ns":[0-9]+/"time_ns":T/; s/"pid":[0-9]+/"pid":PID/; s/"tid":[0-9]+/"tid":TID/;
                 s/"duration_ns":[0-9]+/"duration_ns":D/; s/at \/.*\/tests\/programs\//at SRC\//'
 }
 # run NAME ARGS...: the tool's run, into $tmp/NAME (stdout) and $tmp/NAME.err.

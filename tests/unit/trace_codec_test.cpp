@@ -18,27 +18,30 @@ struct Item {
     Record r;
     std::string values;  // empty: a call
     std::string header;  // non-empty: a header written again, not an event
+    uint32_t pid = 0;    // its process (0: the header's, kPid)
 };
 
-std::string encode(const std::vector<Item> &items)
+constexpr uint32_t kPid = 0;  // the process the file's header names, in the tests below
+
+std::string encode(const std::vector<Item> &items, uint32_t header_pid = kPid)
 {
-    TraceEncoder enc;
+    TraceEncoder enc(header_pid);
     std::string out;
     for (const Item &it : items) {
         if (!it.header.empty())
             TraceEncoder::header(it.header, &out);
         else
-            enc.event(it.r, it.values.data(), it.values.size(), &out);
+            enc.event(it.r, it.pid ? it.pid : header_pid, it.values.data(), it.values.size(), &out);
     }
     return out;
 }
 
 // Decodes `bytes`, the values of event i having items[i]'s size; false at the first mismatch.
-void expect_decodes(std::string bytes, const std::vector<Item> &items)
+void expect_decodes(std::string bytes, const std::vector<Item> &items, uint32_t header_pid = kPid)
 {
     FILE *f = fmemopen(bytes.data(), bytes.size(), "rb");
     ASSERT_NE(f, nullptr);
-    TraceDecoder dec;
+    TraceDecoder dec(header_pid);
     for (size_t i = 0; i < items.size(); ++i) {
         Record r{};
         std::string header;
@@ -54,6 +57,7 @@ void expect_decodes(std::string bytes, const std::vector<Item> &items)
         EXPECT_EQ(r.entry_ns, items[i].r.entry_ns) << "item " << i;
         EXPECT_EQ(r.exit_ns, items[i].r.exit_ns) << "item " << i;
         EXPECT_EQ(r.retval, items[i].r.retval) << "item " << i;
+        EXPECT_EQ(dec.pid(), items[i].pid ? items[i].pid : header_pid) << "item " << i;
         std::string values;
         ASSERT_TRUE(TraceDecoder::values(f, items[i].values.size(), &values));
         EXPECT_EQ(values, items[i].values) << "item " << i;
@@ -84,6 +88,28 @@ TEST(TraceCodec, EventsDecodeAsTheyWere)
     expect_decodes(encode(items), items);
 }
 
+TEST(TraceCodec, EachEventKeepsItsProcess)
+{
+    // A forked child's events, in its parent's file between the parent's: each with its pid,
+    // the parent's (the header's) costing nothing.
+    const uint64_t t = 1'000'000'000;
+    const uint32_t parent = 4000, child = 4007;
+    std::vector<Item> items = {
+        {{1, 4000, t, t + 10, 1}, {}, {}, parent},
+        {{2, 4007, t + 20, t + 30, 2}, {}, {}, child},
+        {{2, 4008, t + 40, t + 50, 3}, {}, {}, child},
+        {{}, {}, std::string("LPTRACE3 again", 14)},
+        {{2, 4007, t + 60, t + 70, 4}, {}, {}, child},
+        {{3, 4000, t + 80, t + 90, 5}, {}, {}, parent},
+    };
+    expect_decodes(encode(items, parent), items, parent);
+    std::vector<Item> alone = {items[0], items[5]};
+    std::string plain;  // the same events as format 2 wrote them, with no process
+    TraceEncoder enc;
+    for (const Item &it : alone) enc.event(it.r, 0, nullptr, 0, &plain);
+    EXPECT_EQ(encode(alone, parent), plain) << "the header's process costs no byte";
+}
+
 TEST(TraceCodec, ACallOfTheSameThreadTakesAFewBytes)
 {
     // jq's calls: hundreds of probes, about 100 ns apart, most shorter than a microsecond, small
@@ -91,9 +117,9 @@ TEST(TraceCodec, ACallOfTheSameThreadTakesAFewBytes)
     TraceEncoder enc;
     std::string out;
     const uint64_t t = 1'700'000'000'000'000'000ull;
-    enc.event({400, 4242, t, t + 900, 1}, nullptr, 0, &out);
+    enc.event({400, 4242, t, t + 900, 1}, 0, nullptr, 0, &out);
     const size_t first = out.size();
-    for (uint64_t i = 1; i <= 1000; ++i) enc.event({static_cast<uint32_t>(i % 500), 4242, t + i * 100, t + i * 100 + 60, i % 3}, nullptr, 0, &out);
+    for (uint64_t i = 1; i <= 1000; ++i) enc.event({static_cast<uint32_t>(i % 500), 4242, t + i * 100, t + i * 100 + 60, i % 3}, 0, nullptr, 0, &out);
     EXPECT_LE((out.size() - first) / 1000.0, 6.0) << "bytes a call";
 }
 
@@ -111,7 +137,7 @@ TEST(TraceCodec, ACutShortFileIsReportedNotMisread)
         EXPECT_EQ(dec.next(f, &r, &header), TraceDecoder::kBad) << "cut at " << cut;
         std::fclose(f);
     }
-    std::string junk = "\x07garbage";  // tag 3: none of this format
+    std::string junk = "\x07garbage";  // tag 3 (a process) with a probe: none of this format
     FILE *f = fmemopen(junk.data(), junk.size(), "rb");
     TraceDecoder dec;
     Record r{};
@@ -125,13 +151,14 @@ TEST(TraceCodec, ACutShortFileIsReportedNotMisread)
 TEST(TraceCodec, AnEventTakesNoMoreThanTheRoomTheReaderLeavesForIt)
 {
     // The reader encodes into its buffer with kMaxEventBytes + values of room left: the largest
-    // event of all (another thread, every field at its widest) fits, and is what it was.
+    // event of all (another process and thread, every field at its widest) fits, and is what
+    // it was.
     TraceEncoder enc;
     std::vector<char> room(TraceEncoder::kMaxEventBytes + 8 + 16, '\x5a');
     const Record wide{0xffffffffu, 0xffffffffu, 0, uint64_t{1} << 63, uint64_t{1} << 63};
     const char values[8] = {1, 2, 3, 4, 5, 6, 7, 8};
-    char *end = enc.event(wide, values, sizeof values, room.data());
+    char *end = enc.event(wide, 0x7fffffff, values, sizeof values, room.data());
     ASSERT_LE(end - room.data(), static_cast<ptrdiff_t>(TraceEncoder::kMaxEventBytes + sizeof values));
     for (size_t i = static_cast<size_t>(end - room.data()); i < room.size(); ++i) ASSERT_EQ(room[i], '\x5a') << i;
-    expect_decodes(std::string(room.data(), end), {{wide, std::string(values, 8), {}}});
+    expect_decodes(std::string(room.data(), end), {{wide, std::string(values, 8), {}, 0x7fffffff}});
 }

@@ -38,6 +38,7 @@
 #include "program_check.hpp"
 #include "injector.hpp"
 #include "process.hpp"
+#include "progress_line.hpp"
 #include "source_specs.hpp"
 #include "trace/rings.hpp"
 #include "trace/spec.hpp"
@@ -160,6 +161,7 @@ struct Reader {
                 im.prefix = base_name(im.exe) + ":";  // its functions, told from the first program's
             im.named = load_names(im);
             if (im.named && im.out) {
+                im.encoder = TraceEncoder(static_cast<uint32_t>(im.pid));  // the header's process
                 std::string header = trace_header(im.pid, im.probes);
                 im.out->write(header.data(), header.size());
             }
@@ -285,6 +287,24 @@ struct Reader {
     }
 };
 
+// -- CMD, stderr a terminal: while the program's agent places the probes, before its main, how
+// long it has taken (placing 33,846 probes took 12 s of silence). The session's header says
+// how many once their names are published, before they are registered (the long part); its
+// `ready` says when they are, or that they never will be (2: the program runs untraced).
+void say_placing(ProgressLine &line, const Image &im, double seconds)
+{
+    const trace::Header *h = trace::header_of(im.shm.base);
+    const uint32_t ready = h->ready.load(std::memory_order_acquire);
+    if (im.named || ready != 0) {
+        line.clear();
+        return;
+    }
+    if (h->magic != trace::kRingsMagic) return;  // the agent has not started the session yet
+    const uint32_t n = h->probes.load(std::memory_order_acquire);
+    line.show(n ? fmt::format("liveprobe: placing {} probes in PID {}: {:.1f} s", n, im.pid, seconds)
+                : fmt::format("liveprobe: finding the functions to probe in PID {}: {:.1f} s", im.pid, seconds));
+}
+
 // -i FILE: a trace file shown as the options ask.
 int show_file(Opts &o)
 {
@@ -303,10 +323,11 @@ int show_file(Opts &o)
                 for (const TraceEvent &e : batch) totals->add(e, o.probes);
             } else {
                 o.print.pid = pid;
+                o.print.live = false;  // the file's processes: gone, or others by now
                 print_events(batch, o.probes, o.print);
             }
         },
-        &why);
+        &why, !(isatty(STDOUT_FILENO) && !o.count && !o.hist && !o.print.chrome));  // not amid lines on the terminal
     if (totals && o.count) print_counts(*totals, o.probes);
     if (totals && o.hist) print_hists(*totals, o.probes);
     delete totals;
@@ -525,7 +546,11 @@ Runner add_trace(CLI::App &app)
             args.insert(args.end(), o->specs.begin(), o->specs.end());
             std::fprintf(stderr, "liveprobe: placing probes in process %d...\n", o->pid);
             agent::Reply reply;
-            if (agent::request(o->pid, "trace-start", args, &reply, &why, 300000, &owner_conn) < 0) {
+            auto ticker = std::make_unique<ProgressTicker>(
+                [pid = o->pid](double s) { return fmt::format("liveprobe: placing probes in process {}: {:.1f} s", pid, s); });
+            const int asked = agent::request(o->pid, "trace-start", args, &reply, &why, 300000, &owner_conn);
+            ticker.reset();  // the line cleared before what follows is said
+            if (asked < 0) {
                 std::string ignored;
                 auto now = process_info(o->pid, &ignored);
                 if (!now || now->state == 'Z') why = fmt::format("process {} exited while its probes were placed", o->pid);
@@ -651,6 +676,7 @@ Runner add_trace(CLI::App &app)
         bool ended = false, child_done = false, executed = false;
         const int idle_ms = o->count || o->hist ? 20 : 1;
         std::vector<struct pollfd> fds;
+        ProgressLine placing;  // -- CMD: until the program's probes are placed
         while (!ended) {
             fds.assign(1, {sfd, POLLIN, 0});
             follower.add_pollfds(&fds);
@@ -702,10 +728,12 @@ Runner add_trace(CLI::App &app)
                 }
                 rd.reap();
             }
+            if (child && placing.enabled()) say_placing(placing, *rd.images[0], std::chrono::duration<double>(now - t0).count());
             for (FollowReport &r : follower.take_reports()) rd.adopt(std::move(r), follower);
             last = rd.step();
             if (rd.output_failed()) ended = true;
         }
+        placing.clear();
         // The images that reported by now (a program that ran and ended just before the one
         // started): read too. The others, connected or not, run on untraced.
         for (FollowReport &r : follower.take_reports()) rd.adopt(std::move(r), follower);

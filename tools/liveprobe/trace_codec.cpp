@@ -1,4 +1,4 @@
-// The events of a trace file, format 2 (trace_codec.hpp).
+// The events of a trace file, format 3 (trace_codec.hpp).
 #include "trace_codec.hpp"
 
 #include <cstring>
@@ -7,7 +7,7 @@ namespace liveprobe::tool {
 namespace {
 
 // Tag bytes (not named kHeader...: TraceDecoder::Step's names would hide them in its members).
-constexpr uint8_t kTagOtherThread = 0, kTagSameThread = 1, kTagHeader = 2;
+constexpr uint8_t kTagOtherThread = 0, kTagSameThread = 1, kTagHeader = 2, kTagProcess = 3;
 constexpr uint32_t kMaxHeader = 1u << 30;
 
 char *put_varint(char *p, uint64_t v)
@@ -40,9 +40,14 @@ bool get_varint(FILE *f, uint64_t *v)
 
 }  // namespace
 
-char *TraceEncoder::event(const trace::Record &r, const char *values, size_t bytes, char *out)
+char *TraceEncoder::event(const trace::Record &r, uint32_t pid, const char *values, size_t bytes, char *out)
 {
     char *p = out;
+    if (pid != pid_) {  // rare: a forked child's events, or its parent's again after them
+        p = put_varint(p, kTagProcess);
+        p = put_varint(p, pid);
+        pid_ = pid;
+    }
     const bool same = r.tid == tid_;
     p = put_varint(p, uint64_t{r.probe} << 2 | (same ? kTagSameThread : kTagOtherThread));
     if (!same) p = put_varint(p, r.tid);
@@ -58,11 +63,11 @@ char *TraceEncoder::event(const trace::Record &r, const char *values, size_t byt
     return p;
 }
 
-void TraceEncoder::event(const trace::Record &r, const char *values, size_t bytes, std::string *out)
+void TraceEncoder::event(const trace::Record &r, uint32_t pid, const char *values, size_t bytes, std::string *out)
 {
     const size_t at = out->size();
     out->resize(at + kMaxEventBytes + bytes);
-    out->resize(static_cast<size_t>(event(r, values, bytes, out->data() + at) - out->data()));
+    out->resize(static_cast<size_t>(event(r, pid, values, bytes, out->data() + at) - out->data()));
 }
 
 void TraceEncoder::header(const std::string &header, std::string *out)
@@ -82,7 +87,14 @@ TraceDecoder::Step TraceDecoder::next(FILE *f, trace::Record *r, std::string *he
         ungetc(c, f);
     }
     if (!get_varint(f, &first)) return kBad;
-    const uint64_t tag = first & 3, probe = first >> 2;
+    uint64_t tag = first & 3, probe = first >> 2;
+    if (tag == kTagProcess) {  // the process of the events after it, then the next item
+        uint64_t pid = 0;
+        if (probe != 0 || !get_varint(f, &pid) || pid > INT32_MAX || !get_varint(f, &first)) return kBad;
+        pid_ = static_cast<uint32_t>(pid);
+        tag = first & 3, probe = first >> 2;
+        if (tag == kTagProcess || tag == kTagHeader) return kBad;  // the writer puts an event next
+    }
     if (tag == kTagHeader) {
         uint32_t n = 0;
         if (probe != 0 || std::fread(&n, sizeof n, 1, f) != 1 || n > kMaxHeader) return kBad;

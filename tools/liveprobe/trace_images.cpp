@@ -157,6 +157,16 @@ bool load_names(Image &im)
 
 namespace {
 
+// The process whose thread claimed ring h: a forked child's threads write rings of their own
+// in the memory it shares with its parent (rings.hpp RingHead::pid). An agent older than that
+// field leaves it 0: the image's process, as before. Whatever the target wrote, it is only a
+// number shown.
+int ring_pid(const Image &im, const trace::RingHead *h)
+{
+    const int32_t pid = h->pid.load(std::memory_order_relaxed);
+    return pid > 0 ? pid : im.pid;
+}
+
 // A trace file holds the events encoded (trace_codec.hpp), each with its values. A ring's
 // [tail, head) always ends at an event's end. The events are encoded straight into one of the
 // writer's buffers (no per-event append), handed over when full.
@@ -184,6 +194,7 @@ uint64_t write_out(Image &im)
         const Record *recs = trace::ring_records(shm.base, i);
         if (shm.probes < trace::header_of(shm.base)->probes.load(std::memory_order_acquire))
             continue;  // probes were placed since the names were read: their names go first
+        const auto pid = static_cast<uint32_t>(ring_pid(im, h));  // after head's acquire: the claim's
         uint64_t k = tail;
         while (k < head) {
             const Record &r = recs[k % kRingRecords];
@@ -198,7 +209,7 @@ uint64_t write_out(Image &im)
             }
             if (const size_t need = used + TraceEncoder::kMaxEventBytes + bytes; need > buf.size())
                 buf.resize(std::max(need, 2 * buf.size()));  // values larger than a buffer
-            used = static_cast<size_t>(im.encoder.event(r, values.data(), bytes, buf.data() + used) - buf.data());
+            used = static_cast<size_t>(im.encoder.event(r, pid, values.data(), bytes, buf.data() + used) - buf.data());
             k += slots;
             ++events;
             if (used >= TraceWriter::kBuffer) {
@@ -231,9 +242,10 @@ uint64_t drain(Image &im, PrintOptions &print)
             return 0;
         }
         const Record *recs = trace::ring_records(shm.base, i);
+        const int pid = ring_pid(im, h);  // after head's acquire: the claim's
         uint64_t k = tail;
         while (k < head && k - tail < kPrintBatch) {
-            TraceEvent e{recs[k % kRingRecords], {}};
+            TraceEvent e{recs[k % kRingRecords], {}, pid};
             if (e.r.probe >= shm.probes) break;  // placed since the names were read: the next time
             ++k;
             for (const size_t bytes = im.probes.payload[e.r.probe]; e.values.size() < bytes && k < head; ++k)

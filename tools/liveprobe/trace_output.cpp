@@ -2,6 +2,9 @@
 
 #include <stdio_ext.h>
 
+#include <sys/stat.h>
+
+#include "progress_line.hpp"
 #include "trace_codec.hpp"
 
 #include "symbols/names.hpp"
@@ -83,23 +86,24 @@ std::string proc_name(const std::string &path)
     return name;
 }
 
-// Chrome's metadata events ("M"), which chrome://tracing and Perfetto show as the process's and
-// each thread's names: the process's before the first event, a thread's before its first, named
-// as the process names them now (comm), or by number when it is gone.
-void chrome_names(uint32_t tid, PrintOptions &o)
+// Chrome's metadata events ("M"), which chrome://tracing and Perfetto show as the processes' and
+// threads' names: a process's before its first event (a forked child is a process of its own),
+// a thread's before its first, named as the process names them now (comm), or by number when
+// it is gone or the events are a trace file's (-i: a number in /proc now may be another's).
+void chrome_names(int pid, uint32_t tid, PrintOptions &o)
 {
     if (!o.chrome_named.insert(tid).second) return;
-    if (o.chrome_named.size() == 1) {
-        std::string name = o.pid > 0 ? proc_name(fmt::format("{}/comm", o.pid)) : std::string();
-        if (name.empty()) name = fmt::format("process {}", o.pid);
+    if (o.chrome_processes.insert(pid).second) {
+        std::string name = o.live && pid > 0 ? proc_name(fmt::format("{}/comm", pid)) : std::string();
+        if (name.empty()) name = fmt::format("process {}", pid);
         std::fprintf(o.chrome, "%s\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":%s}}",
-                     o.chrome_first ? "" : ",", o.pid, trace::json_string(name).c_str());
+                     o.chrome_first ? "" : ",", pid, trace::json_string(name).c_str());
         o.chrome_first = false;
     }
-    std::string name = o.pid > 0 ? proc_name(fmt::format("{}/task/{}/comm", o.pid, tid)) : std::string();
+    std::string name = o.live && pid > 0 ? proc_name(fmt::format("{}/task/{}/comm", pid, tid)) : std::string();
     if (name.empty()) name = fmt::format("thread {}", tid);
     std::fprintf(o.chrome, "%s\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%u,\"args\":{\"name\":%s}}",
-                 o.chrome_first ? "" : ",", o.pid, tid, trace::json_string(name).c_str());
+                 o.chrome_first ? "" : ",", pid, tid, trace::json_string(name).c_str());
     o.chrome_first = false;
 }
 
@@ -110,24 +114,26 @@ void print_one(const TraceEvent &e, const TraceProbes &probes, PrintOptions &o)
     uint64_t took = r.exit_ns - r.entry_ns;
     const std::string &name = probes.names[r.probe];
     std::string where = fmt::format("{}+{:#x}", name, spec.offset);  // a hit's place, +0x0 included
+    const int pid = e.pid ? e.pid : o.pid;
     if (o.chrome) {
-        chrome_names(r.tid, o);
+        chrome_names(pid, r.tid, o);
         // A complete event ("X") per call, an instant event ("i") per hit, in microseconds, as
         // chrome://tracing and Perfetto read them.
         std::string args = spec.kind == trace::SpecKind::call ? call_value(spec, e, true) : values_text(spec, e.values, true);
         if (spec.kind == trace::SpecKind::probe)
             std::fprintf(o.chrome, "%s\n{\"name\":%s,\"ph\":\"i\",\"s\":\"t\",\"ts\":%.3f,\"pid\":%d,\"tid\":%u,\"args\":{%s}}",
-                         o.chrome_first ? "" : ",", trace::json_string(where).c_str(), static_cast<double>(r.entry_ns) / 1e3, o.pid,
+                         o.chrome_first ? "" : ",", trace::json_string(where).c_str(), static_cast<double>(r.entry_ns) / 1e3, pid,
                          r.tid, args.c_str());
         else
             std::fprintf(o.chrome, "%s\n{\"name\":%s,\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%u,\"args\":{%s}}",
                          o.chrome_first ? "" : ",", trace::json_string(name).c_str(), static_cast<double>(r.entry_ns) / 1e3,
-                         static_cast<double>(took) / 1e3, o.pid, r.tid, args.c_str());
+                         static_cast<double>(took) / 1e3, pid, r.tid, args.c_str());
         o.chrome_first = false;
         return;
     }
     if (o.json) {
-        std::string head = fmt::format("{{\"time_ns\":{},\"tid\":{},\"function\":{}", r.exit_ns, r.tid, trace::json_string(name));
+        std::string head = fmt::format("{{\"time_ns\":{},\"pid\":{},\"tid\":{},\"function\":{}", r.exit_ns, pid, r.tid,
+                                       trace::json_string(name));
         if (!spec.event.empty()) head += fmt::format(",\"event\":{}", trace::json_string(spec.event));
         if (spec.kind == trace::SpecKind::call) {
             const std::string v = call_value(spec, e, true);
@@ -166,7 +172,10 @@ std::string bound(uint32_t b)  // bucket b holds [2^(b-1), 2^b) ns; 0 holds 0
     return fmt::format("{}{}", v, unit[u]);
 }
 
-constexpr char kMagic[8] = {'L', 'P', 'T', 'R', 'A', 'C', 'E', '2'};
+// Format 3: events may say their process (a forked child's, trace_codec.hpp). Format 2, the
+// same without that, is read as well.
+constexpr char kMagic[8] = {'L', 'P', 'T', 'R', 'A', 'C', 'E', '3'};
+constexpr char kMagicV2[8] = {'L', 'P', 'T', 'R', 'A', 'C', 'E', '2'};
 constexpr char kMagicV1[8] = {'L', 'P', 'T', 'R', 'A', 'C', 'E', '1'};  // 32-byte records
 
 bool get_u32(FILE *f, uint32_t *v) { return std::fread(v, 4, 1, f) == 1; }
@@ -183,7 +192,8 @@ bool read_header(FILE *f, TraceProbes *probes, uint32_t *pid)
 {
     char magic[sizeof kMagic];
     uint32_t nspecs = 0, nprobes = 0;
-    bool ok = std::fread(magic, 1, sizeof magic, f) == sizeof magic && std::memcmp(magic, kMagic, sizeof magic) == 0 &&
+    bool ok = std::fread(magic, 1, sizeof magic, f) == sizeof magic &&
+              (std::memcmp(magic, kMagic, sizeof magic) == 0 || std::memcmp(magic, kMagicV2, sizeof magic) == 0) &&
               get_u32(f, pid) && get_u32(f, &nspecs) && nspecs < (1u << 20);
     for (uint32_t i = 0; ok && i < nspecs; ++i) {
         std::string text, error;
@@ -320,20 +330,32 @@ std::string trace_header(int pid, const TraceProbes &probes)
 }
 
 bool read_trace_file(const std::string &path, TraceProbes *probes, int *pid,
-                     const std::function<void(std::vector<TraceEvent> &)> &each, std::string *why)
+                     const std::function<void(std::vector<TraceEvent> &)> &each, std::string *why, bool progress)
 {
     FILE *f = std::fopen(path.c_str(), "rb");
     if (!f) {
         *why = fmt::format("{}: {}", path, std::strerror(errno));
         return false;
     }
-    const bool ok = read_trace_stream(f, path, probes, pid, each, why);
+    struct stat st {};
+    ProgressLine line(progress && fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode));
+    const bool ok = read_trace_stream(f, path, probes, pid, each, why, &line, static_cast<uint64_t>(st.st_size));
     std::fclose(f);
     return ok;
 }
 
+// "liveprobe: reading t.lptrace: 45% (1.2 GiB of 2.7 GiB)"
+static void say_read(FILE *f, const std::string &path, uint64_t size, ProgressLine *progress)
+{
+    if (!progress || !progress->enabled() || size == 0) return;
+    const auto at = static_cast<double>(std::max<off_t>(ftello(f), 0));
+    progress->show(fmt::format("liveprobe: reading {}: {:.0f}% ({} of {})", path, 100 * at / static_cast<double>(size),
+                               human_bytes(at), human_bytes(static_cast<double>(size))));
+}
+
 bool read_trace_stream(FILE *f, const std::string &path, TraceProbes *probes, int *pid,
-                       const std::function<void(std::vector<TraceEvent> &)> &each, std::string *why)
+                       const std::function<void(std::vector<TraceEvent> &)> &each, std::string *why,
+                       ProgressLine *progress, uint64_t size)
 {
     char magic[sizeof kMagicV1] = {};
     if (std::fread(magic, 1, sizeof magic, f) == sizeof magic && std::memcmp(magic, kMagicV1, sizeof magic) == 0) {
@@ -352,7 +374,7 @@ bool read_trace_stream(FILE *f, const std::string &path, TraceProbes *probes, in
     *pid = static_cast<int>(upid);
     // The events, a million at a time (a trace file may hold billions).
     std::vector<TraceEvent> batch;
-    TraceDecoder dec;
+    TraceDecoder dec(upid);
     std::string header;
     for (;;) {
         TraceEvent e;
@@ -379,13 +401,16 @@ bool read_trace_stream(FILE *f, const std::string &path, TraceProbes *probes, in
             ok = false;
             break;
         }
+        e.pid = static_cast<int>(dec.pid());
         batch.push_back(std::move(e));
+        if (batch.size() % 65536 == 0) say_read(f, path, size, progress);
         if (batch.size() == 1000000) {
             each(batch);
             batch.clear();
         }
     }
     if (!batch.empty()) each(batch);
+    if (progress) progress->clear();
     if (!ok) *why = fmt::format("{}: cut short (the events that came before were shown)", path);
     return ok;
 }

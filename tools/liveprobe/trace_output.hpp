@@ -16,9 +16,14 @@
 
 namespace liveprobe::tool {
 
+class ProgressLine;
+
 struct TraceEvent {
     trace::Record r;
     std::string values;  // p:, r:: the fetched values (trace/spec.hpp's payload)
+    // Its process: a forked child's events are read from its parent's memory (rings.hpp's
+    // RingHead::pid says whose ring), or from its parent's trace file. 0: PrintOptions::pid.
+    int pid = 0;
 };
 
 // The probes of a session: probe i is function names[i] of spec specs[spec[i]].
@@ -36,7 +41,9 @@ struct PrintOptions {
     FILE *chrome = nullptr;  // --chrome FILE
     bool chrome_first = true;
     std::set<uint32_t> chrome_named;  // threads given a name (a "thread_name" metadata event)
-    int pid = 0;
+    std::set<int> chrome_processes;   // processes given a name (a "process_name" metadata event)
+    int pid = 0;       // the process of the events that do not say theirs
+    bool live = true;  // the processes run (or ran) now: their names are in /proc (not with -i)
     int tid = 0;  // --tid
     uint64_t min_duration = 0;
 };
@@ -73,11 +80,15 @@ std::string trace_header(int pid, const TraceProbes &probes);
 // output to stdout.
 void stdout_whole_lines();
 // Reads a trace file: the header first, then calls `each` with batches of events until the end.
-// false with *why for a file that is not a trace, or is cut short.
+// false with *why for a file that is not a trace, or is cut short. With `progress`, how far it
+// has read is said on stderr when that is a terminal (progress_line.hpp).
 bool read_trace_file(const std::string &path, TraceProbes *probes, int *pid,
-                     const std::function<void(std::vector<TraceEvent> &)> &each, std::string *why);
-// The same, from an open stream (`name` says which in *why).
+                     const std::function<void(std::vector<TraceEvent> &)> &each, std::string *why,
+                     bool progress = false);
+// The same, from an open stream (`name` says which in *why; *progress, if any, says how far in
+// the stream's `size` bytes it is).
 bool read_trace_stream(FILE *f, const std::string &name, TraceProbes *probes, int *pid,
-                       const std::function<void(std::vector<TraceEvent> &)> &each, std::string *why);
+                       const std::function<void(std::vector<TraceEvent> &)> &each, std::string *why,
+                       ProgressLine *progress = nullptr, uint64_t size = 0);
 
 }  // namespace liveprobe::tool

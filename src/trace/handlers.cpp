@@ -65,8 +65,11 @@ static_assert(sizeof(clk::g_gen) == 4 && sizeof(Slot::generation) == 8 && offset
         for (uint32_t i = 0; i < kRings; ++i) {
             RingHead *h = ring_head(base, i);
             int32_t owner = h->tid.load(std::memory_order_relaxed);
+            // Asked of the ring's own process: a forked child shares the rings of its parent,
+            // whose live threads are no threads of the child's.
+            const int32_t ring_pid = h->pid.load(std::memory_order_relaxed);
             if (pass == 1 && owner != 0 && owner != tid && h->head.load() == h->tail.load() &&
-                os::raw_syscall(SYS_tgkill, pid, owner, 0) == -ESRCH) {
+                os::raw_syscall(SYS_tgkill, ring_pid ? ring_pid : pid, owner, 0) == -ESRCH) {
                 // Its thread is gone and the reader has everything: take it.
                 if (h->tid.compare_exchange_strong(owner, tid)) return claimed(h, pid, i);
                 continue;

@@ -2,6 +2,11 @@
 
 #include <dlfcn.h>
 #include <elf.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/mman.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
 #include <libunwind-ptrace.h>
 #include <unistd.h>
 
@@ -19,12 +24,15 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "agent/channel.hpp"
 #include "agent_library.hpp"
+#include "os/linux/high_fd.hpp"
 #include "process.hpp"
 #include "ptrace_thread.hpp"
 #include "symbols/elf_object.hpp"
+#include "target_files.hpp"
 
 namespace liveprobe::tool {
 namespace {
@@ -42,6 +50,7 @@ const char *const kLockingFunctions[] = {
 struct Target {
     std::string libc;  // its path
     uint64_t dlopen = 0, dlerror = 0, mmap = 0, munmap = 0;
+    uint64_t memfd_create = 0, fcntl = 0, close = 0;  // to load the agent from a memfd (0: none)
     uint64_t sigreturn = 0;  // __restore_rt
     std::vector<Range> locking;
 };
@@ -112,6 +121,10 @@ int inspect(pid_t pid, Target *t, bool *has_library, std::string *why)
         }
         *slots[i] = s->value + bias;
     }
+    const char *optional[] = {"memfd_create", "fcntl", "close"};
+    uint64_t *optional_slots[] = {&t->memfd_create, &t->fcntl, &t->close};
+    for (size_t i = 0; i < 3; ++i)
+        if (const symbols::Symbol *s = function(optional[i])) *optional_slots[i] = s->value + bias;
     const symbols::Symbol *sa = function("sigaction");
     t->sigreturn = find_sigreturn(pid, *libc, sa ? sa->value + bias : 0);
     if (!t->sigreturn) {
@@ -330,6 +343,132 @@ int agent_answers(pid_t pid, std::string *why)
     return r < 0 ? r : reply.ok ? 0 : -EPROTO;
 }
 
+// The process's dlerror() after a dlopen that failed, or "dlopen failed".
+std::string remote_dlerror(PtraceThread &t, const Target &target, const PtraceThread::Return &via)
+{
+    uint64_t m = 0;
+    std::string err;
+    if (target.dlerror && t.call(target.dlerror, {}, -1, "", via, &m, &err) == 0 && m) return t.read_string(m);
+    return "dlopen failed";
+}
+
+// The agent's file is in the process's root, at the tool's path: dlopen(path).
+int load_by_path(pid_t pid, PtraceThread &t, const Target &target, const PtraceThread::Return &via,
+                 const std::string &library, std::string *why)
+{
+    uint64_t rv = 0;
+    std::string err;
+    if (int r = t.call(target.dlopen, {0, RTLD_NOW}, 0, library, via, &rv, &err); r < 0) {
+        *why = fmt::format("loading {}: {}", library, err);
+        return r;
+    }
+    if (rv) return 0;
+    *why = fmt::format("process {} could not load {}: {}", pid, library, remote_dlerror(t, target, via));
+    return -ENOEXEC;
+}
+
+// Whether load_from_memfd can work in process pid: 0, or -errno with *why.
+int check_memfd_load(pid_t pid, const Target &target, std::string *why)
+{
+    if (!root_has_proc(pid)) {
+        *why = fmt::format("process {} has a root of its own (a container or a chroot) without a /proc that shows it "
+                           "(none, or one of another pid namespace): the agent, which is not in that root, is loaded "
+                           "there through /proc/self/fd (mount its pid namespace's proc at /proc in it)",
+                           pid);
+        return -ENOENT;
+    }
+    if (!target.memfd_create || !target.fcntl || !target.close) {
+        *why = fmt::format("process {} has a root of its own (a container or a chroot) and its {} has no memfd_create: "
+                           "the agent, which is not in that root, cannot be loaded there",
+                           pid, target.libc);
+        return -ENOSYS;
+    }
+    return 0;
+}
+
+// Step 3 of load_from_memfd: the library's bytes copied into the memfd `fd` of process pid,
+// opened through /proc/PID/fd (as the kernel lets whoever may ptrace it), then sealed.
+int fill_memfd(pid_t pid, int fd, const std::string &library, const std::string &name, std::string *why)
+{
+    const std::string at = fmt::format("/proc/{}/fd/{}", pid, fd);
+    char link[PATH_MAX] = {};
+    const bool named = readlink(at.c_str(), link, sizeof link - 1) > 0 && link == "/memfd:" + name + " (deleted)";
+    const int out = named ? open(at.c_str(), O_WRONLY | O_CLOEXEC) : -1;
+    const int in = out >= 0 ? open(library.c_str(), O_RDONLY | O_CLOEXEC) : -1;
+    struct stat src {}, dst {};
+    int e = 0;
+    if (!named) e = ESTALE;  // another thread of the program closed it and took the number
+    else if (out < 0 || in < 0 || fstat(in, &src) != 0 || fstat(out, &dst) != 0) e = errno;
+    else if (dst.st_size != 0 || dst.st_nlink != 0) e = ESTALE;
+    for (off_t off = 0; e == 0 && off < src.st_size;)
+        if (sendfile(out, in, &off, static_cast<size_t>(src.st_size - off)) <= 0) e = errno ? errno : EIO;
+    // The agent's code is what the tool read: nobody writes, grows or shrinks it any more.
+    if (e == 0 && fcntl(out, F_ADD_SEALS, F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE) != 0) e = errno;
+    if (in >= 0) close(in);
+    if (out >= 0) close(out);
+    if (e) *why = fmt::format("cannot copy {} into a memfd of process {} ({}): {}", library, pid, at, std::strerror(e));
+    return -e;
+}
+
+// Loads the agent into a process whose root does not have the agent's file (a container, a
+// chroot): its libraries must be there, the agent itself need not.
+//   1. (check_memfd_load, before a thread is stopped) The root has a /proc, and libc memfd_create.
+//   2. The process makes a memfd (close-on-exec, sealable), named as the library: a file of its
+//      own, in no directory of any root.
+//   3. The tool copies the library into it through /proc/PID/fd/N and seals it (fill_memfd).
+//   4. The process moves it to liveprobe's descriptors (512 and up, os/linux/high_fd.hpp) and
+//      closes N: a program that counts on which number its next open() takes is not disturbed.
+//   5. dlopen("/proc/self/fd/H"): the loader finds the agent's libraries in the process's own
+//      root. H stays open: it is the agent's name in the loader's list, which the agent's symbol
+//      reader opens, and how the tool reads the agent's symbols (target_files.hpp, path_in).
+//   6. When dlopen fails, H is closed and the message names every library of the agent's that
+//      the root lacks (missing_in_root), with dlerror's text.
+int load_from_memfd(pid_t pid, PtraceThread &t, const Target &target, const PtraceThread::Return &via,
+                    const std::string &library, std::string *why)
+{
+    const std::string name = library.substr(library.rfind('/') + 1);
+    uint64_t rv = 0;
+    std::string err;
+    auto remote_close = [&](int n) {
+        uint64_t ignored = 0;
+        t.call(target.close, {static_cast<uint64_t>(n)}, -1, "", via, &ignored, &err);
+    };
+    if (int r = t.call(target.memfd_create, {0, MFD_CLOEXEC | MFD_ALLOW_SEALING}, 0, name, via, &rv, &err); r < 0) {
+        *why = fmt::format("making a memfd in process {}: {}", pid, err);
+        return r;
+    }
+    const int fd = static_cast<int>(rv);
+    if (fd < 0) {
+        *why = fmt::format("process {} could not make a memfd for the agent", pid);
+        return -EMFILE;
+    }
+    if (int r = fill_memfd(pid, fd, library, name, why); r < 0) {
+        remote_close(fd);
+        return r;
+    }
+    int high = fd;
+    if (t.call(target.fcntl, {static_cast<uint64_t>(fd), F_DUPFD_CLOEXEC, os::kFirstHighFd}, -1, "", via, &rv, &err) == 0 &&
+        static_cast<int>(rv) >= 0) {
+        high = static_cast<int>(rv);
+        remote_close(fd);
+    }
+    const std::string path = fmt::format("/proc/self/fd/{}", high);
+    const int r = t.call(target.dlopen, {0, RTLD_NOW}, 0, path, via, &rv, &err);
+    if (r == 0 && rv) return 0;
+    const std::string msg = r < 0 ? err : remote_dlerror(t, target, via);
+    remote_close(high);
+    const std::vector<std::string> missing = missing_in_root(pid, library);
+    if (missing.empty())
+        *why = fmt::format("process {} could not load {} (from a memfd: its root, a container's or a chroot's, does not "
+                           "have it): {}",
+                           pid, library, msg);
+    else
+        *why = fmt::format("process {} cannot load the agent: its root (a container's or a chroot's) lacks {}, which {} "
+                           "needs; install them there (dlopen: {})",
+                           pid, fmt::join(missing, ", "), name, msg);
+    return r < 0 ? r : -ENOEXEC;
+}
+
 }  // namespace
 
 static int attach(pid_t pid, AttachReport *out, std::string *why)
@@ -366,6 +505,12 @@ static int attach(pid_t pid, AttachReport *out, std::string *why)
     if (int r = inspect(pid, &target, &has_library, why); r < 0) {
         if (exited(pid)) *why = fmt::format("process {} exited during the attach", pid);
         return r;
+    }
+    // A root without the agent's file (a container, a chroot): loaded from a memfd, through
+    // the root's /proc (load_from_memfd); refused before a thread is stopped when it cannot be.
+    const bool in_root = same_file_in_root(pid, library);
+    if (!has_library && !in_root) {
+        if (int r = check_memfd_load(pid, target, why); r < 0) return r;
     }
 
     // A thread that holds no lock dlopen needs; the others keep running.
@@ -408,20 +553,9 @@ static int attach(pid_t pid, AttachReport *out, std::string *why)
     phase("code page mapped");
     uint64_t rv = 0;
     if (!has_library) {
-        std::string err;
-        int r = thread->call(target.dlopen, {0, RTLD_NOW}, 0, library, stub.via(), &rv, &err);
-        if (r < 0) {
-            *why = fmt::format("loading {}: {}", library, err);
-            return r;
-        }
-        if (rv == 0) {
-            std::string msg = "dlopen failed";
-            uint64_t m = 0;
-            if (target.dlerror && thread->call(target.dlerror, {}, -1, "", stub.via(), &m, &err) == 0 && m)
-                msg = thread->read_string(m);
-            *why = fmt::format("process {} could not load {}: {}", pid, library, msg);
-            return -ENOEXEC;
-        }
+        const int r = in_root ? load_by_path(pid, *thread, target, stub.via(), library, why)
+                              : load_from_memfd(pid, *thread, target, stub.via(), library, why);
+        if (r < 0) return r;
         out->loaded_library = true;
         phase("dlopen");
         test_kill_point("loaded");

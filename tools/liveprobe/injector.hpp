@@ -11,7 +11,10 @@
 //      hold, they release.
 //   4. Make that thread call dlopen(agent) (unless the library is there already, linked in or
 //      loaded before), then liveprobe_agent_start_attached(), through ptrace_thread's call,
-//      which puts the thread back exactly as it was.
+//      which puts the thread back exactly as it was. In a process whose root does not have the
+//      agent's file (a container, a chroot), the agent is copied into a memfd of the process
+//      and loaded from there, its libraries from the process's root; a root that lacks some is
+//      refused with their names (injector.cpp, load_from_memfd).
 //   5. Ask the agent through its door (agent/door.hpp): it answers.
 #pragma once
 

@@ -112,6 +112,8 @@ namespace {
 std::string stem(const std::string &path)
 {
     std::string base = path.substr(path.rfind('/') + 1);
+    // A memfd's file: "/memfd:libliveprobe.so.0 (deleted)" (the agent loaded into a container).
+    if (base.starts_with("memfd:")) base.erase(0, 6);
     size_t so = base.find(".so");
     return so == std::string::npos ? base : base.substr(0, so);
 }
@@ -126,16 +128,11 @@ std::optional<LoadedObject> find_object(const std::vector<LoadedObject> &objs, c
     return std::nullopt;
 }
 
-std::string path_in(pid_t pid, const std::string &path) { return fmt::format("/proc/{}/root{}", pid, path); }
-
 bool remote_symbols(pid_t pid, const LoadedObject &obj, const std::vector<std::string> &names,
                     std::vector<uint64_t> *out, std::string *why)
 {
     std::string err;
-    const std::string deleted = " (deleted)";
-    const bool gone = obj.path.size() > deleted.size() &&
-                      obj.path.compare(obj.path.size() - deleted.size(), deleted.size(), deleted) == 0;
-    auto elf = symbols::ElfObject::load(gone ? obj.map_file : path_in(pid, obj.path), false, &err);
+    auto elf = symbols::ElfObject::load(path_in(pid, obj.path), false, &err);
     if (!elf) {
         *why = fmt::format("cannot read {}: {}", obj.path, err);
         return false;

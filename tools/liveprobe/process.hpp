@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "os/linux/maps.hpp"
+#include "target_files.hpp"  // path_in: a mapped file, whatever the process's root
 
 namespace liveprobe::tool {
 
@@ -53,8 +54,5 @@ uint64_t remote_symbol(pid_t pid, const LoadedObject &obj, const std::string &sy
 // The same for several symbols, reading the object once: false (with *why) if one is missing.
 bool remote_symbols(pid_t pid, const LoadedObject &obj, const std::vector<std::string> &names,
                     std::vector<uint64_t> *out, std::string *why);
-
-// The path through which the tool opens a file the process has mapped (its root may differ).
-std::string path_in(pid_t pid, const std::string &path);
 
 }  // namespace liveprobe::tool

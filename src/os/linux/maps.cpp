@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include <sys/sysmacros.h>
+
 namespace liveprobe::os {
 
 std::vector<Mapping> read_maps(int pid)
@@ -22,9 +24,11 @@ std::vector<Mapping> read_maps(int pid)
         Mapping m;
         char perms[8] = {};
         int path_off = 0;
-        if (std::sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %*s %*s %n", &m.start, &m.end, perms,
-                        &m.offset, &path_off) < 4)
+        unsigned major = 0, minor = 0;
+        if (std::sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %x:%x %" SCNu64 " %n", &m.start, &m.end, perms,
+                        &m.offset, &major, &minor, &m.inode, &path_off) < 7)
             continue;
+        m.dev = makedev(major, minor);
         m.r = perms[0] == 'r';
         m.w = perms[1] == 'w';
         m.x = perms[2] == 'x';

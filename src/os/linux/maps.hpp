@@ -13,6 +13,8 @@ struct Mapping {
     uint64_t end = 0;
     bool r = false, w = false, x = false;
     uint64_t offset = 0;  // of the mapping in its file
+    uint64_t dev = 0;     // its file's device (makedev of the major:minor shown) and inode, 0 for
+    uint64_t inode = 0;   // anonymous memory: what identifies the file whatever root names it
     std::string path;  // file path, "[vdso]", "[stack]", ... or empty for anonymous memory
 };
 

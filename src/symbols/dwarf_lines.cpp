@@ -4,6 +4,7 @@
 #include <elfutils/libdw.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 
 #include <fmt/format.h>
@@ -209,32 +210,28 @@ std::vector<SourceLine> DwarfReader::lines(uint64_t low, uint64_t high)
 std::vector<SourceLine> DwarfReader::line_addresses(const std::string &file, int line)
 {
     std::map<uint64_t, SourceLine> by_function;  // by the function's low address
-    Dwarf_Off off = 0, next = 0;
-    size_t header = 0;
-    while (dwarf_nextcu(dw_, off, &next, &header, nullptr, nullptr, nullptr) == 0) {
-        Dwarf_Die cu;
+    for_each_unit([&](Dwarf_Die *cu) {
         Dwarf_Lines *table = nullptr;
         size_t n = 0;
-        if (dwarf_offdie(dw_, off + header, &cu) && dwarf_getsrclines(&cu, &table, &n) == 0) {
-            for (size_t i = 0; i < n; ++i) {
-                Dwarf_Line *l = dwarf_onesrcline(table, i);
-                int ln = 0;
-                bool stmt = false, end = false;
-                Dwarf_Addr addr = 0;
-                const char *src = dwarf_linesrc(l, nullptr, nullptr);
-                if (dwarf_lineno(l, &ln) != 0 || ln != line || !src || !source_matches(src, file)) continue;
-                dwarf_linebeginstatement(l, &stmt);
-                dwarf_lineendsequence(l, &end);
-                Dwarf_Die fn;
-                if (!stmt || end || dwarf_lineaddr(l, &addr) != 0 || !subprogram_in(&cu, addr, &fn)) continue;
-                Dwarf_Addr low = 0;
-                dwarf_lowpc(&fn, &low);
-                auto [it, added] = by_function.try_emplace(low, SourceLine{addr, src, ln});
-                if (!added && addr < it->second.addr) it->second.addr = addr;
-            }
+        if (dwarf_getsrclines(cu, &table, &n) != 0) return false;
+        for (size_t i = 0; i < n; ++i) {
+            Dwarf_Line *l = dwarf_onesrcline(table, i);
+            int ln = 0;
+            bool stmt = false, end = false;
+            Dwarf_Addr addr = 0;
+            const char *src = dwarf_linesrc(l, nullptr, nullptr);
+            if (dwarf_lineno(l, &ln) != 0 || ln != line || !src || !source_matches(src, file)) continue;
+            dwarf_linebeginstatement(l, &stmt);
+            dwarf_lineendsequence(l, &end);
+            Dwarf_Die fn;
+            if (!stmt || end || dwarf_lineaddr(l, &addr) != 0 || !subprogram_in(cu, addr, &fn)) continue;
+            Dwarf_Addr low = 0;
+            dwarf_lowpc(&fn, &low);
+            auto [it, added] = by_function.try_emplace(low, SourceLine{addr, src, ln});
+            if (!added && addr < it->second.addr) it->second.addr = addr;
         }
-        off = next;
-    }
+        return false;
+    });
     std::vector<SourceLine> out;
     for (auto &[low, s] : by_function) out.push_back(std::move(s));
     return out;
@@ -242,17 +239,25 @@ std::vector<SourceLine> DwarfReader::line_addresses(const std::string &file, int
 
 bool DwarfReader::has_source(const std::string &file)
 {
+    return for_each_unit([&](Dwarf_Die *cu) {
+        Dwarf_Files *files = nullptr;
+        size_t n = 0;
+        if (dwarf_getsrcfiles(cu, &files, &n) != 0) return false;
+        for (size_t i = 0; i < n; ++i) {
+            const char *name = dwarf_filesrc(files, i, nullptr, nullptr);
+            if (name && source_matches(name, file)) return true;
+        }
+        return false;
+    });
+}
+
+bool DwarfReader::for_each_unit(const std::function<bool(Dwarf_Die *)> &fn)
+{
     Dwarf_Off off = 0, next = 0;
     size_t header = 0;
     while (dwarf_nextcu(dw_, off, &next, &header, nullptr, nullptr, nullptr) == 0) {
         Dwarf_Die cu;
-        Dwarf_Files *files = nullptr;
-        size_t n = 0;
-        if (dwarf_offdie(dw_, off + header, &cu) && dwarf_getsrcfiles(&cu, &files, &n) == 0)
-            for (size_t i = 0; i < n; ++i) {
-                const char *name = dwarf_filesrc(files, i, nullptr, nullptr);
-                if (name && source_matches(name, file)) return true;
-            }
+        if (dwarf_offdie(dw_, off + header, &cu) && fn(&cu)) return true;
         off = next;
     }
     return false;

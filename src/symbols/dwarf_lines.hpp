@@ -8,6 +8,7 @@
 #include <elfutils/libdw.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -64,6 +65,8 @@ public:
 
 private:
     DwarfReader() = default;
+    // fn(cu) for each compilation unit, until it returns true: whether one did.
+    bool for_each_unit(const std::function<bool(Dwarf_Die *)> &fn);
     Elf *elf_ = nullptr;        // the object
     Elf *debug_elf_ = nullptr;  // its separate debug file, when its DWARF is there
     Dwarf *dw_ = nullptr;

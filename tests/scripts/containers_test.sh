@@ -13,6 +13,18 @@
 #   4. (run before 3) The full root as a rootless container: an unprivileged user's own user,
 #      mount and pid namespace, traced by that user from outside.
 source "$(dirname "${BASH_SOURCE[0]}")/../support/script_common.sh" containers
+# Sets pid to the child of $holder once it runs nap (and a while more: an attach during its
+# loading found no symbol nap, seen under load), and adds it to the processes to kill.
+wait_nap() {
+    pid=
+    for _ in $(seq 100); do
+        pid=$(pgrep -P "$holder")
+        [ -n "$pid" ] && [ "$(cat /proc/"$pid"/comm 2>/dev/null)" = nap ] && break
+        sleep 0.05
+    done
+    pids+=("$pid")
+    sleep 0.5
+}
 if [ "$(id -u)" -ne 0 ] || ! command -v unshare >/dev/null || ! command -v chroot >/dev/null ||
    ! command -v setpriv >/dev/null; then
     echo "containers: needs root, unshare, chroot and setpriv"
@@ -35,14 +47,7 @@ in_container() {
         exec chroot "$root" /nap 1000 30' bash "$@" >"$tmp/container.out" 2>&1 &
     holder=$!
     pids+=("$holder")
-    pid=
-    for _ in $(seq 100); do
-        pid=$(pgrep -P "$holder")
-        [ -n "$pid" ] && [ "$(cat /proc/"$pid"/comm 2>/dev/null)" = nap ] && break
-        sleep 0.05
-    done
-    pids+=("$pid")
-    sleep 0.5  # past its start: an attach during its loading found no symbol nap (seen under load)
+    wait_nap
 }
 stop_container() { kill "$pid" 2>/dev/null; wait "$holder" 2>/dev/null; }
 # Whether process $pid maps no libliveprobe.
@@ -105,14 +110,7 @@ setpriv --reuid="$user" --regid="$user" --clear-groups unshare --user --map-root
     exec chroot "$1" /nap 1000 30' bash "$full" >"$tmp/rootless.out" 2>&1 &
 holder=$!
 pids+=("$holder")
-pid=
-for _ in $(seq 100); do
-    pid=$(pgrep -P "$holder")
-    [ -n "$pid" ] && [ "$(cat /proc/"$pid"/comm 2>/dev/null)" = nap ] && break
-    sleep 0.05
-done
-pids+=("$pid")
-sleep 0.5
+wait_nap
 setpriv --reuid="$user" --regid="$user" --clear-groups "$lp" trace -p "$pid" --count nap --duration 0.5 >"$tmp/rootless.trace" 2>&1; rc=$?
 [ "$rc" = 0 ] && grep -qE '^nap +[1-9][0-9]* *$' "$tmp/rootless.trace" &&
     pass "uid $user traces its rootless container's PID 1 from outside: $(grep -E '^nap ' "$tmp/rootless.trace" | tr -s ' ')" ||

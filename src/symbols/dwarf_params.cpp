@@ -33,6 +33,9 @@ void place_param(Dwarf_Die *param, Param *p, uint32_t *ints, uint32_t *sses, boo
     Dwarf_Die type;
     type_of(param, &type, &p->type);
     p->desc = describe_type(param);
+    // A class passed by invisible reference: its address in an integer register, the class
+    // read through it, as a C++ reference is.
+    if (!p->desc.empty() && p->desc[0] == 'T') p->desc = "r" + p->desc;
     const auto vt = trace::parse_vtype(p->desc);
     const ValueClass c = vt ? arch::classify(*vt) : ValueClass::memory;
     p->size = vt ? vt->size : 0;

@@ -78,6 +78,45 @@ std::string enumeration(Dwarf_Die *type, Dwarf_Word size)
     return fmt::format("{}{}{{{}}}", negative ? 'E' : 'e', size, names);
 }
 
+// Whether a C++ class goes by invisible reference, whatever its size (the Itanium C++ ABI: a
+// non-trivial copy or move constructor or destructor): as DWARF 5's DW_AT_calling_convention
+// says when the compiler wrote it (GCC 12 does not), else by the special members it declares.
+// A member or base that goes so makes its class go so too (the caller's fields check).
+bool passed_by_reference(Dwarf_Die *type)
+{
+    Dwarf_Word cc = 0;
+    if (udata(type, DW_AT_calling_convention, &cc)) return cc == DW_CC_pass_by_reference;
+    const char *cls = dwarf_diename(type);
+    Dwarf_Die child;
+    if (!cls || dwarf_child(type, &child) != 0) return false;
+    do {
+        const char *name = dwarf_diename(&child);
+        Dwarf_Word defaulted = 0;
+        if (dwarf_tag(&child) != DW_TAG_subprogram || !name || dwarf_hasattr(&child, DW_AT_deleted) ||
+            (udata(&child, DW_AT_defaulted, &defaulted) && defaulted == DW_DEFAULTED_in_class))
+            continue;
+        if (name[0] == '~') return true;  // a destructor the class declares (or a non-trivial implicit one)
+        if (std::string(name) != cls) continue;
+        // A constructor of one parameter (after `this`) that is a reference to the class.
+        Dwarf_Die param;
+        int params = 0;
+        bool self_ref = false;
+        if (dwarf_child(&child, &param) == 0) {
+            do {
+                if (dwarf_tag(&param) != DW_TAG_formal_parameter || dwarf_hasattr(&param, DW_AT_artificial)) continue;
+                ++params;
+                Dwarf_Die pt, to;
+                std::string ignored;
+                const int tag = type_of(&param, &pt, &ignored) ? dwarf_tag(&pt) : 0;
+                self_ref = (tag == DW_TAG_reference_type || tag == DW_TAG_rvalue_reference_type) && referent(&pt, &to) &&
+                           dwarf_diename(&to) && std::string(dwarf_diename(&to)) == cls;
+            } while (dwarf_siblingof(&param, &param) == 0);
+        }
+        if (params == 1 && self_ref) return true;
+    } while (dwarf_siblingof(&child, &child) == 0);
+    return false;
+}
+
 // A struct, class or union: its data members at a constant offset (bit fields and static
 // members left out; a base class's members under its name).
 std::string record(Dwarf_Die *type, Dwarf_Word size, int depth)
@@ -105,7 +144,8 @@ std::string record(Dwarf_Die *type, Dwarf_Word size, int depth)
             fields += fmt::format("{}{}@{}={}", count++ ? "," : "", name, off, d);
         } while (dwarf_siblingof(&child, &child) == 0);
     }
-    return fmt::format("S{}{{{}}}", size, fields);
+    const bool by_reference = passed_by_reference(type) || fields.find("=T") != std::string::npos;
+    return fmt::format("{}{}{{{}}}", by_reference ? 'T' : 'S', size, fields);
 }
 
 std::string array(Dwarf_Die *type, int depth)

@@ -87,8 +87,10 @@ struct Reader {
             }
             return t;
         }
-        case 'S': {
+        case 'S':
+        case 'T': {
             t->kind = VKind::record;
+            t->by_reference = k == 'T';
             if (!eat('{')) return nullptr;
             while (!eat('}')) {
                 VType::Field f;

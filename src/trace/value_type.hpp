@@ -11,6 +11,8 @@
 //   eN{A=0,B=1}     an enum, unsigned        EN{...}       an enum with a negative value
 //   r<TYPE>         a C++ reference: the value it refers to (its image is that value's bytes)
 //   SN{x@0=i4,...}  a struct, class or union: each member's name, offset and type
+//   TN{...}         the same, of a C++ class passed by invisible reference (a non-trivial copy
+//                   or destructor): returned in memory, passed as its address
 //   aN[COUNT]<TYPE> an array                 xN            anything else: its bytes in hex
 // Nesting is bounded (kMaxDepth), and so are a struct's members and an enum's names.
 #pragma once
@@ -35,6 +37,7 @@ struct VType {
     VKind kind = VKind::opaque;
     uint32_t size = 0;  // bytes (a reference: its referent's)
     bool is_signed = false;  // an enum with a negative value
+    bool by_reference = false;  // a record passed by invisible reference (T)
     std::vector<std::pair<std::string, int64_t>> enumerators;
     std::vector<Field> fields;         // record
     std::shared_ptr<const VType> of;   // reference, array: the referent, the element

@@ -73,6 +73,16 @@ __attribute__((noinline)) int &lp_ty_counter_ref() { return g_counter; }
 __attribute__((noinline)) const point &lp_ty_origin() { return g_origin; }
 __attribute__((noinline)) int lp_ty_read_ref(const point &p, int &n) { return p.x + n; }
 
+// A class with a destructor of its own: returned in memory and passed by its address, though
+// it is 8 bytes (rax holds its address, not its value).
+struct Ticket {
+    int id;
+    int seat;
+    ~Ticket() { g_counter += 0; }
+};
+__attribute__((noinline)) Ticket lp_ty_ticket(int id) { return Ticket{id, 12}; }
+__attribute__((noinline)) int lp_ty_seat_of(Ticket t) { return t.seat; }
+
 namespace shop {
 struct Cart {
     double prices[3];
@@ -111,6 +121,7 @@ int main()
     int n = 5;
     sink += lp_ty_read_ref({11, 12}, n);
     sink += lp_ty_loop(4, "squares");
+    sink += lp_ty_seat_of(lp_ty_ticket(31));
     shop::Cart cart{{1.5, 2.25, 3.0}};
     sink += static_cast<long>(cart.total());
     std::printf("typed_target done: %ld\n", sink);

@@ -55,6 +55,7 @@ ValueClass classify(const trace::VType &t)
     if (t.kind == VKind::void_) return ValueClass::none;
     if (t.kind == VKind::reference || t.kind == VKind::string || t.kind == VKind::pointer) return ValueClass::integer;
     if (t.kind == VKind::floating && t.size == 16) return ValueClass::x87;
+    if (t.kind == VKind::record && t.by_reference) return ValueClass::memory;  // psABI 3.2.3, C++'s
     const uint32_t size = t.size;
     if (size == 0 || size > 16) return ValueClass::memory;
     Eight eight[2] = {kNone, kNone};

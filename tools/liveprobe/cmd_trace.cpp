@@ -405,17 +405,20 @@ Runner add_trace(CLI::App &app)
     cmd->add_option("--min-duration", o->print.min_duration, "Only the calls that took at least this many ns");
     cmd->add_option("specs", o->specs,
                     "What to trace: FUNC (NAME, OBJECT:NAME, a C++ name or a glob such as '*' or 'libz.so.1:*'), "
-                    "FUNC+OFF, 'p:LOC FETCHARG...' or 'r:FUNC FETCHARG...' (one argument each)");
+                    "FUNC+OFF, SRCFILE:LINE, FUNC:RELLINE, 'p:LOC FETCHARG...' or 'r:FUNC FETCHARG...' (one argument "
+                    "each)");
     cmd->footer("Specs, as the kernel's kprobe_events (one shell argument each):\n"
-                "  FUNC                      each call's return value and duration\n"
+                "  FUNC [$retval[:TYPE]]     each call's return value (typed by DWARF) and duration\n"
                 "  FUNC+OFF                  each time a thread reaches the instruction at FUNC+OFF\n"
-                "  p:LOC [FETCHARG...]       at LOC (FUNC or FUNC+OFF), the values FETCHARG...\n"
+                "  SRCFILE:LINE, FUNC:RELLINE  each time a thread reaches the source line (as perf probe)\n"
+                "  p:LOC [FETCHARG...]       at LOC (FUNC, FUNC+OFF or a line), the values FETCHARG...\n"
                 "  r[N]:FUNC [FETCHARG...]   at FUNC's return (N: calls followed at once)\n"
                 "  (p:GRP/EVENT LOC ... names the event)\n"
-                "FETCHARG: [NAME=]FETCH[:TYPE]; FETCH: a parameter's name (from DWARF), %REG (%di, %rax, ...),\n"
-                "  $argN (1-based), $retval (r:),\n"
+                "FETCHARG: [NAME=]FETCH[:TYPE]; FETCH: a parameter's or, at a line, a variable's name (from\n"
+                "  DWARF, typed as declared), %REG (%di, %rax, ...), %xmmN, $argN (1-based), $retval (r:),\n"
                 "  $stack, $stackN, $comm, @ADDR, @SYM[+OFF], +|-OFF(FETCH) (memory at FETCH+OFF), \\IMM;\n"
-                "  TYPE: u8..u64, s8..s64, x8..x64 (default x64), string.\n"
+                "  TYPE: u8..u64, s8..s64, x8..x64 (default x64), f32, f64, string.\n"
+                "  `liveprobe list -x FILE --params` and `--lines FUNC` show what a program has.\n"
                 "How a trace ends:\n"
                 "  -p PID: Ctrl-C, SIGTERM, SIGHUP, --duration or the process's end. The probes are removed\n"
                 "    and the process runs on; if the tool dies (SIGKILL, OOM) its agent removes them itself.\n"
@@ -429,6 +432,7 @@ Runner add_trace(CLI::App &app)
                 "  liveprobe trace --hist 'libz.so.1:*' -p 1234\n"
                 "  liveprobe trace -p 1234 'p:open path=+0($arg1):string flags=$arg2:x32' 'r:open fd=$retval:s32'\n"
                 "  liveprobe trace 'p:parse_config path depth' -- ./server   (parameters by name: built with -g)\n"
+                "  liveprobe trace 'p:parse.c:120 depth node' -- ./server     (a source line, its variables)\n"
                 "  liveprobe trace -o calls.lptrace '*' -- ./server; liveprobe trace -i calls.lptrace --json");
     return [o] {
         const std::vector<std::string> &command = insmod_command();

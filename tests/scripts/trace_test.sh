@@ -412,5 +412,16 @@ out=$("$lp" trace --verbose --maxactive 3 --hist lp_tr_fib lp_tr_leaf -- "$targe
 grep -q '^liveprobe: the 170 missed calls were of 1 function:$' <<<"$out" && grep -q '^liveprobe:   lp_tr_fib: 170$' <<<"$out" &&
     pass "--verbose: the 170 missed calls are lp_tr_fib's" || { fail "--verbose, misses by function:"; tail -4 <<<"$out" | sed 's/^/    /'; }
 
+# A pipe shared with the program (2>&1 | grep, | less): the tool's lines and the program's come
+# whole, never one inside the other (a pipe keeps a write whole up to 4096 bytes only: the tool
+# wrote 1 MiB at once, which a writer of the program could land in the middle of).
+python_writer='import os
+for i in range(20000): os.write(1, b"program line %05d " % i + b"x" * 44 + b"\n")'
+"${launch[@]}" "$lp" trace 'libc.so.6:write' -- python3 -c "$python_writer" 2>&1 | cat >"$tmp/shared.out"
+torn=$(grep -Evc '^(program line [0-9]{5} x{44}|\[ *[0-9]+\.[0-9]{6}\] [0-9]+ libc\.so\.6:write returned .* and took [0-9]+ ns to execute|liveprobe: .*)$' "$tmp/shared.out")
+programs=$(grep -Ec '^program line [0-9]{5} x{44}$' "$tmp/shared.out")
+[ "$torn" -eq 0 ] && [ "$programs" -eq 20000 ] && pass "a pipe shared with the program: every line whole (20000 of its own, $(grep -c 'write returned' "$tmp/shared.out") of the tool's)" ||
+    { fail "a pipe shared with the program: $torn torn lines, $programs of its 20000 whole:"; grep -Ev '^(program line|\[ *[0-9]+\.[0-9]{6}\] [0-9]+ libc)' "$tmp/shared.out" | head -5 | cut -c1-160 | sed 's/^/    /'; }
+
 echo "$failures failure(s)"
 [ "$failures" -eq 0 ]

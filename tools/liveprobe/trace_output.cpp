@@ -4,6 +4,7 @@
 
 #include <sys/stat.h>
 
+#include "pipe_lines.hpp"
 #include "progress_line.hpp"
 #include "trace_codec.hpp"
 
@@ -237,6 +238,11 @@ constexpr size_t kLongestLine = size_t{64} << 10;  // a line's values are a few 
 void stdout_whole_lines()
 {
     static char buf[kStdoutBuffer];
+    // A pipe: each line one write, which the kernel keeps whole (pipe_lines.hpp). glibc's
+    // stdout is a variable a program may set.
+    struct stat st {};
+    if (fstat(1, &st) == 0 && S_ISFIFO(st.st_mode))
+        if (FILE *lines = open_pipe_lines(1)) stdout = lines;
     std::setvbuf(stdout, buf, _IOFBF, sizeof buf);
 }
 

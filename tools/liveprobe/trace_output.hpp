@@ -76,8 +76,9 @@ std::string trace_header(int pid, const TraceProbes &probes);
 
 // Gives stdout a buffer of its own (1 MiB), which print_events flushes before a line could
 // overflow it: stdio then never writes part of a line, and a traced program writing to the
-// same file or pipe (2>&1, a terminal) cannot land in the middle of one. Call before any
-// output to stdout.
+// same file or terminal (2>&1) cannot land in the middle of one; into a pipe, each write is a
+// whole line of 4096 bytes or fewer, which the kernel keeps whole (pipe_lines.hpp). Call before
+// any output to stdout.
 void stdout_whole_lines();
 // Reads a trace file: the header first, then calls `each` with batches of events until the end.
 // false with *why for a file that is not a trace, or is cut short. With `progress`, how far it

@@ -37,7 +37,9 @@ void place_param(Dwarf_Die *param, Param *p, uint32_t *ints, uint32_t *sses, boo
     // read through it, as a C++ reference is.
     if (!p->desc.empty() && p->desc[0] == 'T') p->desc = "r" + p->desc;
     const auto vt = trace::parse_vtype(p->desc);
-    const ValueClass c = vt ? arch::classify(*vt) : ValueClass::memory;
+    // A type nothing is known of (not even its size) is taken for a word in a register, as a
+    // parameter of assembly is: fetched raw.
+    const ValueClass c = vt ? arch::classify(*vt) : p->desc.empty() ? ValueClass::integer : ValueClass::memory;
     p->size = vt ? vt->size : 0;
     p->is_pointer = vt && (vt->kind == trace::VKind::pointer || vt->kind == trace::VKind::string || vt->kind == trace::VKind::reference);
     p->is_char_pointer = vt && vt->kind == trace::VKind::string;

@@ -152,7 +152,7 @@ std::string array(Dwarf_Die *type, int depth)
 {
     Dwarf_Die elem;
     std::string ignored;
-    if (depth >= trace::kMaxDepth || !type_of(type, &elem, &ignored)) return "";
+    if (!type_of(type, &elem, &ignored)) return "";
     Dwarf_Word count = 0;
     Dwarf_Die sub;
     if (dwarf_child(type, &sub) != 0 || dwarf_tag(&sub) != DW_TAG_subrange_type) return "";
@@ -163,6 +163,10 @@ std::string array(Dwarf_Die *type, int depth)
     }
     Dwarf_Die next = sub;
     if (dwarf_siblingof(&next, &next) == 0) return "";  // int a[2][3]: not followed
+    // Past the depth, its bytes (an array type has no size of its own: its element's times
+    // its count); but a char array, as cheap to show as its bytes, is still a string.
+    if (depth >= trace::kMaxDepth && !(dwarf_tag(&elem) == DW_TAG_base_type && base_type(&elem, 1) == "c1"))
+        return size_of(&elem) && count ? fmt::format("x{}", size_of(&elem) * count) : "";
     const std::string e = describe(&elem, depth + 1);
     const auto t = trace::parse_vtype(e);
     if (!t || t->kind == trace::VKind::void_ || t->size == 0) return "";
@@ -174,7 +178,7 @@ std::string describe(Dwarf_Die *type, int depth)
     const Dwarf_Word size = size_of(type);
     switch (dwarf_tag(type)) {
     case DW_TAG_base_type: return base_type(type, size);
-    case DW_TAG_enumeration_type: return size ? enumeration(type, size) : "x0";
+    case DW_TAG_enumeration_type: return size ? enumeration(type, size) : "";
     case DW_TAG_pointer_type: {
         Dwarf_Die to;
         Dwarf_Word enc = 0;
@@ -185,20 +189,18 @@ std::string describe(Dwarf_Die *type, int depth)
     }
     case DW_TAG_reference_type:
     case DW_TAG_rvalue_reference_type: {
+        // Its referent shown in its place: no level of nesting of its own.
         Dwarf_Die to;
         if (depth >= trace::kMaxDepth || !referent(type, &to)) return "p8";
-        const std::string d = describe(&to, depth + 1);
+        const std::string d = describe(&to, depth);
         const auto t = trace::parse_vtype(d);
         return t && t->kind != trace::VKind::void_ && t->size ? "r" + d : "p8";
     }
     case DW_TAG_structure_type:
     case DW_TAG_class_type:
-    case DW_TAG_union_type: return size ? record(type, size, depth) : "x0";
-    case DW_TAG_array_type: {
-        std::string a = array(type, depth);
-        return a.empty() ? fmt::format("x{}", size) : a;
-    }
-    default: return fmt::format("x{}", size);
+    case DW_TAG_union_type: return size ? record(type, size, depth) : "";
+    case DW_TAG_array_type: return array(type, depth);
+    default: return size ? fmt::format("x{}", size) : "";  // nothing known of it, not even its size
     }
 }
 
@@ -266,8 +268,9 @@ std::string describe_type(Dwarf_Die *die)
     std::string ignored;
     if (!type_of(die, &type, &ignored)) return "v";
     std::string d = describe(&type, 0);
-    // A descriptor too long to carry in a spec's word: the value's bytes.
-    if (d.size() > 2048 || !trace::parse_vtype(d)) d = fmt::format("x{}", size_of(&type));
+    // A descriptor too long to carry in a spec's word: the value's bytes; none when even its
+    // size is unknown (a function written in assembly says nothing of what it returns).
+    if (d.size() > 2048 || !trace::parse_vtype(d)) d = size_of(&type) ? fmt::format("x{}", size_of(&type)) : "";
     return d;
 }
 

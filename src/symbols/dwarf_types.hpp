@@ -16,7 +16,8 @@ bool type_of(Dwarf_Die *die, Dwarf_Die *out, std::string *text);
 Dwarf_Word size_of(Dwarf_Die *type);
 
 // The descriptor of the type that DIE's DW_AT_type names ("v" when none): a struct's members,
-// an enum's names, a reference's referent, bounded in depth and size.
+// an enum's names, a reference's referent, bounded in depth and size. "" when nothing is known
+// of it (a type without a size: what the DWARF of assembly functions gives).
 std::string describe_type(Dwarf_Die *die);
 
 }  // namespace liveprobe::symbols

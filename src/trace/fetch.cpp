@@ -150,7 +150,8 @@ bool fetch_typed(const FetchArg &a, const FetchContext &ctx, unsigned char *out)
         const size_t n = a.image < room ? a.image : room;
         return read_memory(w[0], out, n) == n;
     }
-    copy_plain(out, w, a.image < room ? (a.image < 16 ? a.image : 16) : room);
+    const size_t n = a.image < sizeof w ? a.image : sizeof w;  // two eightbytes at most
+    copy_plain(out, w, n < room ? n : room);
     return true;
 }
 

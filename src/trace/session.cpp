@@ -148,14 +148,14 @@ int resolve_params(Spec *spec, uint64_t entry, bool events, std::string *why)
         *why = no_dwarf;
         return -ENOENT;
     }
-    if (events && spec->kind == SpecKind::call && spec->args.empty()) {
+    if (events && spec->kind == SpecKind::call && spec->args.empty() && !ret.empty()) {  // else raw
         FetchArg a;
         a.name = "retval";
         a.base = FetchBase::retval;
         spec->args.push_back(std::move(a));
     }
     for (FetchArg &a : spec->args) {
-        if (a.base == FetchBase::retval && !a.typed && a.derefs.empty()) set_typed(a, ret);
+        if (a.base == FetchBase::retval && !a.typed && a.derefs.empty() && !ret.empty()) set_typed(a, ret);
         if (a.base != FetchBase::param) continue;
         const symbols::Param *p = nullptr;
         for (const symbols::Param &q : params)
@@ -178,7 +178,7 @@ int resolve_params(Spec *spec, uint64_t entry, bool events, std::string *why)
         }
         a.base = p->slot ? FetchBase::arg : FetchBase::xmm;
         a.n = p->slot ? p->slot : p->xmm - 1;
-        if (!a.typed && a.derefs.empty()) set_typed(a, p->desc);
+        if (!a.typed && a.derefs.empty() && !p->desc.empty()) set_typed(a, p->desc);
         else if (!a.derefs.empty() && a.base == FetchBase::xmm) {
             *why = fmt::format("parameter '{}' ({}) is in a vector register: it cannot be loaded from", a.symbol, p->type);
             return -ENOENT;

@@ -46,7 +46,7 @@ struct Reader {
 
     std::shared_ptr<const VType> type(int depth)
     {
-        if (depth > kMaxDepth + 1 || i >= s.size()) return nullptr;
+        if (depth > kMaxDepth + 3 || i >= s.size()) return nullptr;  // references and char arrays add levels
         auto t = std::make_shared<VType>();
         const char k = s[i++];
         if (k == 'v') {

@@ -39,6 +39,20 @@ bool subprogram_in(Dwarf_Die *cu, uint64_t pc, Dwarf_Die *out)
     return found;
 }
 
+// The DIE of the innermost function or inlined copy of one whose code holds pc (one probe
+// each: gdb's locations of a line), 0 when pc is in none.
+Dwarf_Off code_scope(Dwarf_Die *cu, uint64_t pc)
+{
+    Dwarf_Die *scopes = nullptr;
+    const int n = dwarf_getscopes(cu, pc, &scopes);
+    Dwarf_Off found = 0;
+    for (int i = 0; i < n && !found; ++i)
+        if (dwarf_tag(&scopes[i]) == DW_TAG_subprogram || dwarf_tag(&scopes[i]) == DW_TAG_inlined_subroutine)
+            found = dwarf_dieoffset(&scopes[i]);
+    free(scopes);
+    return found;
+}
+
 // A register plus a constant: DW_OP_bregN, DW_OP_bregx (what libdw gives for a CFA rule).
 bool breg(const Dwarf_Op *op, size_t n, unsigned *reg, int64_t *off)
 {
@@ -166,11 +180,12 @@ bool DwarfReader::function_at(uint64_t pc, SourceFunction *out)
     if (!dwarf_addrdie(dw_, pc, &cu) || !subprogram_in(&cu, pc, &fn)) return false;
     const char *name = dwarf_diename(&fn);
     out->name = name ? name : "";
-    Dwarf_Addr low = 0, high = 0;
-    dwarf_lowpc(&fn, &low);
-    dwarf_highpc(&fn, &high);
-    out->low = low;
-    out->high = high;
+    out->die = dwarf_dieoffset(&fn);
+    out->ranges.clear();
+    Dwarf_Addr base = 0, start = 0, end = 0;
+    for (ptrdiff_t off = 0; (off = dwarf_ranges(&fn, off, &base, &start, &end)) > 0;) out->ranges.emplace_back(start, end);
+    Dwarf_Addr entry = 0;
+    out->entry = dwarf_entrypc(&fn, &entry) == 0 ? entry : out->ranges.empty() ? 0 : out->ranges.front().first;
     const char *file = dwarf_decl_file(&fn);
     out->decl_file = file ? file : "";
     dwarf_decl_line(&fn, &out->decl_line);
@@ -182,24 +197,29 @@ bool DwarfReader::function_at(uint64_t pc, SourceFunction *out)
     return true;
 }
 
-std::vector<SourceLine> DwarfReader::lines(uint64_t low, uint64_t high)
+std::vector<SourceLine> DwarfReader::lines(const SourceFunction &f)
 {
     std::map<int, SourceLine> by_line;
     Dwarf_Die cu;
     Dwarf_Lines *table = nullptr;
     size_t n = 0;
-    if (!dwarf_addrdie(dw_, low, &cu) || dwarf_getsrclines(&cu, &table, &n) != 0) return {};
+    if (!dwarf_addrdie(dw_, f.entry, &cu) || dwarf_getsrclines(&cu, &table, &n) != 0) return {};
+    const auto inside = [&](Dwarf_Addr a) {
+        return std::any_of(f.ranges.begin(), f.ranges.end(), [a](const auto &r) { return a >= r.first && a < r.second; });
+    };
     for (size_t i = 0; i < n; ++i) {
         Dwarf_Line *l = dwarf_onesrcline(table, i);
         Dwarf_Addr addr = 0;
         bool stmt = false, end = false;
         int line = 0;
-        if (dwarf_lineaddr(l, &addr) != 0 || addr < low || addr >= high || dwarf_lineno(l, &line) != 0 || line == 0) continue;
+        const char *file = dwarf_linesrc(l, nullptr, nullptr);
+        if (dwarf_lineaddr(l, &addr) != 0 || !inside(addr) || dwarf_lineno(l, &line) != 0 || line == 0 || !file ||
+            (!f.decl_file.empty() && f.decl_file != file))
+            continue;
         dwarf_linebeginstatement(l, &stmt);
         dwarf_lineendsequence(l, &end);
-        if (!stmt || end) continue;
-        const char *file = dwarf_linesrc(l, nullptr, nullptr);
-        auto [it, added] = by_line.try_emplace(line, SourceLine{addr, file ? file : "", line});
+        if (!stmt || end || line < f.decl_line || code_scope(&cu, addr) != f.die) continue;
+        auto [it, added] = by_line.try_emplace(line, SourceLine{addr, file, line});
         if (!added && addr < it->second.addr) it->second.addr = addr;
     }
     std::vector<SourceLine> out;
@@ -209,7 +229,7 @@ std::vector<SourceLine> DwarfReader::lines(uint64_t low, uint64_t high)
 
 std::vector<SourceLine> DwarfReader::line_addresses(const std::string &file, int line)
 {
-    std::map<uint64_t, SourceLine> by_function;  // by the function's low address
+    std::map<Dwarf_Off, SourceLine> by_scope;  // by the function's or inlined copy's DIE
     for_each_unit([&](Dwarf_Die *cu) {
         Dwarf_Lines *table = nullptr;
         size_t n = 0;
@@ -223,17 +243,15 @@ std::vector<SourceLine> DwarfReader::line_addresses(const std::string &file, int
             if (dwarf_lineno(l, &ln) != 0 || ln != line || !src || !source_matches(src, file)) continue;
             dwarf_linebeginstatement(l, &stmt);
             dwarf_lineendsequence(l, &end);
-            Dwarf_Die fn;
-            if (!stmt || end || dwarf_lineaddr(l, &addr) != 0 || !subprogram_in(cu, addr, &fn)) continue;
-            Dwarf_Addr low = 0;
-            dwarf_lowpc(&fn, &low);
-            auto [it, added] = by_function.try_emplace(low, SourceLine{addr, src, ln});
+            Dwarf_Off scope = 0;
+            if (!stmt || end || dwarf_lineaddr(l, &addr) != 0 || !(scope = code_scope(cu, addr))) continue;
+            auto [it, added] = by_scope.try_emplace(scope, SourceLine{addr, src, ln});
             if (!added && addr < it->second.addr) it->second.addr = addr;
         }
         return false;
     });
     std::vector<SourceLine> out;
-    for (auto &[low, s] : by_function) out.push_back(std::move(s));
+    for (auto &[scope, s] : by_scope) out.push_back(std::move(s));
     return out;
 }
 
@@ -275,7 +293,9 @@ std::vector<SourceVariable> DwarfReader::variables_at(uint64_t pc)
         if (dwarf_child(&scopes[i], &child) == 0) {
             do {
                 const int tag = dwarf_tag(&child);
-                const char *name = dwarf_diename(&child);
+                // An inlined copy's variables name themselves through their abstract origin.
+                Dwarf_Attribute name_attr;
+                const char *name = dwarf_formstring(dwarf_attr_integrate(&child, DW_AT_name, &name_attr));
                 if ((tag != DW_TAG_variable && tag != DW_TAG_formal_parameter) || !name) continue;
                 if (std::any_of(out.begin(), out.end(), [&](const SourceVariable &v) { return v.name == name; })) continue;
                 SourceVariable v;

@@ -25,7 +25,9 @@ struct SourceLine {
 
 struct SourceFunction {
     std::string name;    // DW_AT_name (a C++ method's own name, not qualified)
-    uint64_t low = 0, high = 0;
+    uint64_t entry = 0;  // where it is called (the start of its first range)
+    std::vector<std::pair<uint64_t, uint64_t>> ranges;  // [low, high): its code (a hot and a cold part...)
+    Dwarf_Off die = 0;   // its DIE (to tell its own lines from those inlined into it)
     std::string decl_file;
     int decl_line = 0;
     std::vector<Param> params;
@@ -52,11 +54,12 @@ public:
 
     // The function whose code holds pc (its entry, or inside it): false when none.
     bool function_at(uint64_t pc, SourceFunction *out);
-    // The statement lines of [low, high), each at the lowest address it starts at, by line.
-    std::vector<SourceLine> lines(uint64_t low, uint64_t high);
+    // The statement lines of a function's own code (not what was inlined into it), each at the
+    // lowest address it starts at, by line.
+    std::vector<SourceLine> lines(const SourceFunction &f);
     // Where line `line` of a source file starts: `file` is a base name or the end of a path
     // ("typed_target.cpp", "tests/programs/typed_target.cpp"). One address per function it
-    // is in (the lowest).
+    // is in, and per copy of it inlined into another (the lowest of each).
     std::vector<SourceLine> line_addresses(const std::string &file, int line);
     // Whether any compilation unit has a source file `file` names (as line_addresses matches).
     bool has_source(const std::string &file);

@@ -151,6 +151,24 @@ std::unique_ptr<ElfObject> ElfObject::load(const std::string &path, bool use_deb
     return obj;
 }
 
+std::string ElfObject::soname() const {
+    Elf_Scn *scn = nullptr;
+    while ((scn = elf_nextscn(elf_, scn)) != nullptr) {
+        GElf_Shdr shdr;
+        if (gelf_getshdr(scn, &shdr) == nullptr || shdr.sh_type != SHT_DYNAMIC) continue;
+        Elf_Data *data = elf_getdata(scn, nullptr);
+        const size_t n = shdr.sh_entsize ? shdr.sh_size / shdr.sh_entsize : 0;
+        for (size_t i = 0; data && i < n; ++i) {
+            GElf_Dyn dyn;
+            if (gelf_getdyn(data, static_cast<int>(i), &dyn) == nullptr) break;
+            if (dyn.d_tag != DT_SONAME) continue;
+            const char *name = elf_strptr(elf_, shdr.sh_link, dyn.d_un.d_val);
+            return name ? name : "";
+        }
+    }
+    return {};
+}
+
 std::string ElfObject::jump_slot_symbol(uint64_t got) const {
     Elf_Scn *scn = nullptr;
     while ((scn = elf_nextscn(elf_, scn)) != nullptr) {

@@ -71,6 +71,10 @@ class ElfObject {
     // The first FUNC/IFUNC symbol start at or after `addr`, else UINT64_MAX.
     uint64_t next_function_start(uint64_t addr) const;
 
+    // DT_SONAME: the name the loader knows a library by (libjq.so.1 for the file
+    // libjq.so.1.0.4), "" when the file has none (a program).
+    std::string soname() const;
+
     // The symbol a PLT jump slot (R_X86_64_JUMP_SLOT relocation at file address `got`) binds
     // to, or "" when there is none.
     std::string jump_slot_symbol(uint64_t got) const;

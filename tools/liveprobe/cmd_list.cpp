@@ -51,7 +51,7 @@ bool map_readable(pid_t pid)
 std::string params_text(symbols::DwarfReader *dwarf, uint64_t entry)
 {
     symbols::SourceFunction f;
-    if (!dwarf || !dwarf->function_at(entry, &f) || f.low != entry) return {};
+    if (!dwarf || !dwarf->function_at(entry, &f) || f.entry != entry) return {};
     std::string out;
     for (const symbols::Param &p : f.params) {
         const bool suffix = !p.type.empty() && (p.type.back() == '*' || p.type.back() == '&');
@@ -71,7 +71,10 @@ size_t list_object(const std::string &object_path, const std::string &path, cons
     std::string err;
     auto elf = symbols::ElfObject::load(path, true, &err);
     if (!elf) return 0;  // not ELF (a data file mapped in)
-    const std::string object(symbols::names::base_name(object_path));
+    // Named as trace names it: a library by its soname (the loader's name for it), a program
+    // by its file's base name.
+    const std::string soname = elf->soname();
+    const std::string object = soname.empty() ? std::string(symbols::names::base_name(object_path)) : soname;
     std::unique_ptr<symbols::DwarfReader> dwarf;
     if (params) dwarf = symbols::DwarfReader::open(path, &err);
     std::map<std::string, std::string> names;  // shown name, and its parameters

@@ -354,7 +354,7 @@ bool resolve_source_specs(std::vector<std::string> &specs, int pid, const std::v
     if (pid != 0) {
         for (const LoadedObject &o : loaded_objects(pid)) objects.push_back({path_in(pid, o.path), o.path});
     } else if (const std::string exe = resolve_command(command.empty() ? std::string() : command[0]); !exe.empty()) {
-        objects.push_back({exe, exe});
+        objects = program_objects(exe);
     }
     std::vector<std::string> out;
     for (const std::string &text : specs) {

@@ -1,11 +1,15 @@
 #include "source_specs.hpp"
 
 #include <elf.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <memory>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -78,7 +82,10 @@ std::vector<uint64_t> entries_of(Opened &o, const std::string &func)
 {
     std::string name = func;
     if (const size_t colon = func.find(':'); colon != std::string::npos && func.find("::") != colon) {
-        if (!symbols::names::object_matches(func.substr(0, colon), o.object->path)) return {};
+        const std::string soname = o.elf->soname();
+        if (!symbols::names::object_matches(func.substr(0, colon), o.object->path) &&
+            (soname.empty() || !symbols::names::object_matches(func.substr(0, colon), soname)))
+            return {};
         name = func.substr(colon + 1);
     }
     std::vector<uint64_t> out;
@@ -95,13 +102,20 @@ std::vector<uint64_t> entries_of(Opened &o, const std::string &func)
     return out;
 }
 
+// An object as trace names it: a library by its soname (the loader's name: libjq.so.1 for the
+// file libjq.so.1.0.4), a program by its file's base name.
+std::string object_name(const Opened &o)
+{
+    const std::string soname = o.elf->soname();
+    return soname.empty() ? std::string(symbols::names::base_name(o.object->path)) : soname;
+}
+
 // The location text of a file address: OBJECT:NAME+0xOFF.
 bool location_of(Opened &o, uint64_t addr, std::string *loc)
 {
     const symbols::Symbol *s = o.elf->function_containing(addr);
     if (!s) return false;
-    *loc = fmt::format("{}:{}+{:#x}", symbols::names::base_name(o.object->path), s->name.substr(0, s->name.find('@')),
-                       addr - s->value);
+    *loc = fmt::format("{}:{}+{:#x}", object_name(o), s->name.substr(0, s->name.find('@')), addr - s->value);
     return true;
 }
 
@@ -160,13 +174,46 @@ std::vector<std::pair<Opened *, symbols::SourceLine>> addresses(std::vector<Open
         for (uint64_t entry : entries_of(o, x)) {
             symbols::SourceFunction f;
             if (!o.dwarf->function_at(entry, &f)) continue;
-            for (auto &l : o.dwarf->lines(f.low, f.high))
+            for (auto &l : o.dwarf->lines(f))
                 if (l.line == f.decl_line + line) out.emplace_back(&o, l);
         }
     return out;
 }
 
 }  // namespace
+
+std::vector<SourceObject> program_objects(const std::string &exe)
+{
+    std::vector<SourceObject> out{{exe, exe}};
+    // What its loader will map, as ldd asks it (LD_LIBRARY_PATH as the program will have it):
+    // "\tlibjq.so.1 => /path/libjq.so.1 (0x...)", "\t/lib64/ld-linux-x86-64.so.2 (0x...)".
+    int pipefd[2];
+    if (pipe2(pipefd, O_CLOEXEC) != 0) return out;
+    const pid_t child = fork();
+    if (child == 0) {
+        dup2(pipefd[1], 1);
+        const int null = open("/dev/null", O_WRONLY);
+        if (null >= 0) dup2(null, 2);
+        execlp("ldd", "ldd", exe.c_str(), static_cast<char *>(nullptr));
+        _exit(127);
+    }
+    close(pipefd[1]);
+    std::string text;
+    char buf[4096];
+    for (ssize_t n; child > 0 && (n = read(pipefd[0], buf, sizeof buf)) > 0;) text.append(buf, static_cast<size_t>(n));
+    close(pipefd[0]);
+    if (child > 0) waitpid(child, nullptr, 0);
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) {
+        const size_t arrow = line.find("=> ");
+        const size_t from = arrow == std::string::npos ? line.find_first_not_of(" \t") : arrow + 3;
+        const size_t to = line.find(" (0x", from);
+        if (from == std::string::npos || to == std::string::npos || line[from] != '/') continue;
+        const std::string path = line.substr(from, to - from);
+        out.push_back({path, path});
+    }
+    return out;
+}
 
 bool is_source_spec(const std::string &spec)
 {
@@ -233,9 +280,9 @@ size_t print_source_lines(const std::string &func, const std::vector<SourceObjec
             if (!o.dwarf->function_at(entry, &f) || !location_of(o, entry, &loc)) continue;
             const std::string mangled = loc.substr(loc.find(':') + 1, loc.rfind('+') - loc.find(':') - 1);
             const std::string name = symbols::names::demangle(mangled.c_str());
-            std::printf("%s%s:%s at %s:%d\n", shown ? "\n" : "", std::string(symbols::names::base_name(o.object->path)).c_str(),
+            std::printf("%s%s:%s at %s:%d\n", shown ? "\n" : "", object_name(o).c_str(),
                         (name.empty() ? mangled : name).c_str(), f.decl_file.c_str(), f.decl_line);
-            for (const auto &l : o.dwarf->lines(f.low, f.high)) {
+            for (const auto &l : o.dwarf->lines(f)) {
                 std::string at, vars;
                 location_of(o, l.addr, &at);
                 for (const auto &v : o.dwarf->variables_at(l.addr))

@@ -17,6 +17,10 @@ struct SourceObject {
     std::string path;
 };
 
+// A program's file and the libraries its loader will map (as ldd lists them), for a program
+// the tool starts: a line of a library it links is found before it runs.
+std::vector<SourceObject> program_objects(const std::string &exe);
+
 // Whether the spec's location is a source line (X:DIGITS).
 bool is_source_spec(const std::string &spec);
 

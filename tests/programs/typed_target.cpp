@@ -6,7 +6,14 @@
 // them.
 #include <cstdio>
 
+#include <cstddef>
+
 extern "C" {
+
+// tests/programs/typed_lib.c
+int lp_tl_sum(const int *v, int n);
+int lp_tl_sum_odd(const int *v, int n);
+int lp_tl_checked(const int *v, int n, int limit);
 
 enum color { RED, GREEN = 5, BLUE };
 enum sign { MINUS = -1, ZERO = 0, PLUS = 1 };
@@ -69,6 +76,19 @@ __attribute__((noinline)) int lp_ty_loop(int n, const char *label)
     return total + label[0];
 }
 
+// A char array in a union, read through a reference: nested three deep.
+struct labelled {
+    int id;
+    union {
+        char name[8];
+        long code;
+    } u;
+};
+labelled g_labelled = {4, {"tag"}};
+__attribute__((noinline)) const labelled &lp_ty_labelled() { return g_labelled; }
+// A type DWARF gives no size (decltype(nullptr)): its value raw.
+__attribute__((noinline)) std::nullptr_t lp_ty_nullptr() { return nullptr; }
+
 __attribute__((noinline)) int &lp_ty_counter_ref() { return g_counter; }
 __attribute__((noinline)) const point &lp_ty_origin() { return g_origin; }
 __attribute__((noinline)) int lp_ty_read_ref(const point &p, int &n) { return p.x + n; }
@@ -122,6 +142,9 @@ int main()
     sink += lp_ty_read_ref({11, 12}, n);
     sink += lp_ty_loop(4, "squares");
     sink += lp_ty_seat_of(lp_ty_ticket(31));
+    sink += lp_ty_labelled().id + (lp_ty_nullptr() == nullptr);
+    const int values[4] = {1, 2, 3, 4};
+    sink += lp_tl_sum(values, 4) + lp_tl_sum_odd(values, 4) + lp_tl_checked(values, 4, 100);
     shop::Cart cart{{1.5, 2.25, 3.0}};
     sink += static_cast<long>(cart.total());
     std::printf("typed_target done: %ld\n", sink);

@@ -10,6 +10,7 @@
 #   4. Without DWARF (the program's debug information stripped), the raw value, marked so.
 #   5. Source lines as probe points (FUNC:RELLINE, SRCFILE:LINE) with variables by name, and
 #      `list --params` and `--lines` on the file and on a running process.
+#   6. The same in a library the program links, built -O2 (tests/programs/typed_lib.c).
 source "$(dirname "${BASH_SOURCE[0]}")/../support/script_common.sh" typed
 target=$bin/tests/lp_typed_target
 golden=$LIVEPROBE_SOURCE_DIR/tests/golden
@@ -62,7 +63,7 @@ grep -q "lp_ty_neg: .*has no DWARF" "$tmp/rawp.err" && pass "without DWARF: a pa
     { fail "a parameter by name without DWARF:"; sed 's/^/    /' "$tmp/rawp.err"; }
 
 # 5. Source lines: FUNC:RELLINE and SRCFILE:LINE, with variables by name, and list on the file.
-run lines trace 'p:lp_ty_loop:4 i total' 'typed_target.cpp:69 total label n' -- "$target"
+run lines trace 'p:lp_ty_loop:4 i total' 'typed_target.cpp:76 total label n' -- "$target"
 compare "source lines as probe points, their variables by name" typed_lines.txt lines
 run badline trace 'typed_target.cpp:68' -- "$target"
 run badvar trace 'p:lp_ty_loop:4 nope' -- "$target"
@@ -81,6 +82,17 @@ run list.proc list -p "$!" --params 'lp_nap_target:nap*'
 run list.proc.lines list -p "$!" --lines nap
 cat "$tmp/list.proc.lines" >>"$tmp/list.proc"
 compare "list -p PID --params, --lines FUNC" typed_list_process.txt list.proc
+
+# 6. A library the program links (-O2, its soname not its file's name): a source line of it with
+# a copy inlined into each of two functions, a function in a hot and a cold part, a char array in
+# a union through a reference, and a type DWARF gives no size (raw).
+run lib trace 'p:typed_lib.c:11' 'p:lp_tl_checked:8 total limit' 'liblp_typed_lib.so.1:lp_tl_sum*' lp_ty_labelled \
+    lp_ty_nullptr -- "$target"
+compare "a library's lines, inlined copies, a cold part, nested arrays, no size" typed_library.txt lib
+run lib.list list -x "$bin/tests/liblp_typed_lib.so.1.0.0" --params 'lp_tl_*'
+run lib.lines list -x "$bin/tests/liblp_typed_lib.so.1.0.0" --lines lp_tl_checked
+cat "$tmp/lib.lines" >>"$tmp/lib.list"
+compare "list on a library: named by its soname, a cold part's function whole" typed_library_list.txt lib.list
 
 echo "$failures failure(s)"
 [ "$failures" -eq 0 ]

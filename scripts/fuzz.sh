@@ -13,11 +13,11 @@ cxx=${FUZZ_CXX:-clang++}
 if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
 command -v "$cxx" >/dev/null || { echo "fuzz: $cxx is missing (scripts/deps.sh installs clang)" >&2; exit 1; }
 declare -A sources=(
-    [spec]="src/trace/spec.cpp"
+    [spec]="src/trace/spec.cpp src/trace/value_type.cpp src/arch/x86_64/value_home.cpp"
     [printk]="src/agent/printk_format.cpp"
     [module_params]="src/agent/module_params.cpp"
     [request]="src/agent/channel.cpp src/os/linux/runtime_dir.cpp src/agent/door.cpp src/os/linux/high_fd.cpp"
-    [trace_file]="tools/liveprobe/trace_output.cpp tools/liveprobe/trace_codec.cpp tools/liveprobe/progress_line.cpp src/trace/spec.cpp src/symbols/names.cpp"
+    [trace_file]="tools/liveprobe/trace_output.cpp tools/liveprobe/trace_codec.cpp tools/liveprobe/progress_line.cpp tools/liveprobe/pipe_lines.cpp src/trace/spec.cpp src/trace/value_type.cpp src/arch/x86_64/value_home.cpp src/symbols/names.cpp"
     [relocate]="src/arch/x86_64/region.cpp src/arch/x86_64/relocate.cpp src/arch/x86_64/insn.cpp src/arch/x86_64/jump_table.cpp"
 )
 declare -A libs=([relocate]="-lZydis")

@@ -63,7 +63,7 @@ grep -q "lp_ty_neg: .*has no DWARF" "$tmp/rawp.err" && pass "without DWARF: a pa
     { fail "a parameter by name without DWARF:"; sed 's/^/    /' "$tmp/rawp.err"; }
 
 # 5. Source lines: FUNC:RELLINE and SRCFILE:LINE, with variables by name, and list on the file.
-run lines trace 'p:lp_ty_loop:4 i total' 'typed_target.cpp:76 total label n' -- "$target"
+run lines trace 'p:lp_ty_loop:4 i total first=+0(label):u8' 'typed_target.cpp:76 total label n' -- "$target"
 compare "source lines as probe points, their variables by name" typed_lines.txt lines
 run badline trace 'typed_target.cpp:68' -- "$target"
 run badvar trace 'p:lp_ty_loop:4 nope' -- "$target"

@@ -119,40 +119,52 @@ bool location_of(Opened &o, uint64_t addr, std::string *loc)
     return true;
 }
 
-// The fetch args of a source-line spec with each variable by name (NAME[:TYPE], NAME=VAR[:TYPE])
-// put where it is at addr; others as they are.
+// The fetch args of a source-line spec with each variable by name (NAME[:TYPE], NAME=VAR[:TYPE],
+// and inside a load: +8(VAR)) put where it is at addr; others as they are.
 bool resolve_variables(Opened &o, uint64_t addr, const Words &words, size_t first, std::vector<std::string> *args,
                        std::string *error)
 {
     std::vector<symbols::SourceVariable> vars;
     bool looked = false;
+    // Where a variable is there, as a fetch typed :{DESC}: "" with *error when it is not there.
+    auto where = [&](const std::string &var) -> std::string {
+        if (!looked) vars = o.dwarf->variables_at(addr), looked = true;
+        for (const auto &x : vars) {
+            if (x.name != var) continue;
+            if (x.fetch.empty()) *error = fmt::format("variable '{}' ({}) cannot be read there: {}", var, x.type, x.why);
+            return x.fetch;
+        }
+        std::string names;
+        for (const auto &x : vars) names += (names.empty() ? "" : ", ") + x.name;
+        *error = fmt::format("no variable '{}' there (in scope: {})", var, names.empty() ? "none" : names);
+        return {};
+    };
+    const auto is_ident = [](const std::string &v) {
+        bool ident = !v.empty() && (std::isalpha(static_cast<unsigned char>(v[0])) || v[0] == '_');
+        for (char c : v) ident = ident && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
+        return ident;
+    };
     for (size_t i = first; i < words.w.size(); ++i) {
         std::string w = words.w[i], name, var = w, type;
         if (const size_t eq = w.find('='); eq != std::string::npos) name = w.substr(0, eq), var = w.substr(eq + 1);
         if (const size_t colon = var.find(':'); colon != std::string::npos) type = var.substr(colon + 1), var.resize(colon);
-        bool ident = !var.empty() && (std::isalpha(static_cast<unsigned char>(var[0])) || var[0] == '_');
-        for (char c : var) ident = ident && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
-        if (!ident) {
-            args->push_back(w);
+        if (is_ident(var)) {
+            std::string fetch = where(var);
+            if (fetch.empty()) return false;
+            if (!type.empty()) fetch = fetch.substr(0, fetch.rfind(":{")) + ":" + type;
+            args->push_back(fmt::format("{}={}", name.empty() ? var : name, fetch));
             continue;
         }
-        if (!looked) vars = o.dwarf->variables_at(addr), looked = true;
-        const symbols::SourceVariable *v = nullptr;
-        for (const auto &x : vars)
-            if (x.name == var) v = &x;
-        if (!v) {
-            std::string names;
-            for (const auto &x : vars) names += (names.empty() ? "" : ", ") + x.name;
-            *error = fmt::format("no variable '{}' there (in scope: {})", var, names.empty() ? "none" : names);
-            return false;
+        // A load through a variable, +OFF(VAR): its value, untyped, in the variable's place.
+        for (size_t open = w.find('('); open != std::string::npos; open = w.find('(', open + 1)) {
+            const size_t close = w.find(')', open);
+            if (close == std::string::npos || !is_ident(w.substr(open + 1, close - open - 1))) continue;
+            std::string fetch = where(w.substr(open + 1, close - open - 1));
+            if (fetch.empty()) return false;
+            fetch = fetch.substr(0, fetch.rfind(":{"));
+            w.replace(open + 1, close - open - 1, fetch);
         }
-        if (v->fetch.empty()) {
-            *error = fmt::format("variable '{}' ({}) cannot be read there: {}", var, v->type, v->why);
-            return false;
-        }
-        std::string fetch = v->fetch;
-        if (!type.empty()) fetch = fetch.substr(0, fetch.rfind(":{")) + ":" + type;
-        args->push_back(fmt::format("{}={}", name.empty() ? var : name, fetch));
+        args->push_back(w);
     }
     return true;
 }

@@ -169,7 +169,10 @@ bool fetch_one(const FetchArg &a, const FetchContext &ctx, unsigned char *out) n
     case FetchBase::xmm:
         if (!xmm_low(ctx, a.n, &v)) return false;
         break;
-    case FetchBase::retval: v = ctx.regs->ax; break;
+    case FetchBase::retval:  // a float or a double comes back in xmm0
+        if ((a.type == FetchType::f32 || a.type == FetchType::f64) && !xmm_low(ctx, 0, &v)) return false;
+        if (a.type != FetchType::f32 && a.type != FetchType::f64) v = ctx.regs->ax;
+        break;
     case FetchBase::stack: v = ctx.regs->sp; break;
     case FetchBase::stack_n:
         if (!load(ctx.regs->sp + 8 * uint64_t{a.n}, 8, &v)) return false;

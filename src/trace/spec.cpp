@@ -67,7 +67,7 @@ int reg_index(std::string name)
 }
 
 const char *const kTypes[] = {"u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64",
-                              "x8", "x16", "x32", "x64", "string", "f32", "f64"};
+                              "x8", "x16", "x32", "x64", "string", "f32", "f64", "raw"};
 
 bool type_of(const std::string &s, FetchType *t)
 {
@@ -221,7 +221,7 @@ struct Parser {
                 typed = true;
                 s.resize(colon);
             } else if (s[0] != '@' || s.find(')') != std::string::npos) {
-                return fail(pos + colon + 1, fmt::format("unknown type '{}' (u8 .. u64, s8 .. s64, x8 .. x64, f32, f64, string)", t));
+                return fail(pos + colon + 1, fmt::format("unknown type '{}' (u8 .. u64, s8 .. s64, x8 .. x64, f32, f64, string, raw)", t));
             }
         }
         if (!fetch(s, pos, a, 0)) return false;
@@ -423,6 +423,7 @@ bool needs_fpregs(const Spec &spec)
 {
     for (const FetchArg &a : spec.args) {
         if (a.base == FetchBase::xmm) return true;
+        if (a.base == FetchBase::retval && (a.type == FetchType::f32 || a.type == FetchType::f64)) return true;  // xmm0
         const auto home = static_cast<arch::ValueClass>(a.home);
         if (a.type == FetchType::typed && a.base == FetchBase::retval && home != arch::ValueClass::integer &&
             home != arch::ValueClass::int_int && home != arch::ValueClass::memory && home != arch::ValueClass::none)
@@ -451,6 +452,11 @@ std::string format_value_json(const FetchArg &arg, const unsigned char *bytes, b
         return json_string(std::string(reinterpret_cast<const char *>(bytes), strnlen(reinterpret_cast<const char *>(bytes), kStringBytes - 1)));
     const std::string v = format_value(arg, bytes, fault);
     if (arg.type <= FetchType::s64) return v;
+    if (arg.type == FetchType::raw) {
+        int64_t n;
+        std::memcpy(&n, bytes, 8);
+        return std::to_string(n);
+    }
     if (arg.type == FetchType::f32 || arg.type == FetchType::f64)
         return v.find_first_of("ni") == std::string::npos ? v : json_string(v);
     return json_string(v);
@@ -469,6 +475,11 @@ std::string format_value(const FetchArg &arg, const unsigned char *bytes, bool f
         double d;
         std::memcpy(&d, bytes, 8);
         return fmt::format("{}", d);
+    }
+    if (arg.type == FetchType::raw) {  // as a register shows: small ones (and errnos) in decimal
+        int64_t n;
+        std::memcpy(&n, bytes, 8);
+        return n >= -4096 && n < (int64_t{1} << 32) ? "raw " + std::to_string(n) : fmt::format("raw {:#x}", static_cast<uint64_t>(n));
     }
     if (arg.type == FetchType::string) {
         std::string out = "\"";

@@ -16,7 +16,8 @@
 //   (1-based, at an entry or a return),
 //   $retval (return), $stack, $stackN, $comm, @ADDR, @SYM[+|-OFF], +|-[u]OFF(FETCH), \IMM;
 //   %xmm0 .. %xmm15 (the low 8 bytes: :f64, :f32 read them as numbers);
-//   TYPE: u8..u64, s8..s64, x8..x64 (the default: x64), f32, f64, string ($comm's default), or
+//   TYPE: u8..u64, s8..s64, x8..x64 (the default: x64), f32, f64, string ($comm's default), raw
+//   (the 64 bits, said raw: what a call without DWARF shows), or
 //   {DESC}: a type from DWARF (trace/value_type.hpp), which a parameter by name and $retval get
 //   when no TYPE is given and the function has DWARF.
 #pragma once
@@ -50,7 +51,7 @@ enum class FetchBase : uint8_t {
     xmm,      // %xmmN: `n`
 };
 
-enum class FetchType : uint8_t { u8, u16, u32, u64, s8, s16, s32, s64, x8, x16, x32, x64, string, f32, f64, typed };
+enum class FetchType : uint8_t { u8, u16, u32, u64, s8, s16, s32, s64, x8, x16, x32, x64, string, f32, f64, raw, typed };
 
 struct FetchArg {
     std::string name;  // NAME, or argI (1-based) by default

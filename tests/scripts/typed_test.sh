@@ -6,7 +6,7 @@
 #      strings, float, double, long double, structs in each register class and in memory,
 #      references, a method), as text and as JSON (which Python's json module reads back).
 #   2. p:/r: parameters by name, typed as declared, and the places they cannot be read from.
-#   3. The fetch-arg syntax still overrides ($retval:x32, NAME:x64).
+#   3. The fetch-arg syntax still overrides ($retval:x32, NAME:x64, $retval:f64), and --raw.
 #   4. Without DWARF (the program's debug information stripped), the raw value, marked so.
 #   5. Source lines as probe points (FUNC:RELLINE, SRCFILE:LINE) with variables by name, and
 #      `list --params` and `--lines` on the file and on a running process.
@@ -51,13 +51,17 @@ run params trace 'p:lp_ty_mix a b c d' 'p:lp_ty_sum_point p c' 'p:lp_ty_first s'
 compare "p:/r: parameters typed by DWARF, and refused where unknown" typed_params.txt params
 
 # 3. Overrides.
-run over trace 'lp_ty_neg $retval:x32' 'p:lp_ty_half_of x:x64' 'p:lp_ty_scale f:f32' 'lp_ty_pick $retval:u8' -- "$target"
+run over trace 'lp_ty_neg $retval:x32' 'p:lp_ty_half_of x:x64' 'p:lp_ty_scale f:f32' 'lp_ty_pick $retval:u8' \
+    'r:lp_ty_scale $retval:f32' 'lp_ty_half_of $retval:f64' -- "$target"
 compare "the fetch-arg syntax overrides the DWARF type" typed_overrides.txt over
 
 # 4. No DWARF: raw.
 cp "$target" "$tmp/stripped" && strip --strip-debug "$tmp/stripped"
 run raw trace 'lp_ty_neg' 'lp_ty_u16' 'lp_ty_ll' -- "$tmp/stripped"
 compare "without DWARF: the raw value, marked raw" typed_raw.txt raw
+# --raw: the same bare values with DWARF there (the cheapest events).
+run rawflag trace --raw lp_ty_neg lp_ty_u16 lp_ty_pick -- "$target"
+compare "--raw: the bare values though DWARF is there" typed_rawflag.txt rawflag
 run rawp trace 'p:lp_ty_neg v' -- "$tmp/stripped"
 grep -q "lp_ty_neg: .*has no DWARF" "$tmp/rawp.err" && pass "without DWARF: a parameter by name is refused, saying why" ||
     { fail "a parameter by name without DWARF:"; sed 's/^/    /' "$tmp/rawp.err"; }

@@ -62,6 +62,7 @@ struct Opts {
     int maxactive = 16384;
     double duration = 0;
     std::vector<std::string> specs;
+    bool raw = false;  // --raw: calls' values as the bare register, no DWARF
     TraceProbes probes;  // -i FILE: the trace file's probes
 };
 
@@ -344,6 +345,18 @@ int show_file(Opts &o)
     return 0;
 }
 
+// --raw: each call (FUNC) without a value of its own asks for $retval:raw.
+void raw_calls(std::vector<std::string> &specs)
+{
+    for (std::string &text : specs) {
+        trace::Spec spec;
+        std::string error;
+        size_t at = 0;
+        if (trace::parse_spec(text, &spec, &error, &at) && spec.kind == trace::SpecKind::call && spec.args.empty())
+            text += " $retval:raw";
+    }
+}
+
 // Turns each spec at a source line (SRCFILE:LINE, FUNC:RELLINE) into the FUNC+OFF ones it
 // stands for, looked up in the process's objects, or the program's file: false when one
 // cannot be (said).
@@ -383,6 +396,9 @@ Runner add_trace(CLI::App &app)
     auto *c = cmd->add_flag("--count", o->count, "At the end, how many times each function was called");
     cmd->add_flag("--hist", o->hist, "At the end, a log2 histogram of each function's durations")->excludes(c);
     cmd->add_flag("--json", o->print.json, "One JSON object per call instead of a line");
+    cmd->add_flag("--raw", o->raw,
+                  "Each call's return value as the bare rax, not typed by DWARF: the cheapest events (no type looked "
+                  "up while placing, no memory read at a return); as FUNC $retval:raw");
     auto *out = cmd->add_option("-o,--output", o->output,
                                 "Write the events to FILE, as the target wrote them (fast: nothing is formatted); "
                                 "show them later with -i FILE");
@@ -466,6 +482,7 @@ Runner add_trace(CLI::App &app)
         }
         const char *mode = o->count ? "count" : o->hist ? "hist" : "events";
         if (!resolve_source_specs(o->specs, o->pid, command)) return kExitUsage;
+        if (o->raw) raw_calls(o->specs);
         // Every spec parsed here first: a mistake is shown before anything is attached or run.
         for (const std::string &text : o->specs) {
             trace::Spec spec;

@@ -34,7 +34,7 @@ std::string retval_text(uint64_t v)
 // void): typed by DWARF or by the spec's $retval:TYPE; without either the raw rax, said so.
 std::string call_value(const trace::Spec &spec, const TraceEvent &e, bool json)
 {
-    if (spec.args.empty())
+    if (spec.args.empty() || spec.args[0].type == trace::FetchType::raw)  // no DWARF, or --raw
         return json ? fmt::format("\"raw_retval\":{}", static_cast<int64_t>(e.r.retval)) : "raw " + retval_text(e.r.retval);
     const trace::FetchArg &a = spec.args[0];
     if (a.type == trace::FetchType::typed && a.vt->kind == trace::VKind::void_) return "";

@@ -39,6 +39,11 @@ compare "FUNC: return values typed by DWARF" typed_returns.txt ret
 untraced=$("$target")
 [ "$(grep '^typed_target done' "$tmp/ret")" = "$untraced" ] && pass "the program's output is its untraced run's: $untraced" ||
     fail "the program's output changed: $(grep typed_target "$tmp/ret"), untraced: $untraced"
+# Kept in a trace file and shown later, the same values (the file keeps the types).
+run ret.file trace -o "$tmp/ret.lptrace" 'lp_ty_*' 'shop::Cart::total*' -- "$target"
+run ret.i trace -i "$tmp/ret.lptrace"
+if diff <(mask <"$tmp/ret") <(mask <"$tmp/ret.i") >"$tmp/ret.i.diff"; then pass "-o FILE, then -i FILE: the same typed values"
+else fail "-o then -i differs from the live trace:"; sed 's/^/    /' "$tmp/ret.i.diff" | head -10; fi
 run ret.json trace --json 'lp_ty_*' 'shop::Cart::total*' -- "$target"
 compare "FUNC --json: return values as JSON values" typed_returns.json ret.json
 grep '^{' "$tmp/ret.json" | python3 -c 'import json, sys; [json.loads(l) for l in sys.stdin]' 2>"$tmp/py.err" &&

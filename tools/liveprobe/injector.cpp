@@ -81,14 +81,37 @@ uint64_t find_sigreturn(pid_t pid, const LoadedObject &libc, uint64_t near)
     return 0;
 }
 
+bool exited(pid_t pid);
+
+// Why /proc/PID/maps reads as nothing: the error of reading it, or "empty".
+std::string maps_error(pid_t pid)
+{
+    FILE *f = std::fopen(fmt::format("/proc/{}/maps", pid).c_str(), "re");
+    if (!f) return std::strerror(errno);
+    errno = 0;
+    const int c = std::fgetc(f);
+    const int err = errno;
+    std::fclose(f);
+    return c == EOF && err ? std::strerror(err) : "empty";
+}
+
 int inspect(pid_t pid, Target *t, bool *has_library, std::string *why)
 {
     std::vector<LoadedObject> objs = loaded_objects(pid);
     *has_library = find_object(objs, "libliveprobe").has_value();
     auto libc = find_object(objs, "libc");
-    if (!libc && objs.empty()) {  // no mapping at all: a process in the middle of its exit
-        *why = fmt::format("process {} exited during the attach", pid);
-        return -ESRCH;
+    if (!libc && objs.empty()) {
+        // No mapping at all: a process in the middle of its exit, or a map the kernel would not
+        // let this user read (it checks ptrace's rules when the map is read, not opened).
+        if (exited(pid)) {
+            *why = fmt::format("process {} exited during the attach", pid);
+            return -ESRCH;
+        }
+        *why = fmt::format("the kernel does not let you read the memory map of process {} (/proc/{}/maps: {}): it "
+                           "cannot be attached (another user's process, one that made itself non-dumpable, or one "
+                           "the kernel protects)",
+                           pid, pid, maps_error(pid));
+        return -EPERM;
     }
     if (!libc) {
         *why = fmt::format("process {} has no libc.so.6 loaded (statically linked?): the agent cannot be loaded", pid);

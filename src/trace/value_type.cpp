@@ -176,11 +176,12 @@ std::string floating(const unsigned char *p, uint32_t size)
     return fmt::format("{}", ld);
 }
 
-std::string enum_name(const VType &t, const unsigned char *p)
+// An enum's value by its name (a JSON string), or its number when it has none.
+std::string enum_name(const VType &t, const unsigned char *p, bool json)
 {
     const int64_t v = t.is_signed ? load_sint(p, t.size) : static_cast<int64_t>(load_uint(p, t.size));
     for (const auto &[n, value] : t.enumerators)
-        if (value == v) return n;
+        if (value == v) return json ? json_string(n) : n;
     return t.is_signed ? std::to_string(v) : std::to_string(static_cast<uint64_t>(v));
 }
 
@@ -201,14 +202,12 @@ std::string json_number(const std::string &text)
     return text.find_first_of("ni") != std::string::npos ? "\"" + text + "\"" : text;
 }
 
-std::string json_quote(const std::string &s) { return json_string(s); }
-
 // `top`: the value itself, not a member of it (whose string is a pointer in the image).
 std::string format(const VType &t, const unsigned char *p, size_t n, bool json, bool top = true)
 {
     if (t.kind == VKind::string && !top) {
         if (n < 8) return json ? "null" : "?";
-        return json ? json_quote(fmt::format("{:#x}", load_uint(p, 8))) : fmt::format("{:#x}", load_uint(p, 8));
+        return json ? json_string(fmt::format("{:#x}", load_uint(p, 8))) : fmt::format("{:#x}", load_uint(p, 8));
     }
     if (t.kind != VKind::void_ && t.kind != VKind::string && n < (t.kind == VKind::reference ? t.of->size : t.size))
         return json ? "null" : "?";  // past what was captured
@@ -217,20 +216,17 @@ std::string format(const VType &t, const unsigned char *p, size_t n, bool json, 
     case VKind::boolean: return p[0] == 0 ? "false" : p[0] == 1 ? "true" : std::to_string(p[0]);
     case VKind::character: return json ? std::to_string(static_cast<int8_t>(p[0])) : character(p[0]);
     case VKind::sint:
-    case VKind::uint: return json && t.size == 16 ? json_quote(integer(t, p)) : integer(t, p);
+    case VKind::uint: return json && t.size == 16 ? json_string(integer(t, p)) : integer(t, p);
     case VKind::floating: return json ? json_number(floating(p, t.size)) : floating(p, t.size);
-    case VKind::pointer: return json ? json_quote(fmt::format("{:#x}", load_uint(p, 8))) : fmt::format("{:#x}", load_uint(p, 8));
+    case VKind::pointer: return json ? json_string(fmt::format("{:#x}", load_uint(p, 8))) : fmt::format("{:#x}", load_uint(p, 8));
     case VKind::string: {
         if (n >= kStringBytes && p[kStringBytes - 1] == kStringNull) return json ? "null" : "NULL";
         const std::string q = quoted(p, n < kStringBytes - 1 ? n : kStringBytes - 1);
         const bool cut = n >= kStringBytes && p[kStringBytes - 1] == kStringCut;
-        if (json) return json_quote(std::string(reinterpret_cast<const char *>(p), strnlen(reinterpret_cast<const char *>(p), kStringBytes - 1)));
+        if (json) return json_string(std::string(reinterpret_cast<const char *>(p), strnlen(reinterpret_cast<const char *>(p), kStringBytes - 1)));
         return cut ? q + "..." : q;
     }
-    case VKind::enumeration: {
-        std::string e = enum_name(t, p);
-        return json && !e.empty() && !std::isdigit(static_cast<unsigned char>(e.back())) ? json_quote(e) : e;
-    }
+    case VKind::enumeration: return enum_name(t, p, json);
     case VKind::reference: return format(*t.of, p, n, json, false);
     case VKind::record: {
         std::string out = json ? "{" : "{ ";
@@ -238,7 +234,7 @@ std::string format(const VType &t, const unsigned char *p, size_t n, bool json, 
         for (const VType::Field &f : t.fields) {
             const size_t left = f.offset < n ? n - f.offset : 0;
             std::string v = format(*f.type, p + f.offset, left, json, false);
-            if (json) out += fmt::format("{}{}:{}", first ? "" : ",", json_quote(f.name), v);
+            if (json) out += fmt::format("{}{}:{}", first ? "" : ",", json_string(f.name), v);
             else out += fmt::format("{}.{} = {}", first ? "" : ", ", f.name.empty() ? "?" : f.name, v);
             first = false;
         }
@@ -247,7 +243,7 @@ std::string format(const VType &t, const unsigned char *p, size_t n, bool json, 
     case VKind::array: {
         if (is_char_array(t)) {
             const size_t len = n < t.size ? n : t.size;
-            if (json) return json_quote(std::string(reinterpret_cast<const char *>(p), strnlen(reinterpret_cast<const char *>(p), len)));
+            if (json) return json_string(std::string(reinterpret_cast<const char *>(p), strnlen(reinterpret_cast<const char *>(p), len)));
             return quoted(p, len);
         }
         std::string out = "[";
@@ -262,7 +258,7 @@ std::string format(const VType &t, const unsigned char *p, size_t n, bool json, 
     case VKind::opaque: {
         std::string out = "0x";
         for (uint32_t k = t.size; k-- > 0;) out += fmt::format("{:02x}", p[k]);
-        return json ? json_quote(out) : out;
+        return json ? json_string(out) : out;
     }
     }
     return "?";

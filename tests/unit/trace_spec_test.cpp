@@ -179,6 +179,11 @@ TEST(TraceSpec, TypedValues)
     EXPECT_EQ(format_value_json(s.args[1], b, false), "\"GREEN\"");
     b[0] = 7;
     EXPECT_EQ(format_value(s.args[1], b, false), "7");  // no name: the number
+    EXPECT_EQ(format_value_json(s.args[1], b, false), "7");
+    // A name that ends in a digit is a name: a JSON string all the same.
+    Spec level = parse("r:f $retval:{e4{LEVEL2=2}}");
+    b[0] = 2;
+    EXPECT_EQ(format_value_json(level.args[0], b, false), "\"LEVEL2\"");
     std::memset(b, 0, sizeof b);
     b[kStringBytes - 1] = kStringNull;
     EXPECT_EQ(format_value(s.args[2], b, false), "NULL");

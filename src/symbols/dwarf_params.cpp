@@ -83,6 +83,25 @@ struct DwarfFile {
 std::mutex g_dwarf_mu;
 core::Immortal<DwarfFile> g_dwarf;
 
+// Each function's answer, by its object (path, device, inode, change time) and address, for
+// the agent's life (g_dwarf_mu held): a session reads an object's DWARF once, and the next
+// sessions (an attach, a trace and a detach in a loop) find their answers here. Reading a
+// separate debug file's DWARF takes megabytes (libc's compressed sections, decompressed) which
+// glibc keeps in the reading thread's arena once freed; each new agent thread's arena held
+// another copy (the chaos test's memory part: +8 MiB at one events session in three). An answer
+// is a few hundred bytes; at most kMaxAnswers are kept.
+struct Answer {
+    std::vector<Param> params;
+    std::string ret;
+    std::string why;
+    int r = 0;
+};
+constexpr size_t kMaxAnswers = 65536;
+core::Immortal<std::unordered_map<std::string, Answer>> g_answers;
+
+int read_function(const std::string &open_path, const std::string &path, uint64_t pc, std::vector<Param> *out,
+                  std::string *why, std::string *ret);
+
 // Adds the subprograms under `die` with an entry address (through namespaces and classes).
 void index_subprograms(Dwarf_Die *die, DwarfFile &d, int depth)
 {
@@ -184,13 +203,38 @@ int function_params(uint64_t entry, std::vector<Param> *out, std::string *why, s
         return -ENOENT;
     }
     std::lock_guard lock(g_dwarf_mu);
+    uint64_t pc = entry - bias;
+    // What an object's DWARF said of a function, kept for the agent's life (see g_answers).
+    struct stat st {};
+    const std::string key = stat(open_path.c_str(), &st) == 0
+                                ? fmt::format("{} {} {} {}.{} {:#x}", open_path, st.st_dev, st.st_ino, st.st_ctim.tv_sec,
+                                              st.st_ctim.tv_nsec, pc)
+                                : std::string();
+    auto &answers = g_answers.value;
+    if (auto it = answers.find(key); !key.empty() && it != answers.end()) {
+        *out = it->second.params;
+        if (ret) *ret = it->second.ret;
+        *why = it->second.why;
+        return it->second.r;
+    }
+    std::string ret_desc;
+    const int r = read_function(open_path, path, pc, out, why, &ret_desc);
+    if (ret) *ret = ret_desc;
+    if (!key.empty() && answers.size() < kMaxAnswers) answers.emplace(key, Answer{*out, ret_desc, *why, r});
+    return r;
+}
+
+namespace {
+
+int read_function(const std::string &open_path, const std::string &path, uint64_t pc, std::vector<Param> *out,
+                  std::string *why, std::string *ret)
+{
     if (!open_dwarf(open_path, path)) {
         *why = fmt::format("{}: cannot be read", path);
         return -ENOENT;
     }
     Dwarf *dw = g_dwarf.value.dw;
     int r = -ENOENT;
-    uint64_t pc = entry - bias;
     Dwarf_Die cu;
     if (dw == nullptr) {
         *why = fmt::format("{} has no DWARF (build it with -g, or install its debug symbols)", path);
@@ -208,5 +252,7 @@ int function_params(uint64_t entry, std::vector<Param> *out, std::string *why, s
     }
     return r;
 }
+
+}  // namespace
 
 }  // namespace liveprobe::symbols

@@ -711,6 +711,10 @@ int start(Mode mode, const std::vector<std::string> &spec_texts, int maxactive, 
         append_names(*ss, "exe " + (n > 0 ? std::string(exe, static_cast<size_t>(n)) : std::string("?")) + "\n");
     }
     place(*ss, std::move(fns), out);
+    // The DWARF the types came from is the largest thing the agent reads (libc's debug file:
+    // megabytes of libdw's structures): let go of it once the probes are placed (its answers
+    // are kept: symbols/dwarf_params.cpp g_answers).
+    symbols::close_dwarf();
     if (out->placed == 0 && ss->pending.empty()) {
         munmap(base, bytes);
         if (given_fd < 0) close(fd);

@@ -100,7 +100,8 @@ run lib trace 'p:typed_lib.c:11' 'p:lp_tl_checked:8 total limit' 'liblp_typed_li
 compare "a library's lines, inlined copies, a cold part, nested arrays, no size" typed_library.txt lib
 run lib.list list -x "$bin/tests/liblp_typed_lib.so.1.0.0" --params 'lp_tl_*'
 run lib.lines list -x "$bin/tests/liblp_typed_lib.so.1.0.0" --lines lp_tl_checked
-cat "$tmp/lib.lines" >>"$tmp/lib.list"
+run lib.lines2 list -x "$bin/tests/liblp_typed_lib.so.1.0.0" --lines lp_tl_sum  # its own lines, not lp_tl_step's
+cat "$tmp/lib.lines" "$tmp/lib.lines2" >>"$tmp/lib.list"
 compare "list on a library: named by its soname, a cold part's function whole" typed_library_list.txt lib.list
 
 echo "$failures failure(s)"

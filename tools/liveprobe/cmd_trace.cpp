@@ -345,46 +345,6 @@ int show_file(Opts &o)
     return 0;
 }
 
-// --raw: each call (FUNC) without a value of its own asks for $retval:raw.
-void raw_calls(std::vector<std::string> &specs)
-{
-    for (std::string &text : specs) {
-        trace::Spec spec;
-        std::string error;
-        size_t at = 0;
-        if (trace::parse_spec(text, &spec, &error, &at) && spec.kind == trace::SpecKind::call && spec.args.empty())
-            text += " $retval:raw";
-    }
-}
-
-// Turns each spec at a source line (SRCFILE:LINE, FUNC:RELLINE) into the FUNC+OFF ones it
-// stands for, looked up in the process's objects, or the program's file: false when one
-// cannot be (said).
-bool resolve_source_specs(std::vector<std::string> &specs, int pid, const std::vector<std::string> &command)
-{
-    if (std::none_of(specs.begin(), specs.end(), is_source_spec)) return true;
-    std::vector<SourceObject> objects;
-    if (pid != 0) {
-        for (const LoadedObject &o : loaded_objects(pid)) objects.push_back({path_in(pid, o.path), o.path});
-    } else if (const std::string exe = resolve_command(command.empty() ? std::string() : command[0]); !exe.empty()) {
-        objects = program_objects(exe);
-    }
-    std::vector<std::string> out;
-    for (const std::string &text : specs) {
-        std::vector<std::string> notes;
-        std::string error;
-        if (!is_source_spec(text)) {
-            out.push_back(text);
-        } else if (!resolve_source_spec(text, objects, &out, &notes, &error)) {
-            complain("trace: " + error);
-            return false;
-        }
-        for (const std::string &n : notes) std::fprintf(stderr, "liveprobe: %s\n", n.c_str());
-    }
-    specs = std::move(out);
-    return true;
-}
-
 }  // namespace
 
 Runner add_trace(CLI::App &app)

@@ -13,7 +13,11 @@
 
 #include <fmt/format.h>
 
+#include "commands.hpp"
+#include "process.hpp"
+#include "program_check.hpp"
 #include "symbols/dwarf_lines.hpp"
+#include "trace/spec.hpp"
 #include "symbols/elf_object.hpp"
 #include "symbols/names.hpp"
 
@@ -309,6 +313,42 @@ size_t print_source_lines(const std::string &func, const std::vector<SourceObjec
         *error = objs.empty() ? fmt::format("no DWARF to list lines from: {}", no_dwarf)
                               : fmt::format("no function named '{}' with DWARF", func);
     return shown;
+}
+
+void raw_calls(std::vector<std::string> &specs)
+{
+    for (std::string &text : specs) {
+        trace::Spec spec;
+        std::string error;
+        size_t at = 0;
+        if (trace::parse_spec(text, &spec, &error, &at) && spec.kind == trace::SpecKind::call && spec.args.empty())
+            text += " $retval:raw";
+    }
+}
+
+bool resolve_source_specs(std::vector<std::string> &specs, int pid, const std::vector<std::string> &command)
+{
+    if (std::none_of(specs.begin(), specs.end(), is_source_spec)) return true;
+    std::vector<SourceObject> objects;
+    if (pid != 0) {
+        for (const LoadedObject &o : loaded_objects(pid)) objects.push_back({path_in(pid, o.path), o.path});
+    } else if (const std::string exe = resolve_command(command.empty() ? std::string() : command[0]); !exe.empty()) {
+        objects = program_objects(exe);
+    }
+    std::vector<std::string> out;
+    for (const std::string &text : specs) {
+        std::vector<std::string> notes;
+        std::string error;
+        if (!is_source_spec(text)) {
+            out.push_back(text);
+        } else if (!resolve_source_spec(text, objects, &out, &notes, &error)) {
+            complain("trace: " + error);
+            return false;
+        }
+        for (const std::string &n : notes) std::fprintf(stderr, "liveprobe: %s\n", n.c_str());
+    }
+    specs = std::move(out);
+    return true;
 }
 
 }  // namespace liveprobe::tool

@@ -35,4 +35,12 @@ bool resolve_source_spec(const std::string &spec, const std::vector<SourceObject
 // of functions shown; *error when none.
 size_t print_source_lines(const std::string &func, const std::vector<SourceObject> &objects, std::string *error);
 
+// Turns each spec at a source line (SRCFILE:LINE, FUNC:RELLINE) into the FUNC+OFF ones it
+// stands for, looked up in process pid's objects, or in the program `command` starts and its
+// libraries: false when one cannot be (said on stderr). Says what each became.
+bool resolve_source_specs(std::vector<std::string> &specs, int pid, const std::vector<std::string> &command);
+
+// --raw: each call (FUNC) without a value of its own asks for $retval:raw.
+void raw_calls(std::vector<std::string> &specs);
+
 }  // namespace liveprobe::tool

@@ -35,6 +35,7 @@ Runner add_detach(CLI::App &app);
 Runner add_lsmod(CLI::App &app);
 Runner add_build_module(CLI::App &app);
 Runner add_trace(CLI::App &app);
+Runner add_report(CLI::App &app);
 
 // `liveprobe insmod|trace ... -- CMD [ARGS]`: the words after "--", split off before parsing
 // (main.cpp).

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# liveprobe report FILE (issue 34, item 1): each function of a trace file, against
+# tests/programs/trace_target.c's calls of known counts; the whole output compared with
+# tests/golden/report_calls.txt, times masked (they move from run to run; the counts do not).
+# Also: self time is total time less the traced callees' (lp_tr_fib's recursion), every sort
+# column is taken, and a file that is no trace file is refused.
+source "$(dirname "${BASH_SOURCE[0]}")/../support/script_common.sh" report
+target=$bin/tests/lp_trace_target
+"${launch[@]}" "$lp" trace -o "$tmp/t.lptrace" 'lp_tr_*' -- "$target" >"$tmp/trace.out" 2>&1 ||
+    { fail "trace -o: exit $?"; sed 's/^/    /' "$tmp/trace.out"; }
+"$lp" report -s calls "$tmp/t.lptrace" >"$tmp/report.out" 2>&1
+sed -E 's/[0-9]+(\.[0-9]+)? (ns|us|ms|  s)/T/g' "$tmp/report.out" | tr -s ' ' >"$tmp/report.masked"
+if diff -u "$LIVEPROBE_SOURCE_DIR/tests/golden/report_calls.txt" "$tmp/report.masked" >"$tmp/report.diff"; then
+    pass "report -s calls: every function, its calls (report_calls.txt)"
+else fail "report -s calls differs from report_calls.txt:"; sed 's/^/    /' "$tmp/report.diff"; fi
+# lp_tr_fib calls itself: its self time is less than its total, and at most the total.
+read -r total self <<<"$(awk '/lp_tr_fib$/ { print $1 * ($2 == "ms" ? 1e6 : $2 == "us" ? 1e3 : 1), $3 * ($4 == "ms" ? 1e6 : $4 == "us" ? 1e3 : 1) }' "$tmp/report.out")"
+awk -v t="$total" -v s="$self" 'BEGIN { exit !(s > 0 && s < t) }' && pass "self time: lp_tr_fib's $self ns of its $total ns" ||
+    fail "self time: lp_tr_fib's total $total, self $self"
+for col in total self calls min avg max name; do
+    "$lp" report -s "$col" "$tmp/t.lptrace" >"$tmp/col.out" 2>&1 && [ "$(grep -c 'lp_tr_' "$tmp/col.out")" -eq 5 ] ||
+        fail "report -s $col: $(head -3 "$tmp/col.out")"
+done
+pass "report -s total|self|calls|min|avg|max|name"
+echo "not a trace" >"$tmp/bad"
+out=$("$lp" report "$tmp/bad" 2>&1); rc=$?
+[ "$rc" -eq 1 ] && grep -q "not a liveprobe trace file" <<<"$out" && pass "a file that is no trace file: refused ($out)" ||
+    fail "a bad file: exit $rc: $out"
+echo "$failures failure(s)"
+[ "$failures" -eq 0 ]

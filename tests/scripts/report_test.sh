@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# liveprobe report FILE (issue 34, item 1): each function of a trace file, against
+# liveprobe report FILE and replay FILE (issue 34, item 1): each function of a trace file, against
 # tests/programs/trace_target.c's calls of known counts; the whole output compared with
 # tests/golden/report_calls.txt, times masked (they move from run to run; the counts do not).
 # Also: self time is total time less the traced callees' (lp_tr_fib's recursion), every sort
@@ -22,6 +22,16 @@ for col in total self calls min avg max name; do
         fail "report -s $col: $(head -3 "$tmp/col.out")"
 done
 pass "report -s total|self|calls|min|avg|max|name"
+# liveprobe replay FILE: the call tree, thread by thread (a forked child's apart), values at
+# the end of a block; -D 2 shows main's callees as lines.
+"${launch[@]}" "$lp" trace -o "$tmp/tree.lptrace" main lp_tr_fib lp_tr_square -- "$target" >"$tmp/tree.out" 2>&1
+"$lp" replay -D 2 "$tmp/tree.lptrace" 2>&1 |
+    sed -E 's/^ *[0-9]+(\.[0-9]+)? (ns|us|ms|  s) /D /; s/\[ *[0-9]+\]/[TID]/' >"$tmp/replay.masked"
+if diff -u "$LIVEPROBE_SOURCE_DIR/tests/golden/replay_depth2.txt" "$tmp/replay.masked" >"$tmp/replay.diff"; then
+    pass "replay -D 2: main's calls as a tree, the child's apart (replay_depth2.txt)"
+else fail "replay -D 2 differs from replay_depth2.txt:"; sed 's/^/    /' "$tmp/replay.diff"; fi
+n=$("$lp" replay "$tmp/tree.lptrace" | grep -c 'lp_tr_fib()')
+[ "$n" -eq 177 ] && pass "replay: each of lp_tr_fib's 177 calls, nested" || fail "replay: $n calls of lp_tr_fib, not 177"
 echo "not a trace" >"$tmp/bad"
 out=$("$lp" report "$tmp/bad" 2>&1); rc=$?
 [ "$rc" -eq 1 ] && grep -q "not a liveprobe trace file" <<<"$out" && pass "a file that is no trace file: refused ($out)" ||

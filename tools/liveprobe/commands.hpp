@@ -36,6 +36,7 @@ Runner add_lsmod(CLI::App &app);
 Runner add_build_module(CLI::App &app);
 Runner add_trace(CLI::App &app);
 Runner add_report(CLI::App &app);
+Runner add_replay(CLI::App &app);
 
 // `liveprobe insmod|trace ... -- CMD [ARGS]`: the words after "--", split off before parsing
 // (main.cpp).

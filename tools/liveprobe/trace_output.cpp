@@ -30,50 +30,6 @@ std::string retval_text(uint64_t v)
     return fmt::format("{:#x}", v);
 }
 
-// A call's (FUNC's) return value as text ("" for void), or as a JSON object's member ("" for
-// void): typed by DWARF or by the spec's $retval:TYPE; without either the raw rax, said so.
-std::string call_value(const trace::Spec &spec, const TraceEvent &e, bool json)
-{
-    if (spec.args.empty() || spec.args[0].type == trace::FetchType::raw)  // no DWARF, or --raw
-        return json ? fmt::format("\"raw_retval\":{}", static_cast<int64_t>(e.r.retval)) : "raw " + retval_text(e.r.retval);
-    const trace::FetchArg &a = spec.args[0];
-    if (a.type == trace::FetchType::typed && a.vt->kind == trace::VKind::void_) return "";
-    std::string v;
-    if (trace::retval_in_record(spec)) {
-        unsigned char bytes[8];
-        std::memcpy(bytes, &e.r.retval, 8);
-        v = json ? trace::format_value_json(a, bytes, false) : trace::format_value(a, bytes, false);
-    } else if (e.values.size() >= trace::payload_bytes(spec)) {
-        uint64_t faults;
-        std::memcpy(&faults, e.values.data(), 8);
-        const auto *bytes = reinterpret_cast<const unsigned char *>(e.values.data()) + trace::arg_offset(spec, 0);
-        v = json ? trace::format_value_json(a, bytes, faults & 1) : trace::format_value(a, bytes, faults & 1);
-    }
-    return json ? "\"retval\":" + v : v;
-}
-
-// A fetched event's values as " name=value ..." (text) or a JSON object's members.
-std::string values_text(const trace::Spec &spec, const std::string &payload, bool json)
-{
-    std::string out;
-    if (payload.size() < trace::payload_bytes(spec)) return out;
-    uint64_t faults;
-    std::memcpy(&faults, payload.data(), 8);
-    for (size_t i = 0; i < spec.args.size(); ++i) {
-        const trace::FetchArg &a = spec.args[i];
-        bool fault = faults >> i & 1;
-        const auto *at = reinterpret_cast<const unsigned char *>(payload.data()) + trace::arg_offset(spec, i);
-        // JSON: a string from its bytes (the text escapes every byte past ASCII).
-        std::string v = json ? trace::format_value_json(a, at, fault) : trace::format_value(a, at, fault);
-        if (json) {
-            out += fmt::format("{}\"{}\":{}", i ? "," : "", a.name, v);
-        } else {
-            out += fmt::format(" {}={}", a.name, v);
-        }
-    }
-    return out;
-}
-
 // The first line of /proc/PATH (a name: comm), "" when it cannot be read (gone, or a file).
 std::string proc_name(const std::string &path)
 {
@@ -215,6 +171,51 @@ bool read_header(FILE *f, TraceProbes *probes, uint32_t *pid)
 }
 
 }  // namespace
+
+// A call's (FUNC's) return value as text ("" for void), or as a JSON object's member ("" for
+// void): typed by DWARF or by the spec's $retval:TYPE; without either the raw rax, said so.
+std::string call_value(const trace::Spec &spec, const TraceEvent &e, bool json)
+{
+    if (spec.args.empty() || spec.args[0].type == trace::FetchType::raw)  // no DWARF, or --raw
+        return json ? fmt::format("\"raw_retval\":{}", static_cast<int64_t>(e.r.retval)) : "raw " + retval_text(e.r.retval);
+    const trace::FetchArg &a = spec.args[0];
+    if (a.type == trace::FetchType::typed && a.vt->kind == trace::VKind::void_) return "";
+    std::string v;
+    if (trace::retval_in_record(spec)) {
+        unsigned char bytes[8];
+        std::memcpy(bytes, &e.r.retval, 8);
+        v = json ? trace::format_value_json(a, bytes, false) : trace::format_value(a, bytes, false);
+    } else if (e.values.size() >= trace::payload_bytes(spec)) {
+        uint64_t faults;
+        std::memcpy(&faults, e.values.data(), 8);
+        const auto *bytes = reinterpret_cast<const unsigned char *>(e.values.data()) + trace::arg_offset(spec, 0);
+        v = json ? trace::format_value_json(a, bytes, faults & 1) : trace::format_value(a, bytes, faults & 1);
+    }
+    return json ? "\"retval\":" + v : v;
+}
+
+// A fetched event's values as " name=value ..." (text) or a JSON object's members.
+std::string values_text(const trace::Spec &spec, const std::string &payload, bool json)
+{
+    std::string out;
+    if (payload.size() < trace::payload_bytes(spec)) return out;
+    uint64_t faults;
+    std::memcpy(&faults, payload.data(), 8);
+    for (size_t i = 0; i < spec.args.size(); ++i) {
+        const trace::FetchArg &a = spec.args[i];
+        bool fault = faults >> i & 1;
+        const auto *at = reinterpret_cast<const unsigned char *>(payload.data()) + trace::arg_offset(spec, i);
+        // JSON: a string from its bytes (the text escapes every byte past ASCII).
+        std::string v = json ? trace::format_value_json(a, at, fault) : trace::format_value(a, at, fault);
+        if (json) {
+            out += fmt::format("{}\"{}\":{}", i ? "," : "", a.name, v);
+        } else {
+            out += fmt::format(" {}={}", a.name, v);
+        }
+    }
+    return out;
+}
+
 
 std::string TraceProbes::name_of(uint32_t p) const
 {

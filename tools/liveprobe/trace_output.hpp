@@ -48,6 +48,12 @@ struct PrintOptions {
     uint64_t min_duration = 0;
 };
 
+// A call's (FUNC's) return value as text ("" for void), or as a JSON object's member ("" for
+// void): typed by DWARF or by the spec's $retval:TYPE; without either the raw rax, said so.
+std::string call_value(const trace::Spec &spec, const TraceEvent &e, bool json);
+// A fetched event's values as " name=value ..." (text) or a JSON object's members.
+std::string values_text(const trace::Spec &spec, const std::string &payload, bool json);
+
 // A C++ name demangled ("OBJECT:" kept); others as they are.
 std::string demangled(const std::string &name);
 

@@ -151,6 +151,11 @@ int inspect(pid_t pid, Target *t, bool *has_library, std::string *why)
     const symbols::Symbol *sa = function("sigaction");
     t->sigreturn = find_sigreturn(pid, *libc, sa ? sa->value + bias : 0);
     if (!t->sigreturn) {
+        // Searched in the process's memory: gone with the process when it exited meanwhile.
+        if (exited(pid)) {
+            *why = fmt::format("process {} exited during the attach", pid);
+            return -ESRCH;
+        }
         *why = fmt::format("no signal-return trampoline found in {}", libc->path);
         return -ENOENT;
     }

@@ -53,6 +53,35 @@ Dwarf_Off code_scope(Dwarf_Die *cu, uint64_t pc)
     return found;
 }
 
+// fn(addr, file, line) for each row of cu's line table that begins a statement, with a line
+// and a file (not a sequence's end).
+template <typename Fn>
+void each_statement(Dwarf_Die *cu, Fn fn)
+{
+    Dwarf_Lines *table = nullptr;
+    size_t n = 0;
+    if (dwarf_getsrclines(cu, &table, &n) != 0) return;
+    for (size_t i = 0; i < n; ++i) {
+        Dwarf_Line *l = dwarf_onesrcline(table, i);
+        Dwarf_Addr addr = 0;
+        bool stmt = false, end = false;
+        int line = 0;
+        const char *file = dwarf_linesrc(l, nullptr, nullptr);
+        if (!file || dwarf_lineaddr(l, &addr) != 0 || dwarf_lineno(l, &line) != 0 || line == 0) continue;
+        dwarf_linebeginstatement(l, &stmt);
+        dwarf_lineendsequence(l, &end);
+        if (stmt && !end) fn(addr, file, line);
+    }
+}
+
+// The line kept under `key`: the one at the lowest address.
+template <typename Key>
+void keep_lowest(std::map<Key, SourceLine> &lines, Key key, SourceLine l)
+{
+    auto [it, added] = lines.try_emplace(key, l);
+    if (!added && l.addr < it->second.addr) it->second = std::move(l);
+}
+
 // A register plus a constant: DW_OP_bregN, DW_OP_bregx (what libdw gives for a CFA rule).
 bool breg(const Dwarf_Op *op, size_t n, unsigned *reg, int64_t *off)
 {
@@ -201,27 +230,15 @@ std::vector<SourceLine> DwarfReader::lines(const SourceFunction &f)
 {
     std::map<int, SourceLine> by_line;
     Dwarf_Die cu;
-    Dwarf_Lines *table = nullptr;
-    size_t n = 0;
-    if (!dwarf_addrdie(dw_, f.entry, &cu) || dwarf_getsrclines(&cu, &table, &n) != 0) return {};
+    if (!dwarf_addrdie(dw_, f.entry, &cu)) return {};
     const auto inside = [&](Dwarf_Addr a) {
         return std::any_of(f.ranges.begin(), f.ranges.end(), [a](const auto &r) { return a >= r.first && a < r.second; });
     };
-    for (size_t i = 0; i < n; ++i) {
-        Dwarf_Line *l = dwarf_onesrcline(table, i);
-        Dwarf_Addr addr = 0;
-        bool stmt = false, end = false;
-        int line = 0;
-        const char *file = dwarf_linesrc(l, nullptr, nullptr);
-        if (dwarf_lineaddr(l, &addr) != 0 || !inside(addr) || dwarf_lineno(l, &line) != 0 || line == 0 || !file ||
-            (!f.decl_file.empty() && f.decl_file != file))
-            continue;
-        dwarf_linebeginstatement(l, &stmt);
-        dwarf_lineendsequence(l, &end);
-        if (!stmt || end || line < f.decl_line || code_scope(&cu, addr) != f.die) continue;
-        auto [it, added] = by_line.try_emplace(line, SourceLine{addr, file, line});
-        if (!added && addr < it->second.addr) it->second.addr = addr;
-    }
+    each_statement(&cu, [&](Dwarf_Addr addr, const char *file, int line) {
+        if (inside(addr) && (f.decl_file.empty() || f.decl_file == file) && line >= f.decl_line &&
+            code_scope(&cu, addr) == f.die)
+            keep_lowest(by_line, line, SourceLine{addr, file, line});
+    });
     std::vector<SourceLine> out;
     for (auto &[line, s] : by_line) out.push_back(std::move(s));
     return out;
@@ -231,23 +248,10 @@ std::vector<SourceLine> DwarfReader::line_addresses(const std::string &file, int
 {
     std::map<Dwarf_Off, SourceLine> by_scope;  // by the function's or inlined copy's DIE
     for_each_unit([&](Dwarf_Die *cu) {
-        Dwarf_Lines *table = nullptr;
-        size_t n = 0;
-        if (dwarf_getsrclines(cu, &table, &n) != 0) return false;
-        for (size_t i = 0; i < n; ++i) {
-            Dwarf_Line *l = dwarf_onesrcline(table, i);
-            int ln = 0;
-            bool stmt = false, end = false;
-            Dwarf_Addr addr = 0;
-            const char *src = dwarf_linesrc(l, nullptr, nullptr);
-            if (dwarf_lineno(l, &ln) != 0 || ln != line || !src || !source_matches(src, file)) continue;
-            dwarf_linebeginstatement(l, &stmt);
-            dwarf_lineendsequence(l, &end);
-            Dwarf_Off scope = 0;
-            if (!stmt || end || dwarf_lineaddr(l, &addr) != 0 || !(scope = code_scope(cu, addr))) continue;
-            auto [it, added] = by_scope.try_emplace(scope, SourceLine{addr, src, ln});
-            if (!added && addr < it->second.addr) it->second.addr = addr;
-        }
+        each_statement(cu, [&](Dwarf_Addr addr, const char *src, int ln) {
+            if (ln != line || !source_matches(src, file)) return;
+            if (const Dwarf_Off scope = code_scope(cu, addr)) keep_lowest(by_scope, scope, SourceLine{addr, src, ln});
+        });
         return false;
     });
     std::vector<SourceLine> out;

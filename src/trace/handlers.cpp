@@ -206,7 +206,9 @@ int count_entry_other(struct kretprobe_instance *ri, struct pt_regs *) noexcept
 static uint64_t entry_stamp() noexcept { return g_tsc ? clk::tsc_unordered() : liveprobe_ktime_ns(); }
 
 // At a return: the time now and the entry's (from its stamp), in the clock's nanoseconds. With
-// the TSC, one unordered read for both: the entry is now less the cycles since the stamp.
+// the TSC, one unordered read for both; the stamp converted as the clock converted the values
+// read since (clock.hpp's tsc_ns_recent), so that a call's callees never begin before it (the
+// views infer nesting from the times); a stamp older than that, now less the cycles since it.
 struct ReturnTimes {
     uint64_t entry, now;
 };
@@ -215,6 +217,8 @@ static ReturnTimes return_times(uint64_t stamp) noexcept
     if (!g_tsc) return {stamp, liveprobe_ktime_ns()};
     const uint64_t end = clk::tsc_unordered();
     const uint64_t now = clk::tsc_ns(end);
+    uint64_t entry;
+    if (stamp <= end && clk::tsc_ns_recent(stamp, &entry) && entry <= now) return {entry, now};
     const uint64_t d = tsc_delta_ns(stamp, end);
     return {d >= now ? 0 : now - d, now};
 }

@@ -135,6 +135,20 @@ inline uint64_t tsc_unordered() noexcept
 // (an ordered read costs about twice as much: rdtscp or lfence; rdtsc). Where t is outside the
 // current record's fast range, the slow path (which reads the TSC again, a few ns later).
 inline uint64_t tsc_ns(uint64_t t) noexcept { return convert_current([t] { return t; }); }
+// The clock's value at an earlier TSC value t, as the current record converts it (t in its fast
+// range: its segment or the previous one), with no slow path; false for an older t. A call's
+// entry converted so lies on the same line as the values read while it ran: its callees'
+// entries and returns are never before its entry (now less the cycles scaled at the current
+// rate is not: the rate of a slewed segment differs by up to 0.1%).
+inline bool tsc_ns_recent(uint64_t t, uint64_t *v) noexcept
+{
+    for (;;) {
+        const uint32_t gen = g_gen.load(std::memory_order_acquire);
+        const bool fast = fast_value(g_conv[gen % kRing], t, v);
+        std::atomic_thread_fence(std::memory_order_acquire);
+        if (__builtin_expect(g_gen.load(std::memory_order_relaxed) == gen, 1)) return fast;
+    }
+}
 inline uint64_t cycles_to_ns(uint64_t cycles) noexcept
 {
     const Conversion &c = g_conv[g_gen.load(std::memory_order_acquire) % kRing];

@@ -1,12 +1,8 @@
 // liveprobe report FILE: each function of a trace file (`trace -o`), as uftrace's report shows
 // them: calls, total and self time, and the shortest, mean and longest call, sorted by any
-// column. Self time is a call's time less that of the traced calls it made.
-//
-// The events of one thread come in the order they returned (a ring is written at each
-// return), so a call's callees come before it: each thread keeps the calls no caller has
-// claimed yet, and a call claims those that began after it (its direct callees: theirs were
-// claimed by them). A trace file may hold billions of events; what is kept is that stack, and
-// a row per function.
+// column; or (--folded) each call path and its self time, folded as flame graph tools read.
+// Self time is a call's time less that of the shown calls it made; a recursive function's total
+// counts its outermost calls only. The trees and their filters are call_tree.hpp's.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -14,12 +10,11 @@
 #include <cstdio>
 #include <map>
 #include <memory>
-#include <unordered_map>
 
 #include <fmt/format.h>
 
+#include "call_tree.hpp"
 #include "commands.hpp"
-#include "trace_output.hpp"
 
 namespace liveprobe::tool {
 namespace {
@@ -28,35 +23,39 @@ struct Row {
     uint64_t calls = 0, total = 0, self = 0, min = UINT64_MAX, max = 0;
 };
 
-struct Done {  // a call no caller has claimed yet
-    uint64_t entry, took;
-};
-
-struct Report {
+std::map<std::string, Row> rows_of(const CallTrees &trees)
+{
     std::map<std::string, Row> rows;
-    std::unordered_map<uint64_t, std::vector<Done>> threads;  // by pid << 32 | tid
-    int tid = 0;
-
-    void add(const TraceEvent &e, const TraceProbes &probes)
-    {
-        const trace::Spec &spec = probes.spec_of(e.r.probe);
-        if (spec.kind == trace::SpecKind::probe || (tid && static_cast<int>(e.r.tid) != tid)) return;
-        const uint64_t took = e.r.exit_ns >= e.r.entry_ns ? e.r.exit_ns - e.r.entry_ns : 0;
-        std::vector<Done> &done = threads[uint64_t{static_cast<uint32_t>(e.pid)} << 32 | e.r.tid];
-        uint64_t callees = 0;
-        while (!done.empty() && done.back().entry >= e.r.entry_ns) {
-            callees += done.back().took;
-            done.pop_back();
+    for (const ThreadCalls &t : trees.threads) {
+        const std::vector<uint64_t> self = self_times(t);
+        std::map<uint32_t, int> running;  // per probe: its calls open at the one counted
+        std::vector<const Call *> open;
+        for (size_t i = 0; i < t.calls.size(); ++i) {
+            const Call &c = t.calls[i];
+            if (!c.shown) continue;
+            while (!open.empty() && open.back()->exit <= c.entry) --running[open.back()->probe], open.pop_back();
+            Row &r = rows[trees.names[c.probe]];
+            ++r.calls;
+            if (running[c.probe]++ == 0) r.total += c.took();  // recursion: in its outermost call's time
+            r.self += self[i];
+            r.min = std::min(r.min, c.took());
+            r.max = std::max(r.max, c.took());
+            open.push_back(&c);
         }
-        done.push_back({e.r.entry_ns, took});
-        Row &r = rows[probes.name_of(e.r.probe)];
-        ++r.calls;
-        r.total += took;
-        r.self += took >= callees ? took - callees : 0;
-        r.min = std::min(r.min, took);
-        r.max = std::max(r.max, took);
     }
-};
+    return rows;
+}
+
+// Each call path of the shown calls ("main;parse;lex") and the self time of its calls, in ns.
+void print_folded(const CallTrees &trees)
+{
+    CallPaths paths;
+    for (const ThreadCalls &t : trees.threads) paths.add(t, [](const Call &) { return true; });
+    std::map<std::string, uint64_t> folded;  // sorted, and a path in two threads once
+    for (int32_t n = 1; n < static_cast<int32_t>(paths.nodes.size()); ++n)
+        folded[paths.path_of(trees, n, ";")] += paths.nodes[n].self;
+    for (const auto &[path, ns] : folded) std::printf("%s %" PRIu64 "\n", path.c_str(), ns);
+}
 
 std::string time_text(uint64_t ns)
 {
@@ -77,9 +76,9 @@ uint64_t key(const Row &r, const std::string &by)
     return r.total;
 }
 
-void print(const Report &rep, const std::string &by)
+void print(const std::map<std::string, Row> &by_name, const std::string &by)
 {
-    std::vector<std::pair<std::string, Row>> rows(rep.rows.begin(), rep.rows.end());
+    std::vector<std::pair<std::string, Row>> rows(by_name.begin(), by_name.end());
     if (by != "name")
         std::stable_sort(rows.begin(), rows.end(), [&](const auto &a, const auto &b) { return key(a.second, by) > key(b.second, by); });
     std::printf("%12s  %12s  %10s  %12s  %12s  %12s  %s\n", "Total time", "Self time", "Calls", "Min", "Avg", "Max",
@@ -100,33 +99,28 @@ Runner add_report(CLI::App &app)
                                              "shortest, mean and longest call");
     auto file = std::make_shared<std::string>();
     auto by = std::make_shared<std::string>("total");
-    auto tid = std::make_shared<int>(0);
+    auto folded = std::make_shared<bool>(false);
+    auto filter = std::make_shared<CallFilter>();
     cmd->add_option("file", *file, "A trace file, written by liveprobe trace -o")->required();
     cmd->add_option("-s,--sort", *by, "The column to sort by, largest first: total, self, calls, min, avg, max, or name")
         ->check(CLI::IsMember({"total", "self", "calls", "min", "avg", "max", "name"}));
-    cmd->add_option("--tid", *tid, "Only the calls of this thread");
-    cmd->footer("Self time is a call's time less that of the traced calls it made (its callees that were not traced "
-                "count as its own). Instructions (FUNC+OFF, p:) have no time and are not shown.");
-    return [file, by, tid] {
-        Report rep;
-        rep.tid = *tid;
-        TraceProbes probes;
-        int pid = 0;
+    cmd->add_flag("--folded", *folded, "Each call path and its calls' self time in ns, folded (main;parse;lex 1234), "
+                                       "as flamegraph.pl and speedscope read");
+    filter->add_options(cmd);
+    cmd->footer("Self time is a call's time less that of the shown calls it made (its callees that were not traced, or "
+                "that the filters hide, count as its own). A recursive function's total time is that of its outermost "
+                "calls. Instructions (FUNC+OFF, p:) have no time and are not shown.");
+    return [file, by, folded, filter] {
+        CallTrees trees;
         std::string why;
-        const bool ok = read_trace_file(
-            *file, &probes, &pid,
-            [&](std::vector<TraceEvent> &batch) {
-                for (TraceEvent &e : batch) {
-                    if (e.pid == 0) e.pid = pid;
-                    rep.add(e, probes);
-                }
-            },
-            &why, false);
-        if (!ok) {
+        if (!load_call_trees(*file, *filter, false, &trees, &why)) {
             complain("report: " + why);
             return kExitFailure;
         }
-        print(rep, *by);
+        if (*folded)
+            print_folded(trees);
+        else
+            print(rows_of(trees), *by);
         return 0;
     };
 }

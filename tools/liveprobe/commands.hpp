@@ -37,6 +37,7 @@ Runner add_build_module(CLI::App &app);
 Runner add_trace(CLI::App &app);
 Runner add_report(CLI::App &app);
 Runner add_replay(CLI::App &app);
+Runner add_graph(CLI::App &app);
 
 // `liveprobe insmod|trace ... -- CMD [ARGS]`: the words after "--", split off before parsing
 // (main.cpp).

@@ -38,6 +38,7 @@ int main(int argc, char **argv)
     Runner trace = add_trace(app);
     Runner report = add_report(app);
     Runner replay = add_replay(app);
+    Runner graph = add_graph(app);
     // The first word that is not an option names the command: an unknown one is said so (CLI11
     // would print the general help for `liveprobe foo --help`, or "A subcommand is required").
     for (int i = 1; i < argc; ++i) {
@@ -92,5 +93,6 @@ int main(int argc, char **argv)
     if (app.got_subcommand("trace")) return trace();
     if (app.got_subcommand("report")) return report();
     if (app.got_subcommand("replay")) return replay();
+    if (app.got_subcommand("graph")) return graph();
     return kExitUsage;
 }

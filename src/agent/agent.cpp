@@ -221,7 +221,7 @@ void serve_trace_start(const Request &rq, Out &out)
         }
         if (rq.args.size() < 3 || !known || !trace::parse_mode(mode_word, &mode))
             return out.error(EINVAL,
-                             "trace-start: MODE[:nofollow][:owned][:verbose] (events, count, hist) MAXACTIVE SPEC...");
+                             "trace-start: MODE[:nofollow][:owned][:verbose] (events, count, hist, tree) MAXACTIVE SPEC...");
         std::string why;
         // Sessions whose tool is gone (killed before its trace-stop, from a tool that did not
         // hold its connection) are stopped first.
@@ -259,7 +259,10 @@ void serve_trace_start(const Request &rq, Out &out)
                          started.place_ms));
     for (size_t i = 0; i < started.slow.size() && i < 3; ++i) out.line("slow " + started.slow[i]);
     for (size_t i = 0; verbose && i < started.slow_each.size(); ++i) out.line("slowprobe " + started.slow_each[i]);
-    out.line(fmt::format("mode {}", mode == trace::Mode::count ? "count" : mode == trace::Mode::hist ? "hist" : "events"));
+    out.line(fmt::format("mode {}", mode == trace::Mode::count  ? "count"
+                                    : mode == trace::Mode::hist ? "hist"
+                                    : mode == trace::Mode::tree ? "tree"
+                                                                : "events"));
     for (size_t i = 0; i < started.names.size(); ++i)
         out.line(fmt::format("probe {} {:#x} {}", i, started.addrs[i], started.names[i]));
     for (const std::string &sk : started.skipped) out.line("skipped " + sk);

@@ -246,6 +246,31 @@ int entry_regs(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept
     return 0;
 }
 
+// Declared here, defined below.
+template <bool kFirst>
+static bool put_event(uint32_t s, uint32_t idx, uint32_t slots, uint32_t tid, uint64_t entry_ns, uint64_t exit_ns,
+                      uint64_t retval, const unsigned char *payload, size_t bytes) noexcept;
+
+// --tree: the entry's registers and stamp, then an entry event at the entry's time, which the
+// return's event will carry too (return_times converts the same stamp the same way).
+template <bool kFirst>
+[[gnu::always_inline]] static inline int tree_entry_in(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept
+{
+    entry_regs(ri, regs);
+    const Probe *p = probe_of_rp(ri->rp);
+    const uint32_t s = slot_of<kFirst>(p);
+    if (g_slots[s].silent.load(std::memory_order_relaxed)) return 0;
+    const uint64_t stamp = reinterpret_cast<const EntryData *>(ri->data)->entry_ns;
+    const uint64_t at = g_tsc ? clk::tsc_ns(stamp) : stamp;
+    put_event<kFirst>(s, p->index, 1, os::live_tid(static_cast<uint32_t>(ri->tid)), at, kEntryEvent, 0, nullptr, 0);
+    return 0;
+}
+int tree_entry(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept { return tree_entry_in<true>(ri, regs); }
+int tree_entry_other(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept
+{
+    return tree_entry_in<false>(ri, regs);
+}
+
 // Writes one event of `slots` records into the thread's ring in slot s's session: the record,
 // then `payload` in the records after it. Returns false when the ring was full (counted).
 template <bool kFirst>
@@ -391,6 +416,19 @@ int left_call(struct kretprobe_instance *ri, struct pt_regs *) noexcept
     if (ring < 0) return 0;
     std::atomic<uint64_t> *c = count_of(sl.base, sl.capacity, static_cast<uint32_t>(ring), p->index);
     c->store(c->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);  // this thread's row only
+    return 0;
+}
+
+int tree_left(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept
+{
+    left_call(ri, regs);
+    const Probe *p = probe_of_rp(ri->rp);
+    if (g_slots[p->session].silent.load(std::memory_order_relaxed)) return 0;
+    const uint64_t stamp = reinterpret_cast<const EntryData *>(ri->data)->entry_ns;
+    const uint64_t at = g_tsc ? clk::tsc_ns(stamp) : stamp;
+    const uint32_t tid = os::live_tid(static_cast<uint32_t>(ri->tid));
+    if (p->session == 0) put_event<true>(0, p->index, 1, tid, at, kLeftEvent, 0, nullptr, 0);
+    else put_event<false>(p->session, p->index, 1, tid, at, kLeftEvent, 0, nullptr, 0);
     return 0;
 }
 

@@ -89,6 +89,12 @@ int count_entry_other(struct kretprobe_instance *ri, struct pt_regs *regs) noexc
 // Every slot's: they write only into the instance.
 int entry_cycles(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;  // FUNC, --hist: the TSC
 int entry_regs(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;  // r:: the time, arguments, sp
+// --tree (Mode::tree): entry_regs's work, then an entry event (rings.hpp's kEntryEvent), so
+// that the reader draws a call when it begins. Slot 0's, and the other slots'.
+int tree_entry(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;
+int tree_entry_other(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;
+// --tree's unwind handler: left_call's count, and a left event (rings.hpp's kLeftEvent).
+int tree_left(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;
 // hist_return's common case as the light return's inline body (hist_return.S; core::
 // set_kret_return_inline): not a C function, an address to jump to.
 extern "C" void lp_trace_hist_inline();

@@ -33,6 +33,12 @@ struct Record {
     uint64_t retval;    // rax (a p: hit: the instruction's address)
 };
 static_assert(sizeof(Record) == 32);
+// --tree (Mode::tree) writes two more events, which no other mode does, with no values; exit_ns
+// says which. An entry event: a call began at entry_ns; its return's event follows, or a left
+// event: the call began at entry_ns left without returning (a longjmp, an exception).
+constexpr uint64_t kEntryEvent = 0;
+constexpr uint64_t kLeftEvent = 1;
+inline bool is_tree_marker(const Record &r) { return r.exit_ns <= kLeftEvent; }
 
 // The records an event with `payload` bytes of values takes.
 inline uint32_t record_slots(size_t payload)

@@ -247,7 +247,7 @@ void place(Session &ss, std::vector<Target> fns, Started *out)
             continue;
         }
         Spec spec = ss.user[f.spec];
-        if (resolve_params(&spec, f.addr - spec.offset, ss.mode == Mode::events, &why) < 0) {
+        if (resolve_params(&spec, f.addr - spec.offset, ss.mode == Mode::events || ss.mode == Mode::tree, &why) < 0) {
             out->skipped.push_back(fmt::format("{}: {}", f.name, why));
             continue;
         }
@@ -306,8 +306,9 @@ void place(Session &ss, std::vector<Target> fns, Started *out)
             kp_index.push_back(i);
         } else {
             p->rp.kp.addr = reinterpret_cast<kprobe_opcode_t *>(placed[i].addr);
-            bool regs = ss.mode == Mode::events && spec.kind == SpecKind::ret;
-            p->rp.entry_handler = regs ? entry_regs : entry_cycles;
+            const bool tree = ss.mode == Mode::tree;
+            const bool regs = tree || (ss.mode == Mode::events && spec.kind == SpecKind::ret);
+            p->rp.entry_handler = tree ? (first_slot ? tree_entry : tree_entry_other) : regs ? entry_regs : entry_cycles;
             p->rp.handler = ss.mode == Mode::hist        ? (!first_slot ? hist_return_other
                                                               : g_tsc     ? hist_return
                                                                           : hist_return_clock)
@@ -315,7 +316,7 @@ void place(Session &ss, std::vector<Target> fns, Started *out)
                             : p->bytes                   ? (first_slot ? value_return : value_return_other)
                             : first_slot                 ? event_return
                                                          : event_return_other;
-            p->rp.unwind_handler = left_call;  // counted, so that the totals hold every call
+            p->rp.unwind_handler = tree ? tree_left : left_call;  // counted: the totals hold every call
             p->rp.data_size = regs ? sizeof(EntryData) : sizeof(uint64_t);
             p->rp.maxactive = spec.maxactive ? spec.maxactive : ss.maxactive;
             rps.push_back(&p->rp);
@@ -692,6 +693,7 @@ bool parse_mode(const std::string &word, Mode *mode)
     if (word == "events") *mode = Mode::events;
     else if (word == "count") *mode = Mode::count;
     else if (word == "hist") *mode = Mode::hist;
+    else if (word == "tree") *mode = Mode::tree;
     else return false;
     return true;
 }

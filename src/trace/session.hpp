@@ -26,8 +26,9 @@ namespace liveprobe::trace {
 // The most sessions that run in a process at once (each in a slot: Started::session).
 constexpr uint32_t kSessions = 8;
 
-enum class Mode { events, count, hist };
-// "events", "count" or "hist".
+// tree: events, and an event at each call's entry too (rings.hpp's kEntryEvent).
+enum class Mode { events, count, hist, tree };
+// "events", "count", "hist" or "tree".
 bool parse_mode(const std::string &word, Mode *mode);
 
 struct Started {

@@ -84,6 +84,9 @@ TEST(TraceHandlers, EveryHandlerIsProvenVectorFree)
     expect_proven(count_pre, "count_pre");
     expect_proven(entry_cycles, "entry_cycles");
     expect_proven(entry_regs, "entry_regs");
+    expect_proven(tree_entry, "tree_entry");
+    expect_proven(tree_entry_other, "tree_entry_other");
+    expect_proven(tree_left, "tree_left");
     expect_proven(event_return, "event_return");
     expect_proven(hist_return, "hist_return");
     expect_proven(hist_return_clock, "hist_return_clock");

@@ -46,6 +46,7 @@
 #include "trace_follow.hpp"
 #include "trace_images.hpp"
 #include "trace_output.hpp"
+#include "tree_printer.hpp"
 #include "trace_writer.hpp"
 
 namespace liveprobe::tool {
@@ -63,6 +64,8 @@ struct Opts {
     double duration = 0;
     std::vector<std::string> specs;
     bool raw = false;  // --raw: calls' values as the bare register, no DWARF
+    bool tree = false;  // --tree: the calls drawn as they begin and end
+    TreePrinter tree_printer;
     TraceProbes probes;  // -i FILE: the trace file's probes
 };
 
@@ -356,6 +359,9 @@ Runner add_trace(CLI::App &app)
     auto *c = cmd->add_flag("--count", o->count, "At the end, how many times each function was called");
     cmd->add_flag("--hist", o->hist, "At the end, a log2 histogram of each function's durations")->excludes(c);
     cmd->add_flag("--json", o->print.json, "One JSON object per call instead of a line");
+    cmd->add_flag("--tree", o->tree,
+                  "Draw the calls as a tree as they happen, thread by thread (as liveprobe replay shows a trace "
+                  "file): an event at each entry too");
     cmd->add_flag("--raw", o->raw,
                   "Each call's return value as the bare rax, not typed by DWARF: the cheapest events (no type looked "
                   "up while placing, no memory read at a return); as FUNC $retval:raw");
@@ -440,7 +446,15 @@ Runner add_trace(CLI::App &app)
             complain("trace: give either -p PID or a program to start after --");
             return kExitUsage;
         }
-        const char *mode = o->count ? "count" : o->hist ? "hist" : "events";
+        if (o->tree) {
+            if (o->count || o->hist || o->print.json || o->print.chrome || !o->output.empty() || o->print.min_duration) {
+                complain("trace: --tree draws calls as they begin: not with --count, --hist, --json, --chrome, -o or "
+                         "--min-duration (trace -o FILE, then liveprobe replay FILE, takes filters)");
+                return kExitUsage;
+            }
+            o->print.tree = &o->tree_printer;
+        }
+        const char *mode = o->count ? "count" : o->hist ? "hist" : o->tree ? "tree" : "events";
         if (!resolve_source_specs(o->specs, o->pid, command)) return kExitUsage;
         if (o->raw) raw_calls(o->specs);
         // Every spec parsed here first: a mistake is shown before anything is attached or run.

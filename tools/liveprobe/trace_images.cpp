@@ -233,6 +233,7 @@ uint64_t drain(Image &im, PrintOptions &print)
     if (im.out) return write_out(im);
     const Shm &shm = im.shm;
     std::vector<TraceEvent> batch;
+    uint64_t events = 0;
     for (uint32_t i = 0; i < kRings; ++i) {
         trace::RingHead *h = trace::ring_head(shm.base, i);
         uint64_t tail = h->tail.load(std::memory_order_relaxed);
@@ -248,7 +249,9 @@ uint64_t drain(Image &im, PrintOptions &print)
             TraceEvent e{recs[k % kRingRecords], {}, pid};
             if (e.r.probe >= shm.probes) break;  // placed since the names were read: the next time
             ++k;
-            for (const size_t bytes = im.probes.payload[e.r.probe]; e.values.size() < bytes && k < head; ++k)
+            const bool marker = trace::is_tree_marker(e.r);  // --tree's: no values, and no call
+            events += !marker;
+            for (size_t bytes = marker ? 0 : im.probes.payload[e.r.probe]; e.values.size() < bytes && k < head; ++k)
                 e.values.append(reinterpret_cast<const char *>(&recs[k % kRingRecords]),
                                 std::min(bytes - e.values.size(), sizeof(Record)));
             batch.push_back(std::move(e));
@@ -257,7 +260,7 @@ uint64_t drain(Image &im, PrintOptions &print)
     }
     print.pid = im.pid;
     print_events(batch, im.probes, print);
-    return static_cast<uint64_t>(batch.size());
+    return events;
 }
 
 namespace {

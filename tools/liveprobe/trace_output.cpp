@@ -7,6 +7,7 @@
 #include "pipe_lines.hpp"
 #include "progress_line.hpp"
 #include "trace_codec.hpp"
+#include "tree_printer.hpp"
 
 #include "symbols/names.hpp"
 #include "trace/value_type.hpp"
@@ -15,6 +16,7 @@
 #include <cinttypes>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 
 #include <fmt/format.h>
 
@@ -247,15 +249,33 @@ void stdout_whole_lines()
     std::setvbuf(stdout, buf, _IOFBF, sizeof buf);
 }
 
+namespace {
+uint64_t monotonic_now_ns()
+{
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1000000000 + static_cast<uint64_t>(ts.tv_nsec);
+}
+}  // namespace
+
+void room_for_line()
+{
+    if (__fpending(stdout) > kStdoutBuffer - kLongestLine) std::fflush(stdout);  // whole lines only
+}
+
 void print_events(std::vector<TraceEvent> &batch, const TraceProbes &probes, PrintOptions &o)
 {
+    if (o.tree) {
+        o.tree->print(batch, probes, o, monotonic_now_ns());
+        return;
+    }
     std::stable_sort(batch.begin(), batch.end(), [](const TraceEvent &a, const TraceEvent &b) { return a.r.exit_ns < b.r.exit_ns; });
     for (const TraceEvent &e : batch) {
         if (e.r.probe >= probes.names.size()) continue;
         const trace::Spec &spec = probes.spec_of(e.r.probe);
         if (o.tid && static_cast<int>(e.r.tid) != o.tid) continue;
         if (spec.kind != trace::SpecKind::probe && e.r.exit_ns - e.r.entry_ns < o.min_duration) continue;
-        if (__fpending(stdout) > kStdoutBuffer - kLongestLine) std::fflush(stdout);  // whole lines only
+        room_for_line();
         print_one(e, probes, o);
     }
     std::fflush(stdout);

@@ -46,6 +46,7 @@ struct PrintOptions {
     bool live = true;  // the processes run (or ran) now: their names are in /proc (not with -i)
     int tid = 0;  // --tid
     uint64_t min_duration = 0;
+    class TreePrinter *tree = nullptr;  // --tree: the events drawn as a tree (tree_printer.hpp)
 };
 
 // A call's (FUNC's) return value as text ("" for void), or as a JSON object's member ("" for
@@ -57,7 +58,10 @@ std::string values_text(const trace::Spec &spec, const std::string &payload, boo
 // A C++ name demangled ("OBJECT:" kept); others as they are.
 std::string demangled(const std::string &name);
 
-// Prints a batch of events in time order (of their return, or hit).
+// Flushes stdout if another line might not fit in its buffer (stdout_whole_lines): call before
+// each line printed.
+void room_for_line();
+// Prints a batch of events in time order (of their return, or hit); with o.tree, as it draws.
 void print_events(std::vector<TraceEvent> &batch, const TraceProbes &probes, PrintOptions &o);
 // Opens and closes the --chrome file's array.
 void chrome_begin(FILE *f);

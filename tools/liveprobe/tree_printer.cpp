@@ -1,0 +1,116 @@
+// liveprobe trace --tree (tree_printer.hpp).
+#include "tree_printer.hpp"
+
+#include <cstdarg>
+#include <cstdio>
+
+#include "call_tree.hpp"
+
+namespace liveprobe::tool {
+namespace {
+
+// One line of the tree, whole on stdout (room_for_line).
+[[gnu::format(printf, 1, 2)]] void line(const char *format, ...)
+{
+    room_for_line();
+    va_list ap;
+    va_start(ap, format);
+    std::vprintf(format, ap);
+    va_end(ap);
+}
+
+}  // namespace
+
+// The innermost held-back entry of a thread, if any, printed as an open block.
+void TreePrinter::open_block(uint32_t tid, std::vector<Open> &stack, const TraceProbes &probes)
+{
+    if (stack.empty() || stack.back().printed) return;
+    line("%10s [%6u] | %*s%s() {\n", "", tid, static_cast<int>(2 * (stack.size() - 1)), "",
+                probes.name_of(stack.back().probe).c_str());
+    stack.back().printed = true;
+}
+
+void TreePrinter::entry(uint32_t tid, std::vector<Open> &stack, const TraceEvent &e, const TraceProbes &probes)
+{
+    open_block(tid, stack, probes);
+    stack.push_back({e.r.probe, e.r.entry_ns, false});
+}
+
+// The index of the innermost open call of `probe` in stack, or -1.
+static long innermost(const std::vector<TreePrinter::Open> &stack, uint32_t probe)
+{
+    long i = static_cast<long>(stack.size()) - 1;
+    while (i >= 0 && stack[static_cast<size_t>(i)].probe != probe) --i;
+    return i;
+}
+
+void TreePrinter::close_left(uint32_t tid, std::vector<Open> &stack, size_t n, const TraceProbes &probes)
+{
+    while (stack.size() > n) {
+        const Open o = stack.back();
+        stack.pop_back();
+        const int indent = static_cast<int>(2 * stack.size());
+        if (o.printed)
+            line("%10s [%6u] | %*s} /* %s: left without returning */\n", "", tid, indent, "", probes.name_of(o.probe).c_str());
+        else
+            line("%10s [%6u] | %*s%s(); /* left without returning */\n", "", tid, indent, "",
+                 probes.name_of(o.probe).c_str());
+    }
+}
+
+void TreePrinter::left(uint32_t tid, std::vector<Open> &stack, const TraceEvent &e, const TraceProbes &probes)
+{
+    const long i = innermost(stack, e.r.probe);
+    if (i >= 0) close_left(tid, stack, static_cast<size_t>(i), probes);  // it, and what it left open
+}
+
+void TreePrinter::ret(uint32_t tid, std::vector<Open> &stack, const TraceEvent &e, const TraceProbes &probes)
+{
+    const trace::Spec &spec = probes.spec_of(e.r.probe);
+    std::string value = spec.kind == trace::SpecKind::call ? call_value(spec, e, false) : values_text(spec, e.values, false);
+    if (spec.kind == trace::SpecKind::call && !value.empty()) value = " = " + value;
+    const std::string took = duration_text(e.r.exit_ns >= e.r.entry_ns ? e.r.exit_ns - e.r.entry_ns : 0);
+    const std::string name = probes.name_of(e.r.probe);
+    const long i = innermost(stack, e.r.probe);
+    if (i < 0) {  // it began before the trace did: a line of its own, where it returns
+        open_block(tid, stack, probes);
+        line("%s [%6u] | %*s%s();%s\n", took.c_str(), tid, static_cast<int>(2 * stack.size()), "", name.c_str(), value.c_str());
+        return;
+    }
+    close_left(tid, stack, static_cast<size_t>(i) + 1, probes);  // calls inside it that left without returning
+    const Open o = stack.back();
+    stack.pop_back();
+    const int indent = static_cast<int>(2 * stack.size());
+    if (o.printed)
+        line("%s [%6u] | %*s}%s /* %s */\n", took.c_str(), tid, indent, "", value.c_str(), name.c_str());
+    else
+        line("%s [%6u] | %*s%s();%s\n", took.c_str(), tid, indent, "", name.c_str(), value.c_str());
+}
+
+void TreePrinter::print(const std::vector<TraceEvent> &batch, const TraceProbes &probes, const PrintOptions &o,
+                        uint64_t now_ns)
+{
+    for (const TraceEvent &e : batch) {
+        if (e.r.probe >= probes.names.size() || (o.tid && static_cast<int>(e.r.tid) != o.tid)) continue;
+        const int pid = e.pid ? e.pid : o.pid;
+        std::vector<Open> &stack = threads_[uint64_t{static_cast<uint32_t>(pid)} << 32 | e.r.tid];
+        const trace::Spec &spec = probes.spec_of(e.r.probe);
+        if (spec.kind == trace::SpecKind::probe) {  // an instruction's hit: a line where the thread is
+            open_block(e.r.tid, stack, probes);
+            line("%10s [%6u] | %*s%s%s\n", "", e.r.tid, static_cast<int>(2 * stack.size()), "",
+                        probes.name_of(e.r.probe).c_str(), values_text(spec, e.values, false).c_str());
+        } else if (e.r.exit_ns == trace::kEntryEvent) {
+            entry(e.r.tid, stack, e, probes);
+        } else if (e.r.exit_ns == trace::kLeftEvent) {
+            left(e.r.tid, stack, e, probes);
+        } else {
+            ret(e.r.tid, stack, e, probes);
+        }
+    }
+    for (auto &[key, stack] : threads_)
+        if (!stack.empty() && !stack.back().printed && stack.back().entry + kHoldNs < now_ns)
+            open_block(static_cast<uint32_t>(key), stack, probes);
+    std::fflush(stdout);
+}
+
+}  // namespace liveprobe::tool

@@ -31,6 +31,9 @@ void fetch_fpregs(FetchContext *ctx) noexcept;
 // Fills `out` (payload_bytes(spec) bytes: the fault mask, then each value).
 void fetch_all(const Spec &spec, const FetchContext &ctx, unsigned char *out) noexcept;
 
+// One FETCHARG's value (not a string nor a typed value: 8 bytes): false on a fault.
+bool fetch_value(const FetchArg &a, const FetchContext &ctx, uint64_t *v) noexcept;
+
 // Resolves each @SYM of the spec into its address: 0, or -ENOENT with *why.
 int resolve_fetch_symbols(Spec *spec, std::string *why);
 

@@ -10,6 +10,8 @@
 
 #include "os/linux/raw_syscall.hpp"
 #include "trace/fetch.hpp"
+#include "trace/filter.hpp"
+#include "trace/filter_eval.hpp"
 #include "trace/hist_layout.h"
 #include "trace/rings.hpp"
 #include "trace/thread_rows.hpp"
@@ -223,6 +225,20 @@ static ReturnTimes return_times(uint64_t stamp) noexcept
     return {d >= now ? 0 : now - d, now};
 }
 
+// --filter: whether p's event passes (a probe without a filter: always). `duration` and `caller`
+// at a return; `tid` 0 if the caller has not read it (the expression asks the kernel).
+[[gnu::always_inline]] static inline bool passes(const Probe *p, const FetchContext &fc, uint64_t duration, uint32_t tid, uint64_t caller) noexcept
+{
+    if (!p->filter) return true;
+    EvalContext c;
+    c.fetch = fc;
+    c.duration = duration;
+    c.tid = tid;
+    c.caller = caller;
+    int64_t v = 0;
+    return eval_expr(*p->filter, c, &v) && v != 0;
+}
+
 // FUNC and --hist: the stamp alone. When the clock is the TSC, the light kretprobe entry does
 // this itself (core::set_kret_entry_stamp, session.cpp): the stamp is the data's first word.
 static_assert(offsetof(EntryData, entry_ns) == 0);
@@ -321,10 +337,11 @@ template <bool kFirst>
     alignas(8) unsigned char payload[kMaxPayload];
     FetchContext ctx;
     ctx.regs = regs;
+    const auto tid = static_cast<uint32_t>(os::raw_gettid());
+    if (!passes(p, ctx, 0, tid, 0)) return 0;
     if (p->fpregs) fetch_fpregs(&ctx);
     fetch_all(*p->spec, ctx, payload);
-    put_event<kFirst>(s, p->index, p->slots, static_cast<uint32_t>(os::raw_gettid()), now, now, regs->ip, payload,
-                      p->bytes);
+    put_event<kFirst>(s, p->index, p->slots, tid, now, now, regs->ip, payload, p->bytes);
     return 0;
 }
 int fetch_pre(struct kprobe *kp, struct pt_regs *regs) noexcept { return fetch_pre_in<true>(kp, regs); }
@@ -344,10 +361,11 @@ template <bool kFirst, bool kEntryRegs = true>
     FetchContext ctx;
     ctx.regs = regs;
     if (kEntryRegs) ctx.entry = d->regs;
+    const uint32_t tid = os::live_tid(static_cast<uint32_t>(ri->tid));
+    if (!passes(p, ctx, now - entry, tid, reinterpret_cast<uint64_t>(ri->ret_addr))) return 0;
     if (p->fpregs) fetch_fpregs(&ctx);
     fetch_all(*p->spec, ctx, payload);
-    put_event<kFirst>(s, p->index, p->slots, os::live_tid(static_cast<uint32_t>(ri->tid)), entry, now, regs->ax, payload,
-                      p->bytes);
+    put_event<kFirst>(s, p->index, p->slots, tid, entry, now, regs->ax, payload, p->bytes);
     return 0;
 }
 int fetch_return(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept { return fetch_return_in<true>(ri, regs); }
@@ -406,6 +424,44 @@ int hist_return_slow(void *arg) noexcept
 }
 
 int hist_return_clock(struct kretprobe_instance *ri, struct pt_regs *) noexcept { return hist_return_slow(ri); }
+
+// --filter at a return: the call's context for passes(), from its entry's registers.
+static bool return_passes(const Probe *p, struct kretprobe_instance *ri, struct pt_regs *regs, uint64_t duration) noexcept
+{
+    FetchContext ctx;
+    ctx.regs = regs;
+    ctx.entry = reinterpret_cast<const EntryData *>(ri->data)->regs;
+    return passes(p, ctx, duration, os::live_tid(static_cast<uint32_t>(ri->tid)), reinterpret_cast<uint64_t>(ri->ret_addr));
+}
+
+int count_filtered(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept
+{
+    const Probe *p = probe_of_rp(ri->rp);
+    if (!return_passes(p, ri, regs, call_ns(ri))) return 0;
+    return p->session == 0 ? count_call<true>(p) : count_call<false>(p);
+}
+
+int count_pre_filtered(struct kprobe *kp, struct pt_regs *regs) noexcept
+{
+    const Probe *p = probe_of_kp(kp);
+    FetchContext ctx;
+    ctx.regs = regs;
+    if (!passes(p, ctx, 0, 0, 0)) return 0;
+    return p->session == 0 ? count_call<true>(p) : count_call<false>(p);
+}
+
+int hist_filtered(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept
+{
+    const Probe *p = probe_of_rp(ri->rp);
+    const Slot &sl = g_slots[p->session];
+    if (sl.silent.load(std::memory_order_relaxed)) return 0;
+    const uint64_t delta = call_ns(ri);
+    if (!return_passes(p, ri, regs, delta)) return 0;
+    const int32_t ring = p->session == 0 ? ring_or_count_unringed<true>(0) : ring_or_count_unringed<false>(p->session);
+    if (ring < 0) return 0;
+    hist_add(hist_of(sl.base, sl.capacity, static_cast<uint32_t>(ring), p->index), delta);
+    return 0;
+}
 
 int left_call(struct kretprobe_instance *ri, struct pt_regs *) noexcept
 {

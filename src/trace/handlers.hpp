@@ -28,6 +28,8 @@ struct alignas(64) Probe {
     const Spec *spec = nullptr;  // what to fetch
     struct kprobe kp {};         // an instruction (p:, FUNC+OFF), or any probe of --count
     struct kretprobe rp {};      // a call or a return probe (rp.kp is the entry kprobe)
+    // --filter, resolved for its function (null: none). Last: the assembly's offsets above.
+    const struct Expr *filter = nullptr;
 };
 static_assert(offsetof(Probe, kp) + offsetof(struct kprobe, pre_handler) + 8 <= 64);
 
@@ -86,6 +88,11 @@ int left_call(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;
 // kretprobe's entry handler, which the engine runs once a call, not once a turn.
 int count_entry(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;
 int count_entry_other(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;
+// --filter (Probe::filter) in --count and --hist: a call counted, or its time added, only if
+// it passes. At a return (entry_regs at the entry), and at an instruction for --count.
+int count_filtered(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;
+int count_pre_filtered(struct kprobe *kp, struct pt_regs *regs) noexcept;
+int hist_filtered(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;
 // Every slot's: they write only into the instance.
 int entry_cycles(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;  // FUNC, --hist: the TSC
 int entry_regs(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;  // r:: the time, arguments, sp

@@ -32,6 +32,7 @@
 #include <chrono>
 #include <thread>
 #include <deque>
+#include <optional>
 #include <condition_variable>
 
 #include <fmt/format.h>
@@ -42,6 +43,7 @@
 #include "symbols/dwarf_params.hpp"
 #include "symbols/symbols.hpp"
 #include "trace/fetch.hpp"
+#include "trace/filter.hpp"
 #include "trace/handlers.hpp"
 #include "trace/params.hpp"
 #include "trace/rings.hpp"
@@ -55,6 +57,7 @@ struct Target {
     uint64_t addr;
     std::string name;
     uint32_t spec;  // the user's spec (collect), then the resolved one (place)
+    const Expr *filter = nullptr;  // --filter resolved for it (place)
 };
 
 // Room for probes placed after the start, in libraries loaded later (the per-probe areas are
@@ -76,6 +79,8 @@ struct Session {
     std::vector<Spec> user;                         // the specs as given, parsed
     std::vector<uint32_t> pending;                  // user specs whose library is not loaded yet
     std::set<std::pair<uint32_t, uint64_t>> seen;   // (spec or UINT32_MAX for calls, address)
+    std::optional<Expr> filter;                     // --filter, as given
+    std::deque<Expr> filters;                       // resolved per probe (Probe::filter points in)
 };
 // Lock order: g_life_mu, g_mu, g_watch_mu. g_life_mu: a session's start and stop, whole
 // (what the watcher and the dlopen probes serve changes with them; stopping those waits for
@@ -251,6 +256,14 @@ void place(Session &ss, std::vector<Target> fns, Started *out)
             out->skipped.push_back(fmt::format("{}: {}", f.name, why));
             continue;
         }
+        if (ss.filter) {  // the filter's operands, for this function
+            Expr e = *ss.filter;
+            if (resolve_expr(&e, spec.kind, f.addr - spec.offset, &why) < 0) {
+                out->skipped.push_back(fmt::format("{}: --filter: {}", f.name, why));
+                continue;
+            }
+            f.filter = &ss.filters.emplace_back(std::move(e));
+        }
         std::string text = to_text(spec);
         auto [it, added] = ss.spec_index.emplace(text, static_cast<uint32_t>(ss.specs.size()));
         if (added) {
@@ -279,6 +292,7 @@ void place(Session &ss, std::vector<Target> fns, Started *out)
         p->index = first + i;
         p->session = ss.slot;
         p->spec = &spec;
+        p->filter = placed[i].filter;
         p->bytes = static_cast<uint32_t>(event_bytes(spec));
         p->slots = record_slots(p->bytes);
         // Its values read the thread's vector registers: saved for its handlers, whatever
@@ -291,7 +305,17 @@ void place(Session &ss, std::vector<Target> fns, Started *out)
         // a call (an entry kprobe there is hit once a turn of the loop).
         const bool count_calls = ss.mode == Mode::count && spec.kind != SpecKind::probe && spec.offset == 0 &&
                                  core::entry_is_jumped_to(placed[i].addr);
-        if (count_calls) {
+        const bool filtered = p->filter != nullptr;
+        if (filtered && ss.mode == Mode::count && spec.kind != SpecKind::probe) {
+            // --count --filter of a call: counted at its return, where the filter can read all.
+            p->rp.kp.addr = reinterpret_cast<kprobe_opcode_t *>(placed[i].addr);
+            p->rp.entry_handler = entry_regs;
+            p->rp.handler = count_filtered;
+            p->rp.data_size = sizeof(EntryData);
+            p->rp.maxactive = spec.maxactive ? spec.maxactive : ss.maxactive;
+            rps.push_back(&p->rp);
+            rp_index.push_back(i);
+        } else if (count_calls) {
             p->rp.kp.addr = reinterpret_cast<kprobe_opcode_t *>(placed[i].addr);
             p->rp.entry_handler = first_slot ? count_entry : count_entry_other;
             p->rp.maxactive = spec.maxactive ? spec.maxactive : ss.maxactive;
@@ -299,7 +323,8 @@ void place(Session &ss, std::vector<Target> fns, Started *out)
             rp_index.push_back(i);
         } else if (ss.mode == Mode::count || spec.kind == SpecKind::probe) {
             p->kp.addr = reinterpret_cast<kprobe_opcode_t *>(placed[i].addr);
-            p->kp.pre_handler = ss.mode == Mode::count ? (first_slot ? count_pre : count_pre_other)
+            p->kp.pre_handler = ss.mode == Mode::count && filtered ? count_pre_filtered
+                                : ss.mode == Mode::count    ? (first_slot ? count_pre : count_pre_other)
                                 : first_slot                ? fetch_pre
                                                             : fetch_pre_other;
             kps.push_back(&p->kp);
@@ -307,12 +332,14 @@ void place(Session &ss, std::vector<Target> fns, Started *out)
         } else {
             p->rp.kp.addr = reinterpret_cast<kprobe_opcode_t *>(placed[i].addr);
             const bool tree = ss.mode == Mode::tree;
-            const bool regs = tree || (ss.mode == Mode::events && spec.kind == SpecKind::ret);
+            // A filter reads the arguments at the return: the entry keeps them.
+            const bool regs = tree || filtered || (ss.mode == Mode::events && spec.kind == SpecKind::ret);
             p->rp.entry_handler = tree ? (first_slot ? tree_entry : tree_entry_other) : regs ? entry_regs : entry_cycles;
-            p->rp.handler = ss.mode == Mode::hist        ? (!first_slot ? hist_return_other
+            p->rp.handler = ss.mode == Mode::hist && filtered ? hist_filtered
+                            : ss.mode == Mode::hist        ? (!first_slot ? hist_return_other
                                                               : g_tsc     ? hist_return
                                                                           : hist_return_clock)
-                            : spec.kind == SpecKind::ret ? (first_slot ? fetch_return : fetch_return_other)
+                            : spec.kind == SpecKind::ret || filtered ? (first_slot ? fetch_return : fetch_return_other)
                             : p->bytes                   ? (first_slot ? value_return : value_return_other)
                             : first_slot                 ? event_return
                                                          : event_return_other;
@@ -534,14 +561,33 @@ int start(Mode mode, const std::vector<std::string> &spec_texts, int maxactive, 
     ss->slot = static_cast<uint32_t>(free_slot - std::begin(g_sessions));
     ss->mode = mode;
     ss->maxactive = maxactive;
-    // The specs, parsed and checked against the mode.
-    ss->user.resize(spec_texts.size());
-    for (size_t i = 0; i < spec_texts.size(); ++i) {
+    // The session's options among the specs (--filter=EXPR), then the specs, parsed and checked
+    // against the mode.
+    std::vector<std::string> texts;
+    for (const std::string &t : spec_texts) {
+        if (t.rfind(kFilterOption, 0) != 0) {
+            texts.push_back(t);
+            continue;
+        }
+        const std::string expr = t.substr(std::strlen(kFilterOption));
+        std::string error;
+        size_t at = 0;
+        if (mode == Mode::tree) {
+            *why = "--filter: not with --tree (which draws every call as it begins)";
+            return -EINVAL;
+        }
+        if (!parse_expr(expr, &ss->filter.emplace(), &error, &at)) {
+            *why = "--filter: " + point_at(expr, at, error);
+            return -EINVAL;
+        }
+    }
+    ss->user.resize(texts.size());
+    for (size_t i = 0; i < texts.size(); ++i) {
         Spec &spec = ss->user[i];
         std::string error;
         size_t at = 0;
-        if (!parse_spec(spec_texts[i], &spec, &error, &at)) {
-            *why = point_at(spec_texts[i], at, error);
+        if (!parse_spec(texts[i], &spec, &error, &at)) {
+            *why = point_at(texts[i], at, error);
             return -EINVAL;
         }
         if (std::string c = mode_conflict(spec, mode == Mode::count, mode == Mode::hist); !c.empty()) {

@@ -26,6 +26,10 @@ namespace liveprobe::trace {
 // The most sessions that run in a process at once (each in a slot: Started::session).
 constexpr uint32_t kSessions = 8;
 
+// Among start()'s specs, a session's option rather than a spec: --filter=EXPR (filter.hpp), the
+// predicate every event of the session passes. ("--" starts no spec.)
+constexpr const char *kFilterOption = "--filter=";
+
 // tree: events, and an event at each call's entry too (rings.hpp's kEntryEvent).
 enum class Mode { events, count, hist, tree };
 // "events", "count", "hist" or "tree".

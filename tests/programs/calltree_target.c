@@ -7,9 +7,11 @@
  *     ct_eval(3)                     recursive: ct_eval(2), ct_eval(1), ct_eval(0); each calls ct_leaf()
  *     ct_wait()                      sleeps 20 ms: the one call with main that takes 10 ms or more
  *     ct_emit(7)                     calls ct_leaf(), returns 8
- *   a thread, joined before ct_wait:
+ *     ct_neg(3)                      returns -3 (an int: its 64-bit register is not negative)
+ *   a thread, joined before ct_wait, which names itself "ct-worker" first:
  *     ct_worker()                    calls ct_parse(10)
  */
+#define _GNU_SOURCE
 #include <pthread.h>
 #include <time.h>
 
@@ -36,10 +38,12 @@ TRACED void ct_wait(void)
 }
 
 TRACED int ct_emit(int v) { return v + ct_leaf(); }
+TRACED int ct_neg(int v) { return -v; }
 
 TRACED void *ct_worker(void *arg)
 {
     (void)arg;
+    pthread_setname_np(pthread_self(), "ct-worker");
     return (void *)(long)ct_parse(10);
 }
 
@@ -51,5 +55,5 @@ int main(void)
     pthread_join(t, NULL);
     ct_wait();
     sum += ct_emit(7);
-    return sum == 30 ? 0 : 1;
+    return sum == 30 && ct_neg(3) == -3 ? 0 : 1;
 }

@@ -25,7 +25,7 @@ by_thread() {
 if diff -u "$LIVEPROBE_SOURCE_DIR/tests/golden/views_replay.txt" "$tmp/tree.masked" >"$tmp/tree.diff"; then
     pass "trace --tree: each thread's tree as replay draws it (views_replay.txt)"
 else fail "trace --tree differs from replay's views_replay.txt:"; sed 's/^/    /' "$tmp/tree.diff"; fi
-grep -q '25 calls (25 events read)' "$tmp/tree.err" && pass "trace --tree: the summary counts each call once" ||
+grep -q '26 calls (26 events read)' "$tmp/tree.err" && pass "trace --tree: the summary counts each call once" ||
     fail "trace --tree: the summary: $(grep 'functions traced' "$tmp/tree.err")"
 
 "${launch[@]}" "$lp" trace --tree lp_tr_jump lp_tr_square -- "$bin/tests/lp_trace_target" >"$tmp/jump.out" 2>"$tmp/jump.err"

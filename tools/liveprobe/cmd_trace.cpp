@@ -46,6 +46,8 @@
 #include "trace_follow.hpp"
 #include "trace_images.hpp"
 #include "trace_output.hpp"
+#include "trace/filter.hpp"
+#include "trace/session.hpp"
 #include "tree_printer.hpp"
 #include "trace_writer.hpp"
 
@@ -65,9 +67,38 @@ struct Opts {
     std::vector<std::string> specs;
     bool raw = false;  // --raw: calls' values as the bare register, no DWARF
     bool tree = false;  // --tree: the calls drawn as they begin and end
+    std::string filter;  // --filter EXPR (trace/filter.hpp)
     TreePrinter tree_printer;
     TraceProbes probes;  // -i FILE: the trace file's probes
 };
+
+// --filter: parsed here to point at a mistake before anything is attached, then sent among the
+// specs as the session's option (trace/session.hpp's kFilterOption).
+bool add_filter(Opts &o)
+{
+    trace::Expr e;
+    std::string error;
+    size_t at = 0;
+    if (o.tree) {
+        complain("trace: --filter: not with --tree, which draws every call as it begins (trace -o FILE, then "
+                 "liveprobe replay FILE, takes filters)");
+        return false;
+    }
+    if (!trace::parse_expr(o.filter, &e, &error, &at)) {
+        complain("trace: --filter: " + trace::point_at(o.filter, at, error));
+        return false;
+    }
+    for (const std::string &text : o.specs) {
+        trace::Spec spec;
+        if (e.at_return && trace::parse_spec(text, &spec, &error, &at) && spec.kind == trace::SpecKind::probe) {
+            complain(fmt::format("trace: --filter: retval and duration are known at a return (FUNC, r:): not at {}",
+                                 text));
+            return false;
+        }
+    }
+    o.specs.push_back(trace::kFilterOption + o.filter);
+    return true;
+}
 
 // `events`: what the reading took out of the rings (per-event modes), and `read`, the words
 // for it (" (N events read)"), or empty (--count, --hist: the calls are the counters' sum). In
@@ -359,6 +390,11 @@ Runner add_trace(CLI::App &app)
     auto *c = cmd->add_flag("--count", o->count, "At the end, how many times each function was called");
     cmd->add_flag("--hist", o->hist, "At the end, a log2 histogram of each function's durations")->excludes(c);
     cmd->add_flag("--json", o->print.json, "One JSON object per call instead of a line");
+    auto *filter = cmd->add_option("--filter", o->filter,
+                    "Only the calls (or hits) for which EXPR is true, decided in the target: e.g. 'arg0 > 100 && "
+                    "retval < 0', 'duration > 1ms', 'comm == \"worker\"', 'len >= 4096' (a parameter by name); "
+                    "see the README's \"Filters\"")
+        ->type_name("EXPR");
     cmd->add_flag("--tree", o->tree,
                   "Draw the calls as a tree as they happen, thread by thread (as liveprobe replay shows a trace "
                   "file): an event at each entry too");
@@ -416,7 +452,7 @@ Runner add_trace(CLI::App &app)
                 "  liveprobe trace 'p:parse_config path depth' -- ./server   (parameters by name: built with -g)\n"
                 "  liveprobe trace 'p:parse.c:120 depth node' -- ./server     (a source line, its variables)\n"
                 "  liveprobe trace -o calls.lptrace '*' -- ./server; liveprobe trace -i calls.lptrace --json");
-    return [o] {
+    return [o, filter] {
         const std::vector<std::string> &command = insmod_command();
         stdout_whole_lines();
         if (!o->chrome.empty()) {
@@ -471,6 +507,7 @@ Runner add_trace(CLI::App &app)
                 return kExitUsage;
             }
         }
+        if (filter->count() && !add_filter(*o)) return kExitUsage;
         // Taken by the loop below through a signalfd: blocked first, in every thread (the
         // trace file's writer thread, started next, inherits the mask; with SIGINT open there,
         // Ctrl-C killed the tool before its summary).

@@ -17,7 +17,7 @@ declare -A sources=(
     [printk]="src/agent/printk_format.cpp"
     [module_params]="src/agent/module_params.cpp"
     [request]="src/agent/channel.cpp src/os/linux/runtime_dir.cpp src/agent/door.cpp src/os/linux/high_fd.cpp"
-    [trace_file]="tools/liveprobe/trace_output.cpp tools/liveprobe/trace_codec.cpp tools/liveprobe/progress_line.cpp tools/liveprobe/pipe_lines.cpp tools/liveprobe/tree_printer.cpp tools/liveprobe/call_tree.cpp src/trace/spec.cpp src/trace/value_type.cpp src/arch/x86_64/value_home.cpp src/symbols/names.cpp"
+    [trace_file]="tools/liveprobe/trace_output.cpp tools/liveprobe/trace_codec.cpp tools/liveprobe/progress_line.cpp tools/liveprobe/pipe_lines.cpp src/trace/spec.cpp src/trace/value_type.cpp src/arch/x86_64/value_home.cpp src/symbols/names.cpp"
     [relocate]="src/arch/x86_64/region.cpp src/arch/x86_64/relocate.cpp src/arch/x86_64/insn.cpp src/arch/x86_64/jump_table.cpp"
 )
 declare -A libs=([relocate]="-lZydis")

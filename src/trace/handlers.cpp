@@ -1,6 +1,7 @@
 #include "trace/handlers.hpp"
 
 #include <pthread.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 
 #include <liveprobe/ktime.h>
@@ -225,18 +226,51 @@ static ReturnTimes return_times(uint64_t stamp) noexcept
     return {d >= now ? 0 : now - d, now};
 }
 
-// --filter: whether p's event passes (a probe without a filter: always). `duration` and `caller`
-// at a return; `tid` 0 if the caller has not read it (the expression asks the kernel).
-[[gnu::always_inline]] static inline bool passes(const Probe *p, const FetchContext &fc, uint64_t duration, uint32_t tid, uint64_t caller) noexcept
+// What an expression of a probe reads: `duration` and `caller` at a return; `tid` 0 if the
+// caller has not read it (the expression asks the kernel).
+[[gnu::always_inline]] static inline EvalContext eval_context(const FetchContext &fc, uint64_t duration, uint32_t tid,
+                                                              uint64_t caller) noexcept
 {
-    if (!p->filter) return true;
     EvalContext c;
     c.fetch = fc;
     c.duration = duration;
     c.tid = tid;
     c.caller = caller;
+    return c;
+}
+
+// --filter: whether p's event passes (a probe without a filter: always).
+[[gnu::always_inline]] static inline bool passes(const Probe *p, const EvalContext &c) noexcept
+{
     int64_t v = 0;
-    return eval_expr(*p->filter, c, &v) && v != 0;
+    return !p->filter || (eval_expr(*p->filter, c, &v) && v != 0);
+}
+[[gnu::always_inline]] static inline bool passes(const Probe *p, const FetchContext &fc, uint64_t duration, uint32_t tid,
+                                                 uint64_t caller) noexcept
+{
+    return !p->filter || passes(p, eval_context(fc, duration, tid, caller));
+}
+
+// --by and --value: the event's key and value after the spec's values, as ExtraLayout lays
+// them out (session.hpp).
+[[gnu::always_inline]] static inline void put_extras(const Probe *p, const EvalContext &c, unsigned char *out) noexcept
+{
+    uint64_t faults = 0;
+    int64_t v = 0;
+    if (p->extra.key_comm) {
+        char name[17] = {};
+        os::raw_syscall(SYS_prctl, PR_GET_NAME, reinterpret_cast<long>(name));
+        copy_plain(out + p->extra.key_at(), name, 16);
+    } else if (p->key) {
+        if (!eval_expr(*p->key, c, &v)) faults |= 1;
+        copy_plain(out + p->extra.key_at(), &v, 8);
+    }
+    if (p->value) {
+        v = 0;
+        if (!eval_expr(*p->value, c, &v)) faults |= 2;
+        copy_plain(out + p->extra.value_at(), &v, 8);
+    }
+    copy_plain(out, &faults, 8);
 }
 
 // FUNC and --hist: the stamp alone. When the clock is the TSC, the light kretprobe entry does
@@ -334,13 +368,15 @@ template <bool kFirst>
     const uint32_t s = slot_of<kFirst>(p);
     if (g_slots[s].silent.load(std::memory_order_relaxed)) return 0;
     uint64_t now = liveprobe_ktime_ns();
-    alignas(8) unsigned char payload[kMaxPayload];
+    alignas(8) unsigned char payload[kMaxPayload + kMaxExtraBytes];
     FetchContext ctx;
     ctx.regs = regs;
     const auto tid = static_cast<uint32_t>(os::raw_gettid());
-    if (!passes(p, ctx, 0, tid, 0)) return 0;
     if (p->fpregs) fetch_fpregs(&ctx);
+    const EvalContext ec = eval_context(ctx, 0, tid, 0);
+    if (!passes(p, ec)) return 0;
     fetch_all(*p->spec, ctx, payload);
+    if (p->extra.bytes()) put_extras(p, ec, payload + p->spec_bytes);
     put_event<kFirst>(s, p->index, p->slots, tid, now, now, regs->ip, payload, p->bytes);
     return 0;
 }
@@ -357,14 +393,16 @@ template <bool kFirst, bool kEntryRegs = true>
     if (g_slots[s].silent.load(std::memory_order_relaxed)) return 0;
     const auto *d = reinterpret_cast<const EntryData *>(ri->data);
     const auto [entry, now] = return_times(d->entry_ns);
-    alignas(8) unsigned char payload[kMaxPayload];
+    alignas(8) unsigned char payload[kMaxPayload + kMaxExtraBytes];
     FetchContext ctx;
     ctx.regs = regs;
     if (kEntryRegs) ctx.entry = d->regs;
     const uint32_t tid = os::live_tid(static_cast<uint32_t>(ri->tid));
-    if (!passes(p, ctx, now - entry, tid, reinterpret_cast<uint64_t>(ri->ret_addr))) return 0;
     if (p->fpregs) fetch_fpregs(&ctx);
+    const EvalContext ec = eval_context(ctx, now - entry, tid, reinterpret_cast<uint64_t>(ri->ret_addr));
+    if (!passes(p, ec)) return 0;
     fetch_all(*p->spec, ctx, payload);
+    if (p->extra.bytes()) put_extras(p, ec, payload + p->spec_bytes);
     put_event<kFirst>(s, p->index, p->slots, tid, entry, now, regs->ax, payload, p->bytes);
     return 0;
 }

@@ -28,8 +28,13 @@ struct alignas(64) Probe {
     const Spec *spec = nullptr;  // what to fetch
     struct kprobe kp {};         // an instruction (p:, FUNC+OFF), or any probe of --count
     struct kretprobe rp {};      // a call or a return probe (rp.kp is the entry kprobe)
-    // --filter, resolved for its function (null: none). Last: the assembly's offsets above.
+    // --filter, --by and --value, resolved for its function (null: none), and where the key and
+    // value go after the spec's values (bytes counts them). Last: the assembly's offsets above.
     const struct Expr *filter = nullptr;
+    const struct Expr *key = nullptr;
+    const struct Expr *value = nullptr;
+    ExtraLayout extra;
+    uint32_t spec_bytes = 0;  // the spec's own values: payload_bytes, or none for a call
 };
 static_assert(offsetof(Probe, kp) + offsetof(struct kprobe, pre_handler) + 8 <= 64);
 

@@ -57,7 +57,9 @@ struct Target {
     uint64_t addr;
     std::string name;
     uint32_t spec;  // the user's spec (collect), then the resolved one (place)
-    const Expr *filter = nullptr;  // --filter resolved for it (place)
+    const Expr *filter = nullptr;  // --filter, --by, --value resolved for it (place)
+    const Expr *key = nullptr;
+    const Expr *value = nullptr;
 };
 
 // Room for probes placed after the start, in libraries loaded later (the per-probe areas are
@@ -79,8 +81,9 @@ struct Session {
     std::vector<Spec> user;                         // the specs as given, parsed
     std::vector<uint32_t> pending;                  // user specs whose library is not loaded yet
     std::set<std::pair<uint32_t, uint64_t>> seen;   // (spec or UINT32_MAX for calls, address)
-    std::optional<Expr> filter;                     // --filter, as given
-    std::deque<Expr> filters;                       // resolved per probe (Probe::filter points in)
+    std::optional<Expr> filter, key, value;         // --filter, --by, --value, as given
+    ExtraLayout extra;                              // --by's key and --value's value in events
+    std::deque<Expr> filters;                       // resolved per probe (Probe's point in)
 };
 // Lock order: g_life_mu, g_mu, g_watch_mu. g_life_mu: a session's start and stop, whole
 // (what the watcher and the dlopen probes serve changes with them; stopping those waits for
@@ -236,6 +239,56 @@ bool append_names(Session &ss, const std::string &text)
     return true;
 }
 
+// One of start()'s spec texts: a session's option (--filter=, --by=, --value=) into ss, or a spec
+// into *texts. 0, or -EINVAL with *why.
+int session_option(Session &ss, const std::string &t, std::vector<std::string> *texts, std::string *why)
+{
+    std::optional<Expr> *into = nullptr;
+    const char *prefix = nullptr;
+    for (auto [opt, where] : {std::pair{kFilterOption, &ss.filter}, std::pair{kByOption, &ss.key},
+                              std::pair{kValueOption, &ss.value}})
+        if (t.rfind(opt, 0) == 0) prefix = opt, into = where;
+    if (!into) {
+        texts->push_back(t);
+        return 0;
+    }
+    const std::string expr = t.substr(std::strlen(prefix));
+    const std::string name(prefix, std::strlen(prefix) - 1);
+    if (ss.mode == Mode::tree || (into != &ss.filter && ss.mode != Mode::events)) {
+        *why = name + ": not in this mode (" + (ss.mode == Mode::tree ? "--tree" : "--count, --hist") + ")";
+        return -EINVAL;
+    }
+    if (into == &ss.key && expr == "comm") {
+        ss.extra.key = ss.extra.key_comm = true;
+        return 0;
+    }
+    std::string error;
+    size_t at = 0;
+    if (!parse_expr(expr, &into->emplace(), &error, &at)) {
+        *why = name + ": " + point_at(expr, at, error);
+        return -EINVAL;
+    }
+    ss.extra.key = ss.extra.key || into == &ss.key;
+    ss.extra.value = ss.extra.value || into == &ss.value;
+    return 0;
+}
+
+// An expression of the session (`given`), resolved for function f of `spec` into *out (null
+// without one): false, said in out->skipped, if it cannot be.
+bool resolve_for(Session &ss, const std::optional<Expr> &given, const char *option, const Spec &spec, const Target &f,
+                 const Expr **resolved, Started *out)
+{
+    if (!given) return true;
+    Expr e = *given;
+    std::string why;
+    if (resolve_expr(&e, spec.kind, f.addr - spec.offset, &why) < 0) {
+        out->skipped.push_back(fmt::format("{}: {}: {}", f.name, option, why));
+        return false;
+    }
+    *resolved = &ss.filters.emplace_back(std::move(e));
+    return true;
+}
+
 // Places probes on `fns` (user spec indices): each function's spec resolved (parameters by
 // name, from its DWARF), the names published, then the probes registered in one batch. Fills
 // *out's lists, placed, optimized and slow.
@@ -256,14 +309,11 @@ void place(Session &ss, std::vector<Target> fns, Started *out)
             out->skipped.push_back(fmt::format("{}: {}", f.name, why));
             continue;
         }
-        if (ss.filter) {  // the filter's operands, for this function
-            Expr e = *ss.filter;
-            if (resolve_expr(&e, spec.kind, f.addr - spec.offset, &why) < 0) {
-                out->skipped.push_back(fmt::format("{}: --filter: {}", f.name, why));
-                continue;
-            }
-            f.filter = &ss.filters.emplace_back(std::move(e));
-        }
+        // The expressions' operands, for this function.
+        if (!resolve_for(ss, ss.filter, "--filter", spec, f, &f.filter, out) ||
+            !resolve_for(ss, ss.key, "--by", spec, f, &f.key, out) ||
+            !resolve_for(ss, ss.value, "--hist-of", spec, f, &f.value, out))
+            continue;
         std::string text = to_text(spec);
         auto [it, added] = ss.spec_index.emplace(text, static_cast<uint32_t>(ss.specs.size()));
         if (added) {
@@ -293,7 +343,11 @@ void place(Session &ss, std::vector<Target> fns, Started *out)
         p->session = ss.slot;
         p->spec = &spec;
         p->filter = placed[i].filter;
-        p->bytes = static_cast<uint32_t>(event_bytes(spec));
+        p->key = placed[i].key;
+        p->value = placed[i].value;
+        p->extra = ss.extra;
+        p->spec_bytes = static_cast<uint32_t>(event_bytes(spec));
+        p->bytes = static_cast<uint32_t>(p->spec_bytes + p->extra.bytes());
         p->slots = record_slots(p->bytes);
         // Its values read the thread's vector registers: saved for its handlers, whatever
         // their code (which never touches them).
@@ -305,7 +359,8 @@ void place(Session &ss, std::vector<Target> fns, Started *out)
         // a call (an entry kprobe there is hit once a turn of the loop).
         const bool count_calls = ss.mode == Mode::count && spec.kind != SpecKind::probe && spec.offset == 0 &&
                                  core::entry_is_jumped_to(placed[i].addr);
-        const bool filtered = p->filter != nullptr;
+        // Expressions read the arguments at the return: the entry keeps them.
+        const bool filtered = p->filter != nullptr || p->extra.bytes() != 0;
         if (filtered && ss.mode == Mode::count && spec.kind != SpecKind::probe) {
             // --count --filter of a call: counted at its return, where the filter can read all.
             p->rp.kp.addr = reinterpret_cast<kprobe_opcode_t *>(placed[i].addr);
@@ -332,7 +387,6 @@ void place(Session &ss, std::vector<Target> fns, Started *out)
         } else {
             p->rp.kp.addr = reinterpret_cast<kprobe_opcode_t *>(placed[i].addr);
             const bool tree = ss.mode == Mode::tree;
-            // A filter reads the arguments at the return: the entry keeps them.
             const bool regs = tree || filtered || (ss.mode == Mode::events && spec.kind == SpecKind::ret);
             p->rp.entry_handler = tree ? (first_slot ? tree_entry : tree_entry_other) : regs ? entry_regs : entry_cycles;
             p->rp.handler = ss.mode == Mode::hist && filtered ? hist_filtered
@@ -564,23 +618,8 @@ int start(Mode mode, const std::vector<std::string> &spec_texts, int maxactive, 
     // The session's options among the specs (--filter=EXPR), then the specs, parsed and checked
     // against the mode.
     std::vector<std::string> texts;
-    for (const std::string &t : spec_texts) {
-        if (t.rfind(kFilterOption, 0) != 0) {
-            texts.push_back(t);
-            continue;
-        }
-        const std::string expr = t.substr(std::strlen(kFilterOption));
-        std::string error;
-        size_t at = 0;
-        if (mode == Mode::tree) {
-            *why = "--filter: not with --tree (which draws every call as it begins)";
-            return -EINVAL;
-        }
-        if (!parse_expr(expr, &ss->filter.emplace(), &error, &at)) {
-            *why = "--filter: " + point_at(expr, at, error);
-            return -EINVAL;
-        }
-    }
+    for (const std::string &t : spec_texts)
+        if (int r = session_option(*ss, t, &texts, why); r < 0) return r;
     ss->user.resize(texts.size());
     for (size_t i = 0; i < texts.size(); ++i) {
         Spec &spec = ss->user[i];
@@ -664,6 +703,7 @@ int start(Mode mode, const std::vector<std::string> &spec_texts, int maxactive, 
     h->capacity = capacity;
     h->hist = mode == Mode::hist;
     h->counts_calls = mode == Mode::count;
+    h->extra_bytes = static_cast<uint32_t>(ss->extra.bytes());
     h->names_offset = names_offset(capacity, mode == Mode::hist);
     h->names_room = bytes - h->names_offset;
     ss->base = base;

@@ -29,6 +29,21 @@ constexpr uint32_t kSessions = 8;
 // Among start()'s specs, a session's option rather than a spec: --filter=EXPR (filter.hpp), the
 // predicate every event of the session passes. ("--" starts no spec.)
 constexpr const char *kFilterOption = "--filter=";
+// --by=KEY and --value=EXPR: each event carries a key (an expression's value, or with KEY
+// "comm" the thread's name) and a value (--hist-of), after its spec's values (ExtraLayout), which
+// the tool aggregates by.
+constexpr const char *kByOption = "--by=";
+constexpr const char *kValueOption = "--value=";
+
+// The bytes an event carries after its spec's values with --by and --value: a fault mask (bit 0:
+// the key could not be read, bit 1: the value), the key (8 bytes, 16 for comm), the value (8).
+struct ExtraLayout {
+    bool key = false, key_comm = false, value = false;
+    size_t bytes() const { return key || value ? 8 + (key ? (key_comm ? 16 : 8) : 0) + (value ? 8 : 0) : 0; }
+    size_t key_at() const { return 8; }
+    size_t value_at() const { return 8 + (key ? (key_comm ? 16 : 8) : 0); }
+};
+constexpr size_t kMaxExtraBytes = 8 + 16 + 8;
 
 // tree: events, and an event at each call's entry too (rings.hpp's kEntryEvent).
 enum class Mode { events, count, hist, tree };

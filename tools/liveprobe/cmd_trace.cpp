@@ -26,6 +26,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
+#include <map>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -48,6 +50,7 @@
 #include "trace_output.hpp"
 #include "trace/filter.hpp"
 #include "trace/session.hpp"
+#include "keyed_totals.hpp"
 #include "tree_printer.hpp"
 #include "trace_writer.hpp"
 
@@ -68,6 +71,9 @@ struct Opts {
     bool raw = false;  // --raw: calls' values as the bare register, no DWARF
     bool tree = false;  // --tree: the calls drawn as they begin and end
     std::string filter;  // --filter EXPR (trace/filter.hpp)
+    std::string by, hist_of;  // --by KEY, --hist-of EXPR: aggregated by the tool (keyed)
+    double interval = 0;      // --interval SECONDS
+    std::unique_ptr<KeyedTotals> keyed;
     TreePrinter tree_printer;
     TraceProbes probes;  // -i FILE: the trace file's probes
 };
@@ -97,6 +103,53 @@ bool add_filter(Opts &o)
         }
     }
     o.specs.push_back(trace::kFilterOption + o.filter);
+    return true;
+}
+
+// --by KEY, --hist-of EXPR: the session runs per event, each event with its key and value
+// (computed in the target: trace/session.hpp's ExtraLayout), aggregated here (keyed_totals.hpp).
+bool add_keys(Opts &o)
+{
+    if (!o.by.empty() && !o.count && !o.hist && o.hist_of.empty()) {
+        complain("trace: --by KEY groups what --count, --hist or --hist-of aggregate: give one of them");
+        return false;
+    }
+    if (o.tree || o.print.json || o.print.chrome || !o.output.empty()) {
+        complain("trace: --by and --hist-of aggregate: not with --tree, --json, --chrome or -o");
+        return false;
+    }
+    KeyedOptions k;
+    k.count = o.count;
+    k.hist = o.hist;
+    k.value = o.hist_of;
+    using Key = KeyedOptions::Key;
+    k.key = o.by.empty() ? Key::none : o.by == "tid" ? Key::tid : o.by == "comm" ? Key::comm : o.by == "caller" ? Key::caller : Key::expr;
+    bool at_return = false;
+    for (auto [text, option] : {std::pair{&o.by, "--by"}, std::pair{&o.hist_of, "--hist-of"}}) {
+        if (text->empty() || *text == "tid" || *text == "comm") continue;
+        trace::Expr e;
+        std::string error;
+        size_t at = 0;
+        if (!trace::parse_expr(*text, &e, &error, &at)) {
+            complain(fmt::format("trace: {}: {}", option, trace::point_at(*text, at, error)));
+            return false;
+        }
+        at_return = at_return || e.at_return;
+    }
+    for (const std::string &text : o.specs) {
+        trace::Spec spec;
+        std::string error;
+        size_t at = 0;
+        if (at_return && trace::parse_spec(text, &spec, &error, &at) && spec.kind == trace::SpecKind::probe) {
+            complain(fmt::format("trace: retval and duration are known at a return (FUNC, r:): not at {}", text));
+            return false;
+        }
+    }
+    if (k.key == Key::comm || k.key == Key::caller || k.key == Key::expr) o.specs.push_back(trace::kByOption + o.by);
+    if (!o.hist_of.empty()) o.specs.push_back(trace::kValueOption + o.hist_of);
+    o.keyed = std::make_unique<KeyedTotals>(k);
+    o.print.sink = o.keyed.get();
+    o.count = o.hist = false;  // the session runs per event; the aggregates are the tool's
     return true;
 }
 
@@ -320,6 +373,44 @@ struct Reader {
             images.erase(images.begin() + static_cast<ptrdiff_t>(i));
         }
     }
+
+    // --interval: the time, then what was counted since the last interval (--count, --hist:
+    // the targets' counters now, less what they held then; --by, --hist-of: the tool's own,
+    // started again).
+    std::map<std::string, std::pair<uint64_t, std::array<uint64_t, trace::kHistBuckets>>> shown{};
+    // (`finished`: every image is folded already, at the end.)
+    void print_interval(bool finished = false)
+    {
+        const std::time_t t = std::time(nullptr);
+        char when[16];
+        std::strftime(when, sizeof when, "%H:%M:%S", std::localtime(&t));
+        std::printf("%s\n", when);
+        if (o.keyed) {
+            o.keyed->print();
+            o.keyed->clear();
+            return;
+        }
+        Folded now = folded;
+        if (!finished)
+            for (const auto &im : images) now.add(*im);
+        const TraceProbes names = now.probes();
+        TraceTotals delta = now.totals();
+        for (uint32_t p = 0; p < names.names.size(); ++p) {
+            auto &[count, hist] = shown[names.spec_of(p).text + '\n' + names.name_of(p)];
+            const uint64_t c = delta.count[p];
+            delta.count[p] -= std::min(count, c);
+            count = c;
+            for (uint32_t b = 0; b < trace::kHistBuckets; ++b) {
+                const uint64_t h = delta.hist[p][b];
+                delta.hist[p][b] -= std::min(hist[b], h);
+                hist[b] = h;
+            }
+            delta.left[p] = 0;
+        }
+        if (o.count) print_counts(delta, names);
+        if (o.hist) print_hists(delta, names);
+        std::fflush(stdout);
+    }
 };
 
 // -- CMD, stderr a terminal: while the program's agent places the probes, before its main, how
@@ -395,6 +486,17 @@ Runner add_trace(CLI::App &app)
                     "retval < 0', 'duration > 1ms', 'comm == \"worker\"', 'len >= 4096' (a parameter by name); "
                     "see the README's \"Filters\"")
         ->type_name("EXPR");
+    cmd->add_option("--by", o->by,
+                    "With --count or --hist: per function and KEY, where KEY is tid, comm, caller, or an expression "
+                    "as --filter takes them (arg0, a parameter's name, retval, ...)")
+        ->type_name("KEY");
+    cmd->add_option("--hist-of", o->hist_of,
+                    "A log2 histogram of EXPR's values per function (per KEY with --by), beside --hist's durations")
+        ->type_name("EXPR");
+    cmd->add_option("--interval", o->interval,
+                    "With --count, --hist, --hist-of: print what was counted every SECONDS, and start again")
+        ->type_name("SECONDS")
+        ->check(CLI::PositiveNumber);
     cmd->add_flag("--tree", o->tree,
                   "Draw the calls as a tree as they happen, thread by thread (as liveprobe replay shows a trace "
                   "file): an event at each entry too");
@@ -488,9 +590,9 @@ Runner add_trace(CLI::App &app)
                          "--min-duration (trace -o FILE, then liveprobe replay FILE, takes filters)");
                 return kExitUsage;
             }
-            o->print.tree = &o->tree_printer;
+            o->print.sink = &o->tree_printer;
         }
-        const char *mode = o->count ? "count" : o->hist ? "hist" : o->tree ? "tree" : "events";
+        const char *mode = o->count ? "count" : o->hist ? "hist" : o->tree ? "tree" : "events";  // (--by: events)
         if (!resolve_source_specs(o->specs, o->pid, command)) return kExitUsage;
         if (o->raw) raw_calls(o->specs);
         // Every spec parsed here first: a mistake is shown before anything is attached or run.
@@ -508,6 +610,12 @@ Runner add_trace(CLI::App &app)
             }
         }
         if (filter->count() && !add_filter(*o)) return kExitUsage;
+        if ((!o->by.empty() || !o->hist_of.empty()) && !add_keys(*o)) return kExitUsage;
+        if (o->keyed) mode = "events";
+        if (o->interval > 0 && !o->count && !o->hist && !o->keyed) {
+            complain("trace: --interval prints aggregates: with --count, --hist or --hist-of");
+            return kExitUsage;
+        }
         // Taken by the loop below through a signalfd: blocked first, in every thread (the
         // trace file's writer thread, started next, inherits the mask; with SIGINT open there,
         // Ctrl-C killed the tool before its summary).
@@ -702,7 +810,7 @@ Runner add_trace(CLI::App &app)
         // batch either: a reader that spins takes the rings' cache lines from the writers all
         // the time (jq ran 30% longer so).
         auto t0 = std::chrono::steady_clock::now();
-        auto checked = t0;
+        auto checked = t0, shown = t0;
         uint64_t last = 0;
         int status = 0;
         bool ended = false, child_done = false, executed = false;
@@ -764,6 +872,10 @@ Runner add_trace(CLI::App &app)
             for (FollowReport &r : follower.take_reports()) rd.adopt(std::move(r), follower);
             last = rd.step();
             if (rd.output_failed()) ended = true;
+            if (o->interval > 0 && std::chrono::duration<double>(now - shown).count() >= o->interval) {
+                shown = now;
+                rd.print_interval();
+            }
         }
         placing.clear();
         // The images that reported by now (a program that ran and ended just before the one
@@ -796,8 +908,13 @@ Runner add_trace(CLI::App &app)
         }
         for (auto &im : rd.images) rd.finish(*im);
         const TraceProbes names = rd.folded.probes();
-        if (o->count) print_counts(rd.folded.totals(), names);
-        if (o->hist) print_hists(rd.folded.totals(), names);
+        if (o->interval > 0) {
+            rd.print_interval(true);  // what was counted since the last interval
+        } else {
+            if (o->keyed) o->keyed->print();
+            if (o->count) print_counts(rd.folded.totals(), names);
+            if (o->hist) print_hists(rd.folded.totals(), names);
+        }
         if (o->print.chrome) {
             chrome_end(o->print.chrome);
             std::fclose(o->print.chrome);

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "agent/channel.hpp"
+#include "trace/session.hpp"
 #include "trace/spec.hpp"
 
 namespace liveprobe::tool {
@@ -91,6 +92,9 @@ bool load_names(Image &im)
     uint32_t published = h->probes.load(std::memory_order_acquire);
     const uint32_t capacity = h->capacity;
     const bool hist = h->hist != 0;
+    const uint32_t extra = h->extra_bytes;  // --by, --hist-of: checked against the most there is
+    if (extra > trace::kMaxExtraBytes) shm->corrupt = fmt::format("events carry {} bytes more", extra);
+    if (!shm->corrupt.empty()) return false;
     const uint64_t names_at = h->names_offset;
     const uint64_t names_bytes = h->names_bytes.load(std::memory_order_acquire);  // names first, then probes
     if (shm->names_bytes != 0 && capacity != shm->capacity) shm->corrupt = "its capacity changed";
@@ -149,7 +153,7 @@ bool load_names(Image &im)
     probes.specs = std::move(placed);
     probes.payload.clear();
     for (uint32_t p = 0; p < probes.spec.size(); ++p)
-        probes.payload.push_back(static_cast<uint32_t>(trace::event_bytes(probes.spec_of(p))));
+        probes.payload.push_back(static_cast<uint32_t>(trace::event_bytes(probes.spec_of(p)) + extra));
     // Every probe named is known (one that is named but not yet counted cannot fire yet).
     shm->probes = static_cast<uint32_t>(probes.names.size());
     return shm->probes >= published;

@@ -7,7 +7,6 @@
 #include "pipe_lines.hpp"
 #include "progress_line.hpp"
 #include "trace_codec.hpp"
-#include "tree_printer.hpp"
 
 #include "symbols/names.hpp"
 #include "trace/value_type.hpp"
@@ -16,7 +15,6 @@
 #include <cinttypes>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 
 #include <fmt/format.h>
 
@@ -249,15 +247,6 @@ void stdout_whole_lines()
     std::setvbuf(stdout, buf, _IOFBF, sizeof buf);
 }
 
-namespace {
-uint64_t monotonic_now_ns()
-{
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1000000000 + static_cast<uint64_t>(ts.tv_nsec);
-}
-}  // namespace
-
 void room_for_line()
 {
     if (__fpending(stdout) > kStdoutBuffer - kLongestLine) std::fflush(stdout);  // whole lines only
@@ -265,8 +254,8 @@ void room_for_line()
 
 void print_events(std::vector<TraceEvent> &batch, const TraceProbes &probes, PrintOptions &o)
 {
-    if (o.tree) {
-        o.tree->print(batch, probes, o, monotonic_now_ns());
+    if (o.sink) {
+        o.sink->take(batch, probes, o);
         return;
     }
     std::stable_sort(batch.begin(), batch.end(), [](const TraceEvent &a, const TraceEvent &b) { return a.r.exit_ns < b.r.exit_ns; });
@@ -307,6 +296,23 @@ void print_counts(const TraceTotals &t, const TraceProbes &probes)
     std::printf("(%zu of %zu functions called)\n", rows.size(), t.count.size());
 }
 
+std::string hist_bound(uint32_t b) { return bound(b); }
+
+void print_buckets(const uint64_t *buckets, size_t n)
+{
+    const uint64_t peak = *std::max_element(buckets, buckets + n);
+    if (peak == 0) return;
+    size_t lo = 0, hi = n - 1;
+    while (buckets[lo] == 0) ++lo;
+    while (buckets[hi] == 0) --hi;
+    for (size_t b = lo; b <= hi; ++b) {
+        const std::string range = b == 0 ? "[0]" : fmt::format("[{}, {})", hist_bound(static_cast<uint32_t>(b)),
+                                                                hist_bound(static_cast<uint32_t>(b + 1)));
+        const int bar = static_cast<int>(buckets[b] * 52 / peak);
+        std::printf("%-14s %10" PRIu64 " |%-52s|\n", range.c_str(), buckets[b], std::string(static_cast<size_t>(bar), '@').c_str());
+    }
+}
+
 void print_hists(const TraceTotals &t, const TraceProbes &probes)
 {
     for (uint32_t p = 0; p < t.hist.size(); ++p) {
@@ -324,15 +330,7 @@ void print_hists(const TraceTotals &t, const TraceProbes &probes)
             std::printf("\n");
             continue;
         }
-        uint64_t peak = *std::max_element(buckets.begin(), buckets.end());
-        uint32_t lo = 0, hi = trace::kHistBuckets - 1;
-        while (buckets[lo] == 0) ++lo;
-        while (buckets[hi] == 0) --hi;
-        for (uint32_t b = lo; b <= hi; ++b) {
-            std::string range = b == 0 ? "[0]" : fmt::format("[{}, {})", bound(b), bound(b + 1));
-            int bar = static_cast<int>(buckets[b] * 52 / peak);
-            std::printf("%-14s %10" PRIu64 " |%-52s|\n", range.c_str(), buckets[b], std::string(static_cast<size_t>(bar), '@').c_str());
-        }
+        print_buckets(buckets.data(), buckets.size());
         std::printf("\n");
     }
 }

@@ -36,6 +36,13 @@ struct TraceProbes {
     std::string name_of(uint32_t p) const;  // FUNC, or FUNC+0xOFF for an instruction
 };
 
+// Takes a batch of events, each ring's in the order they were written (not sorted).
+class EventSink {
+public:
+    virtual ~EventSink() = default;
+    virtual void take(const std::vector<TraceEvent> &batch, const TraceProbes &probes, const struct PrintOptions &o) = 0;
+};
+
 struct PrintOptions {
     bool json = false;
     FILE *chrome = nullptr;  // --chrome FILE
@@ -46,7 +53,9 @@ struct PrintOptions {
     bool live = true;  // the processes run (or ran) now: their names are in /proc (not with -i)
     int tid = 0;  // --tid
     uint64_t min_duration = 0;
-    class TreePrinter *tree = nullptr;  // --tree: the events drawn as a tree (tree_printer.hpp)
+    // Where the events go instead of lines: --tree's drawing (tree_printer.hpp), --by's and
+    // --hist-of's aggregates (keyed_totals.hpp).
+    class EventSink *sink = nullptr;
 };
 
 // A call's (FUNC's) return value as text ("" for void), or as a JSON object's member ("" for
@@ -76,6 +85,10 @@ struct TraceTotals {
     void add(const TraceEvent &e, const TraceProbes &probes);  // from a trace file
 };
 uint32_t hist_bucket(uint64_t ns);
+// Bucket b's lower bound as --hist labels it ("0", "512", "16K", "2M").
+std::string hist_bound(uint32_t b);
+// Draws log2 buckets as --hist does, from the first to the last that holds any.
+void print_buckets(const uint64_t *buckets, size_t n);
 void print_counts(const TraceTotals &t, const TraceProbes &probes);
 void print_hists(const TraceTotals &t, const TraceProbes &probes);
 

@@ -3,6 +3,7 @@
 
 #include <cstdarg>
 #include <cstdio>
+#include <ctime>
 
 #include "call_tree.hpp"
 
@@ -87,9 +88,11 @@ void TreePrinter::ret(uint32_t tid, std::vector<Open> &stack, const TraceEvent &
         line("%s [%6u] | %*s%s();%s\n", took.c_str(), tid, indent, "", name.c_str(), value.c_str());
 }
 
-void TreePrinter::print(const std::vector<TraceEvent> &batch, const TraceProbes &probes, const PrintOptions &o,
-                        uint64_t now_ns)
+void TreePrinter::take(const std::vector<TraceEvent> &batch, const TraceProbes &probes, const PrintOptions &o)
 {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);  // the events' clock
+    const uint64_t now_ns = static_cast<uint64_t>(ts.tv_sec) * 1000000000 + static_cast<uint64_t>(ts.tv_nsec);
     for (const TraceEvent &e : batch) {
         if (e.r.probe >= probes.names.size() || (o.tid && static_cast<int>(e.r.tid) != o.tid)) continue;
         const int pid = e.pid ? e.pid : o.pid;

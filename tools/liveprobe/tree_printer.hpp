@@ -19,13 +19,11 @@
 
 namespace liveprobe::tool {
 
-class TreePrinter {
+class TreePrinter : public EventSink {
 public:
     static constexpr uint64_t kHoldNs = 100'000'000;
-    // One batch of events, each ring's in the order they were written (not sorted by time: a
-    // thread's order is the tree's). `now_ns`: CLOCK_MONOTONIC, the clock of the events.
-    void print(const std::vector<TraceEvent> &batch, const TraceProbes &probes, const PrintOptions &o,
-               uint64_t now_ns);
+    // One batch of events, drawn (a thread's order is the tree's).
+    void take(const std::vector<TraceEvent> &batch, const TraceProbes &probes, const PrintOptions &o) override;
 
     struct Open {
         uint32_t probe;

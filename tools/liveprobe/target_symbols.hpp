@@ -1,0 +1,38 @@
+// Addresses of a traced process as the tool names them ("main+0x2a", "libc.so.6+0x1234"): for
+// --by caller and stacks. The process's mappings are read from /proc/PID/maps while it runs
+// (again when an address falls outside those read), its objects' symbols from their files,
+// through /proc/PID/root (a process in a container sees its own files). An address of a
+// process gone before it was asked about, or of no file, stays an address.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace liveprobe::symbols {
+class ElfObject;
+}
+
+namespace liveprobe::tool {
+
+class TargetSymbols {
+public:
+    TargetSymbols();
+    ~TargetSymbols();
+    // "FUNC+0xOFF" (FUNC demangled; "FUNC" at its entry), "OBJECT+0xOFF", or "0xADDR".
+    std::string describe(int pid, uint64_t addr);
+
+private:
+    struct Map {
+        uint64_t start, end, offset;
+        std::string path;
+    };
+    const Map *map_of(int pid, uint64_t addr);
+    std::map<int, std::vector<Map>> maps_;
+    std::map<std::string, std::unique_ptr<symbols::ElfObject>> objects_;  // null: not ELF
+    std::map<std::pair<int, uint64_t>, std::string> names_;              // answers, kept
+};
+
+}  // namespace liveprobe::tool

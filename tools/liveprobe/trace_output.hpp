@@ -76,6 +76,8 @@ struct TraceTotals {
     void add(const TraceEvent &e, const TraceProbes &probes);  // from a trace file
 };
 uint32_t hist_bucket(uint64_t ns);
+// Bucket b's lower bound as --hist labels it: b holds [2^(b-1), 2^b) ns ("1K": 1024), 0 holds 0.
+std::string hist_bound(uint32_t b);
 void print_counts(const TraceTotals &t, const TraceProbes &probes);
 void print_hists(const TraceTotals &t, const TraceProbes &probes);
 

@@ -1,6 +1,7 @@
 // liveprobe report FILE: each function of a trace file (`trace -o`), as uftrace's report shows
 // them: calls, total and self time, and the shortest, mean and longest call, sorted by any
-// column; or (--folded) each call path and its self time, folded as flame graph tools read.
+// column; or (--folded) each call path and its self time, folded as flame graph tools read; or
+// (--html OUT.html) all of it as one self-contained page (html_report.hpp).
 // Self time is a call's time less that of the shown calls it made; a recursive function's total
 // counts its outermost calls only. The trees and their filters are call_tree.hpp's.
 #include <CLI/CLI.hpp>
@@ -15,6 +16,7 @@
 
 #include "call_tree.hpp"
 #include "commands.hpp"
+#include "html_report.hpp"
 
 namespace liveprobe::tool {
 namespace {
@@ -52,24 +54,34 @@ Runner add_report(CLI::App &app)
     auto file = std::make_shared<std::string>();
     auto by = std::make_shared<std::string>("total");
     auto folded = std::make_shared<bool>(false);
+    auto html = std::make_shared<std::string>();
     auto filter = std::make_shared<CallFilter>();
     cmd->add_option("file", *file, "A trace file, written by liveprobe trace -o")->required();
     cmd->add_option("-s,--sort", *by, "The column to sort by, largest first: total, self, calls, min, avg, max, or name")
         ->check(CLI::IsMember({"total", "self", "calls", "min", "avg", "max", "name"}));
-    cmd->add_flag("--folded", *folded, "Each call path and its calls' self time in ns, folded (main;parse;lex 1234), "
-                                       "as flamegraph.pl and speedscope read");
+    auto *folded_flag = cmd->add_flag("--folded", *folded, "Each call path and its calls' self time in ns, folded "
+                                                           "(main;parse;lex 1234), as flamegraph.pl and speedscope read");
+    cmd->add_option("--html", *html, "Write one self-contained page (no network) instead: a flame graph of the call "
+                                     "paths, the table (sorted by -s), and the functions' latency histograms")
+        ->type_name("OUT.html")
+        ->excludes(folded_flag);
     filter->add_options(cmd);
     cmd->footer("Self time is a call's time less that of the shown calls it made (its callees that were not traced, or "
                 "that the filters hide, count as its own). A recursive function's total time is that of its outermost "
                 "calls. Instructions (FUNC+OFF, p:) have no time and are not shown.");
-    return [file, by, folded, filter] {
+    return [file, by, folded, html, filter] {
         CallTrees trees;
         std::string why;
         if (!load_call_trees(*file, *filter, false, &trees, &why)) {
             complain("report: " + why);
             return kExitFailure;
         }
-        if (*folded)
+        if (!html->empty()) {
+            if (!write_html_report(*html, *file, trees, *filter, *by, &why)) {
+                complain("report: --html: " + why);
+                return kExitFailure;
+            }
+        } else if (*folded)
             print_folded(trees);
         else
             print(function_rows(trees), *by);

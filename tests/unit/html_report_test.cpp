@@ -74,6 +74,8 @@ TEST(HtmlReport, ThePageIsBoundedHoweverManyCallPathsAndFunctions)
     EXPECT_EQ(page.find("<title>f0\n"), std::string::npos);
     EXPECT_EQ(count(page, "<td class=\"fn\">"), html_limits::kMaxRows);
     EXPECT_NE(page.find(fmt::format("The first {} of {} functions", html_limits::kMaxRows, n + 1)), std::string::npos);
+    EXPECT_NE(page.find(fmt::format("<button id=\"lp-more\" hidden>Show all {} functions</button>", html_limits::kMaxRows)),
+              std::string::npos);
     EXPECT_EQ(count(page, "<figure class=\"hist\""), html_limits::kMaxHists);
     EXPECT_NE(page.find(fmt::format("The {} functions of most total time, of {}.", html_limits::kMaxHists, n + 1)),
               std::string::npos);
@@ -120,6 +122,20 @@ TEST(HtmlReport, AFrameTooNarrowForTextKeepsItsTitle)
     EXPECT_NE(wide_frame.find("<text"), std::string::npos) << wide_frame;
     EXPECT_EQ(narrow_frame.find("<text"), std::string::npos) << narrow_frame;
     EXPECT_NE(narrow_frame.find("1 call, total 10 ns (0.01%), self 10 ns"), std::string::npos) << narrow_frame;
+}
+
+TEST(HtmlReport, AFrameOfALibrarysFunctionReadsItsNameWithoutTheLibrary)
+{
+    const std::string lib = "libjq.so.1:jv_free", cxx = "lp::Box<int>::get() const", both = "libx.so:ns::f(int)";
+    const std::string page = html_report(
+        "t.lptrace", trees_of({"main", lib, cxx, both}, {{0, -1, 3000}, {1, 0, 1000}, {2, 0, 1000}, {3, 0, 1000}}),
+        CallFilter{}, "total");
+    EXPECT_NE(page.find("data-l=\"jv_free\"><title>libjq.so.1:jv_free\n"), std::string::npos);
+    EXPECT_NE(page.find(">jv_free</text>"), std::string::npos);
+    EXPECT_NE(page.find("data-l=\"ns::f(int)\"><title>libx.so:ns::f(int)\n"), std::string::npos);
+    EXPECT_NE(page.find("\"><title>lp::Box&lt;int&gt;::get() const\n"), std::string::npos);  // no data-l
+    EXPECT_EQ(count(page, "data-l="), 2u);
+    EXPECT_EQ(page.find("<button id=\"lp-more\""), std::string::npos);  // 4 rows: no button to show them all
 }
 
 TEST(HtmlReport, APageOfNoCallSaysSoAndKeepsItsScript)

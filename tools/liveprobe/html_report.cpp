@@ -25,6 +25,7 @@ constexpr double kWidth = 1200, kPad = 10, kFrameH = 16;
 constexpr double kCharW = 6.7;           // of the 11px monospace text, a little over its 0.6 em
 constexpr size_t kMaxTitleName = 500;   // bytes of a name in a tooltip (C++ names run to thousands)
 constexpr size_t kMaxTitlePath = 300;
+constexpr size_t kShortTable = 25;  // rows the script shows until asked for all
 
 // Text for HTML and SVG, in an element or an attribute's quotes: C++ names hold <, > and &.
 std::string escape(std::string_view s)
@@ -60,6 +61,15 @@ std::string fitted(std::string_view name, double width)
     if (chars < 3) return "";
     if (name.size() <= chars) return std::string(name);
     return std::string(cut(name, chars - 2)) + "..";
+}
+
+// A frame's text: its name without the "OBJECT:" a library's function is named with, which its
+// tooltip keeps ("libjq.so.1:jv_free" reads "jv_free"). A C++ name's "::" is no such colon.
+std::string_view label_of(std::string_view name)
+{
+    for (size_t i = 0; i < name.size() && name[i] != '(' && name[i] != '<' && name[i] != ' '; ++i)
+        if (name[i] == ':') return i + 1 < name.size() && name[i + 1] == ':' ? name : name.substr(i + 1);
+    return name;
 }
 
 // A warm colour, the same for a name in every page, as flame graphs colour frames.
@@ -197,11 +207,13 @@ void flame_graph(std::string &out, const CallTrees &trees)
     for (const Frame &f : frames) {
         const std::string_view name = f.node == 0 ? "all" : std::string_view(trees.names[paths.nodes[f.node].probe]);
         const double x = kPad + f.x * span, w = f.w * span, y = kPad + (top - f.depth) * kFrameH;
-        fmt::format_to(out_it, "<g class=\"fr\" data-x=\"{:.12g}\" data-w=\"{:.12g}\" data-d=\"{}\"><title>{}</title>"
+        const std::string_view label = label_of(name);
+        const std::string label_attr = label.size() < name.size() ? fmt::format(" data-l=\"{}\"", escape(label)) : "";
+        fmt::format_to(out_it, "<g class=\"fr\" data-x=\"{:.12g}\" data-w=\"{:.12g}\" data-d=\"{}\"{}><title>{}</title>"
                                "<rect x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{}\" fill=\"{}\"/>",
-                       f.x, f.w, f.depth, escape(frame_title(paths, trees, f, all)), x, y, w, kFrameH - 1,
+                       f.x, f.w, f.depth, label_attr, escape(frame_title(paths, trees, f, all)), x, y, w, kFrameH - 1,
                        f.node == 0 ? "rgb(200,200,190)" : colour_of(name));
-        const std::string text = fitted(name, w);
+        const std::string text = fitted(label, w);
         if (!text.empty())
             fmt::format_to(out_it, "<text x=\"{:.2f}\" y=\"{:.2f}\">{}</text>", x + 3, y + kFrameH - 4.5, escape(text));
         out += "</g>\n";
@@ -227,7 +239,7 @@ void table(std::string &out, const std::map<std::string, FunctionRow> &by_name, 
     const std::vector<std::pair<std::string, FunctionRow>> rows = sorted_rows(by_name, sort_by);
     out += "<p class=\"help\">As <code>liveprobe report</code> shows them: self time is a call's time less that of the "
            "shown calls it made; a recursive function's total is its outermost calls'. Click a heading to sort.</p>\n";
-    out += "<table id=\"lp-table\">\n<thead><tr>";
+    fmt::format_to(std::back_inserter(out), "<table id=\"lp-table\" data-short=\"{}\">\n<thead><tr>", kShortTable);
     const char *heads[][2] = {{"total", "Total time"}, {"self", "Self time"}, {"calls", "Calls"}, {"min", "Min"},
                               {"avg", "Avg"},          {"max", "Max"},        {"name", "Function"}};
     for (const auto &h : heads)
@@ -244,6 +256,10 @@ void table(std::string &out, const std::map<std::string, FunctionRow> &by_name, 
         fmt::format_to(std::back_inserter(out), "<tr>{}<td class=\"fn\">{}</td></tr>\n", cells, escape(name));
     }
     out += "</tbody>\n</table>\n";
+    const size_t listed = std::min(rows.size(), kMaxRows);
+    if (listed > kShortTable)  // shown by the script, which shortens the table
+        fmt::format_to(std::back_inserter(out), "<p><button id=\"lp-more\" hidden>Show all {} functions</button></p>\n",
+                       listed);
     if (rows.size() > kMaxRows)
         fmt::format_to(std::back_inserter(out), "<p class=\"note\">The first {} of {} functions (by {}): "
                                                 "<code>liveprobe report</code> lists them all.</p>\n",
@@ -292,7 +308,7 @@ void hist_chart(std::string &out, const std::string &name, const Buckets &b, uin
                                "height=\"{:.2f}\"><title>{} ns: {} call{}</title></rect>",
                        b[k], x + 1, base - bar, bw - 2, bar, range, b[k], b[k] == 1 ? "" : "s");
         const std::string count = fmt::format("{}", b[k]);
-        if (b[k] && count.size() * 5.5 <= bw + 2)
+        if (b[k] && count.size() * 5.5 + 3 <= bw)  // else in its title only
             fmt::format_to(out_it, "<text class=\"count\" x=\"{:.2f}\" y=\"{:.2f}\">{}</text>", x + bw / 2, base - bar - 3,
                            count);
         if ((k - lo) % label_every == 0)
@@ -373,13 +389,13 @@ constexpr const char *kScript = R"JS(
   var svg = document.getElementById('lp-flame');
   var frames = [], root = null;
 
-  // A frame at x, w of the zoomed-to width: its box, and its name fitted as the tool fits it.
+  // A frame at x, w of the zoomed-to width: its box, and its label fitted as the tool fits it.
   function place(f, x, w) {
     var span = f.lp.width - 2 * f.lp.pad, px = f.lp.pad + x * span, pw = w * span;
     f.style.display = '';
     f.lp.rect.setAttribute('x', px.toFixed(2));
     f.lp.rect.setAttribute('width', pw.toFixed(2));
-    var chars = Math.floor((pw - 6) / f.lp.charW), name = f.lp.name;
+    var chars = Math.floor((pw - 6) / f.lp.charW), name = f.lp.label;
     var text = chars < 3 ? '' : name.length <= chars ? name : name.slice(0, chars - 2) + '..';
     if (!f.lp.text && text) {
       f.lp.text = document.createElementNS(svg.namespaceURI, 'text');
@@ -442,6 +458,7 @@ constexpr const char *kScript = R"JS(
     frames.forEach(function (f) {
       var title = f.querySelector('title').textContent;
       f.lp = { x: +f.dataset.x, w: +f.dataset.w, d: +f.dataset.d, name: title.split('\n')[0],
+               label: f.dataset.l || title.split('\n')[0],
                rect: f.querySelector('rect'), text: f.querySelector('text'), width: width, pad: pad, charW: charW };
       if (f.lp.d === 0) root = f;
       f.addEventListener('click', function () { if (f.lp.w > 0) zoom(f); });
@@ -456,11 +473,25 @@ constexpr const char *kScript = R"JS(
   }
 
   // Sorts the table by a column when its heading is clicked: numbers largest first, names in
-  // order; a second click reverses.
+  // order; a second click reverses. A long table shows its first rows until asked for all.
   function setUpTable() {
     var table = document.getElementById('lp-table');
     if (!table) return;
     var heads = Array.prototype.slice.call(table.tHead.rows[0].cells);
+    var more = document.getElementById('lp-more'), shortRows = +table.dataset.short, whole = false;
+    function shorten() {
+      Array.prototype.forEach.call(table.tBodies[0].rows, function (r, i) { r.hidden = !whole && i >= shortRows; });
+    }
+    if (more) {
+      var showAll = more.textContent;
+      more.hidden = false;
+      more.addEventListener('click', function () {
+        whole = !whole;
+        more.textContent = whole ? 'Show the first ' + shortRows : showAll;
+        shorten();
+      });
+      shorten();
+    }
     heads.forEach(function (th, col) {
       th.addEventListener('click', function () {
         var up = th.classList.contains('lp-sorted') && !th.classList.contains('lp-up');
@@ -472,6 +503,7 @@ constexpr const char *kScript = R"JS(
           return up ? -c : c;
         });
         rows.forEach(function (r) { body.appendChild(r); });
+        shorten();
         heads.forEach(function (h) { h.classList.remove('lp-sorted', 'lp-up'); });
         th.classList.add('lp-sorted');
         th.classList.toggle('lp-up', up);

@@ -2,8 +2,9 @@
 // a browser opens from disk with no network: a flame graph of the call paths (CallPaths, all
 // threads merged, as --folded merges them) drawn as inline SVG, report's per-function table,
 // and the log2 histograms of the functions' durations (trace --hist's buckets) as SVG bar
-// charts. Inline CSS and script only: the script zooms the flame graph, searches it and sorts
-// the table, and says in the page (#lp-status) whether it ran ("ok") or failed ("error: ...").
+// charts. Inline CSS and script only: the script zooms the flame graph, searches it, sorts the
+// table and shows a long one's first rows until asked for all (without the script, all show),
+// and says in the page (#lp-status) whether it ran ("ok") or failed ("error: ...").
 // The page is bounded whatever the trace: the flame graph draws the kMaxFrames widest call paths
 // at most (a narrow one is still there to zoom into: none is left out for its width alone),
 // the table kMaxRows functions, and kMaxHists histograms; the page says what it left out.

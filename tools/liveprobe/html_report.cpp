@@ -350,6 +350,7 @@ dt { font-weight: 600; } dd { margin: 0; }
 .help, .note, #lp-status { color: #555; font-size: .9em; }
 .note { color: #8a4b00; }
 #lp-status { position: absolute; top: .5em; right: 1em; margin: 0; }
+#lp-status::before { content: "page script: "; }
 #lp-status.error { color: #b00; font-weight: 600; }
 #lp-flame { width: 100%; height: auto; display: block; background: #fafaf5; }
 #lp-flame text { font: 11px monospace; fill: #000; pointer-events: none; }

@@ -2,6 +2,7 @@
 #include "html_report.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -9,7 +10,9 @@
 #include <iterator>
 #include <map>
 #include <queue>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -181,6 +184,25 @@ std::string frame_title(const CallPaths &paths, const CallTrees &trees, const Fr
                        time_text(n.total), percent(n.total, all), time_text(n.self));
 }
 
+// A frame as SVG: its box, its tooltip, and its label when it fits. `top`: the deepest frame's
+// depth (the root is drawn at the bottom).
+void frame_svg(std::string &out, const CallPaths &paths, const CallTrees &trees, const Frame &f, uint64_t all, int top)
+{
+    const std::string_view name = f.node == 0 ? "all" : std::string_view(trees.names[paths.nodes[f.node].probe]);
+    const double span = kWidth - 2 * kPad, x = kPad + f.x * span, w = f.w * span, y = kPad + (top - f.depth) * kFrameH;
+    const std::string_view label = label_of(name);
+    const std::string label_attr = label.size() < name.size() ? fmt::format(" data-l=\"{}\"", escape(label)) : "";
+    auto out_it = std::back_inserter(out);
+    fmt::format_to(out_it, "<g class=\"fr\" data-x=\"{:.12g}\" data-w=\"{:.12g}\" data-d=\"{}\"{}><title>{}</title>"
+                           "<rect x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{}\" fill=\"{}\"/>",
+                   f.x, f.w, f.depth, label_attr, escape(frame_title(paths, trees, f, all)), x, y, w, kFrameH - 1,
+                   f.node == 0 ? "rgb(200,200,190)" : colour_of(name));
+    const std::string text = fitted(label, w);
+    if (!text.empty())
+        fmt::format_to(out_it, "<text x=\"{:.2f}\" y=\"{:.2f}\">{}</text>", x + 3, y + kFrameH - 4.5, escape(text));
+    out += "</g>\n";
+}
+
 void flame_graph(std::string &out, const CallTrees &trees)
 {
     CallPaths paths;
@@ -199,25 +221,12 @@ void flame_graph(std::string &out, const CallTrees &trees)
     const std::vector<Frame> frames = choose_frames(paths, trees, all);
     int top = 0;
     for (const Frame &f : frames) top = std::max(top, f.depth);
-    const double height = (top + 1) * kFrameH + 2 * kPad, span = kWidth - 2 * kPad;
+    const double height = (top + 1) * kFrameH + 2 * kPad;
     auto out_it = std::back_inserter(out);
     fmt::format_to(out_it, "<svg id=\"lp-flame\" viewBox=\"0 0 {} {}\" data-width=\"{}\" data-pad=\"{}\" "
                            "data-char=\"{}\" role=\"img\">\n",
                    kWidth, height, kWidth, kPad, kCharW);
-    for (const Frame &f : frames) {
-        const std::string_view name = f.node == 0 ? "all" : std::string_view(trees.names[paths.nodes[f.node].probe]);
-        const double x = kPad + f.x * span, w = f.w * span, y = kPad + (top - f.depth) * kFrameH;
-        const std::string_view label = label_of(name);
-        const std::string label_attr = label.size() < name.size() ? fmt::format(" data-l=\"{}\"", escape(label)) : "";
-        fmt::format_to(out_it, "<g class=\"fr\" data-x=\"{:.12g}\" data-w=\"{:.12g}\" data-d=\"{}\"{}><title>{}</title>"
-                               "<rect x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{}\" fill=\"{}\"/>",
-                       f.x, f.w, f.depth, label_attr, escape(frame_title(paths, trees, f, all)), x, y, w, kFrameH - 1,
-                       f.node == 0 ? "rgb(200,200,190)" : colour_of(name));
-        const std::string text = fitted(label, w);
-        if (!text.empty())
-            fmt::format_to(out_it, "<text x=\"{:.2f}\" y=\"{:.2f}\">{}</text>", x + 3, y + kFrameH - 4.5, escape(text));
-        out += "</g>\n";
-    }
+    for (const Frame &f : frames) frame_svg(out, paths, trees, f, all, top);
     out += "</svg>\n";
     const size_t paths_count = paths.nodes.size() - 1, drawn = frames.size() - 1;
     if (drawn < paths_count)

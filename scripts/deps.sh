@@ -7,11 +7,14 @@
 # without their recommends and without starting the system's instances: the suite runs private
 # ones on loopback ports of its own, and a system nginx or memcached left running would hold
 # ports 80 and 11211 for nothing.
+# The HTML report's test (tests/scripts/html_report_test.sh) opens its page in headless Chromium:
+# installed the same way, without its recommends (a desktop's fonts and themes it does not need).
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libzydis-dev libzycore-dev libelf-dev libdw-dev
       libfmt-dev libcli11-dev googletest libgtest-dev libgmock-dev libbenchmark-dev libunwind-dev gdb
       clang libclang-rt-14-dev)  # make fuzz: libFuzzer
-servers=(nginx-light wrk memcached perl procps)
+servers=(nginx-light wrk memcached perl procps
+         chromium)  # report --html's test: a browser, headless
 # ---- The real-program suite (tests/realprograms/, issue 31 item 8) -----------------------------
 # Programs nobody here wrote, built from their Debian 12 source packages as Debian builds them
 # (scripts/realprograms-fetch.sh fetches them with `apt-get source` and builds them into a cache):

@@ -31,6 +31,62 @@ std::string duration_text(uint64_t ns)
     return fmt::format("{:7.3f}  s", static_cast<double>(ns) / 1e9);
 }
 
+std::string time_text(uint64_t ns)
+{
+    if (ns < 1000) return fmt::format("{} ns", ns);
+    if (ns < 1000000) return fmt::format("{:.3f} us", static_cast<double>(ns) / 1e3);
+    if (ns < 1000000000) return fmt::format("{:.3f} ms", static_cast<double>(ns) / 1e6);
+    return fmt::format("{:.3f}  s", static_cast<double>(ns) / 1e9);
+}
+
+std::map<std::string, FunctionRow> function_rows(const CallTrees &trees)
+{
+    std::map<std::string, FunctionRow> rows;
+    for (const ThreadCalls &t : trees.threads) {
+        const std::vector<uint64_t> self = self_times(t);
+        std::map<uint32_t, int> running;  // per probe: its calls open at the one counted
+        std::vector<const Call *> open;
+        for (size_t i = 0; i < t.calls.size(); ++i) {
+            const Call &c = t.calls[i];
+            if (!c.shown) continue;
+            while (!open.empty() && open.back()->exit <= c.entry) --running[open.back()->probe], open.pop_back();
+            FunctionRow &r = rows[trees.names[c.probe]];
+            ++r.calls;
+            if (running[c.probe]++ == 0) r.total += c.took();  // recursion: in its outermost call's time
+            r.self += self[i];
+            r.min = std::min(r.min, c.took());
+            r.max = std::max(r.max, c.took());
+            open.push_back(&c);
+        }
+    }
+    return rows;
+}
+
+namespace {
+
+// The key of a sort column, larger first (name: in order).
+uint64_t sort_key(const FunctionRow &r, const std::string &by)
+{
+    if (by == "self") return r.self;
+    if (by == "calls") return r.calls;
+    if (by == "min") return r.min;
+    if (by == "avg") return r.calls ? r.total / r.calls : 0;
+    if (by == "max") return r.max;
+    return r.total;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, FunctionRow>> sorted_rows(const std::map<std::string, FunctionRow> &by_name,
+                                                             const std::string &by)
+{
+    std::vector<std::pair<std::string, FunctionRow>> rows(by_name.begin(), by_name.end());
+    if (by != "name")
+        std::stable_sort(rows.begin(), rows.end(),
+                         [&](const auto &a, const auto &b) { return sort_key(a.second, by) > sort_key(b.second, by); });
+    return rows;
+}
+
 namespace {
 
 // Per probe: does its name match one of `globs`? (empty if there are none)

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -86,5 +87,17 @@ struct CallPaths {
 
 // Durations as uftrace prints them: "  1.234 us", right-aligned in 10 columns.
 std::string duration_text(uint64_t ns);
+// The same unpadded ("1.234 us"), as report's columns are.
+std::string time_text(uint64_t ns);
+
+// A function's shown calls, as report's line shows them (self, total: as in its footer).
+struct FunctionRow {
+    uint64_t calls = 0, total = 0, self = 0, min = UINT64_MAX, max = 0;
+};
+std::map<std::string, FunctionRow> function_rows(const CallTrees &trees);
+// The rows sorted by a column (total, self, calls, min, avg, max: largest first; name: in
+// order), a tie in the order of their names.
+std::vector<std::pair<std::string, FunctionRow>> sorted_rows(const std::map<std::string, FunctionRow> &rows,
+                                                             const std::string &by);
 
 }  // namespace liveprobe::tool

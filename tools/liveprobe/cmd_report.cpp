@@ -1,6 +1,7 @@
 // liveprobe report FILE: each function of a trace file (`trace -o`), as uftrace's report shows
 // them: calls, total and self time, and the shortest, mean and longest call, sorted by any
-// column; or (--folded) each call path and its self time, folded as flame graph tools read.
+// column; or (--folded) each call path and its self time, folded as flame graph tools read; or
+// (--html OUT.html) all of it as one self-contained page (html_report.hpp).
 // Self time is a call's time less that of the shown calls it made; a recursive function's total
 // counts its outermost calls only. The trees and their filters are call_tree.hpp's.
 #include <CLI/CLI.hpp>
@@ -15,36 +16,10 @@
 
 #include "call_tree.hpp"
 #include "commands.hpp"
+#include "html_report.hpp"
 
 namespace liveprobe::tool {
 namespace {
-
-struct Row {
-    uint64_t calls = 0, total = 0, self = 0, min = UINT64_MAX, max = 0;
-};
-
-std::map<std::string, Row> rows_of(const CallTrees &trees)
-{
-    std::map<std::string, Row> rows;
-    for (const ThreadCalls &t : trees.threads) {
-        const std::vector<uint64_t> self = self_times(t);
-        std::map<uint32_t, int> running;  // per probe: its calls open at the one counted
-        std::vector<const Call *> open;
-        for (size_t i = 0; i < t.calls.size(); ++i) {
-            const Call &c = t.calls[i];
-            if (!c.shown) continue;
-            while (!open.empty() && open.back()->exit <= c.entry) --running[open.back()->probe], open.pop_back();
-            Row &r = rows[trees.names[c.probe]];
-            ++r.calls;
-            if (running[c.probe]++ == 0) r.total += c.took();  // recursion: in its outermost call's time
-            r.self += self[i];
-            r.min = std::min(r.min, c.took());
-            r.max = std::max(r.max, c.took());
-            open.push_back(&c);
-        }
-    }
-    return rows;
-}
 
 // Each call path of the shown calls ("main;parse;lex") and the self time of its calls, in ns.
 void print_folded(const CallTrees &trees)
@@ -57,30 +32,9 @@ void print_folded(const CallTrees &trees)
     for (const auto &[path, ns] : folded) std::printf("%s %" PRIu64 "\n", path.c_str(), ns);
 }
 
-std::string time_text(uint64_t ns)
+void print(const std::map<std::string, FunctionRow> &by_name, const std::string &by)
 {
-    if (ns < 1000) return fmt::format("{} ns", ns);
-    if (ns < 1000000) return fmt::format("{:.3f} us", static_cast<double>(ns) / 1e3);
-    if (ns < 1000000000) return fmt::format("{:.3f} ms", static_cast<double>(ns) / 1e6);
-    return fmt::format("{:.3f}  s", static_cast<double>(ns) / 1e9);
-}
-
-// The key of a sort column, larger first (name: in order).
-uint64_t key(const Row &r, const std::string &by)
-{
-    if (by == "self") return r.self;
-    if (by == "calls") return r.calls;
-    if (by == "min") return r.min;
-    if (by == "avg") return r.calls ? r.total / r.calls : 0;
-    if (by == "max") return r.max;
-    return r.total;
-}
-
-void print(const std::map<std::string, Row> &by_name, const std::string &by)
-{
-    std::vector<std::pair<std::string, Row>> rows(by_name.begin(), by_name.end());
-    if (by != "name")
-        std::stable_sort(rows.begin(), rows.end(), [&](const auto &a, const auto &b) { return key(a.second, by) > key(b.second, by); });
+    const std::vector<std::pair<std::string, FunctionRow>> rows = sorted_rows(by_name, by);
     std::printf("%12s  %12s  %10s  %12s  %12s  %12s  %s\n", "Total time", "Self time", "Calls", "Min", "Avg", "Max",
                 "Function");
     std::printf("%12s  %12s  %10s  %12s  %12s  %12s  %s\n", "==========", "==========", "==========", "==========",
@@ -100,27 +54,37 @@ Runner add_report(CLI::App &app)
     auto file = std::make_shared<std::string>();
     auto by = std::make_shared<std::string>("total");
     auto folded = std::make_shared<bool>(false);
+    auto html = std::make_shared<std::string>();
     auto filter = std::make_shared<CallFilter>();
     cmd->add_option("file", *file, "A trace file, written by liveprobe trace -o")->required();
     cmd->add_option("-s,--sort", *by, "The column to sort by, largest first: total, self, calls, min, avg, max, or name")
         ->check(CLI::IsMember({"total", "self", "calls", "min", "avg", "max", "name"}));
-    cmd->add_flag("--folded", *folded, "Each call path and its calls' self time in ns, folded (main;parse;lex 1234), "
-                                       "as flamegraph.pl and speedscope read");
+    auto *folded_flag = cmd->add_flag("--folded", *folded, "Each call path and its calls' self time in ns, folded "
+                                                           "(main;parse;lex 1234), as flamegraph.pl and speedscope read");
+    cmd->add_option("--html", *html, "Write one self-contained page (no network) instead: a flame graph of the call "
+                                     "paths, the table (sorted by -s), and the functions' latency histograms")
+        ->type_name("OUT.html")
+        ->excludes(folded_flag);
     filter->add_options(cmd);
     cmd->footer("Self time is a call's time less that of the shown calls it made (its callees that were not traced, or "
                 "that the filters hide, count as its own). A recursive function's total time is that of its outermost "
                 "calls. Instructions (FUNC+OFF, p:) have no time and are not shown.");
-    return [file, by, folded, filter] {
+    return [file, by, folded, html, filter] {
         CallTrees trees;
         std::string why;
         if (!load_call_trees(*file, *filter, false, &trees, &why)) {
             complain("report: " + why);
             return kExitFailure;
         }
-        if (*folded)
+        if (!html->empty()) {
+            if (!write_html_report(*html, *file, trees, *filter, *by, &why)) {
+                complain("report: --html: " + why);
+                return kExitFailure;
+            }
+        } else if (*folded)
             print_folded(trees);
         else
-            print(rows_of(trees), *by);
+            print(function_rows(trees), *by);
         return 0;
     };
 }

@@ -119,16 +119,6 @@ void print_one(const TraceEvent &e, const TraceProbes &probes, PrintOptions &o)
                     values_text(spec, e.values, false).c_str());
 }
 
-std::string bound(uint32_t b)  // bucket b holds [2^(b-1), 2^b) ns; 0 holds 0
-{
-    if (b == 0) return "0";
-    uint64_t v = uint64_t{1} << (b - 1);
-    const char *unit[] = {"", "K", "M", "G", "T"};
-    int u = 0;
-    while (v >= 1024 && u < 4) v /= 1024, ++u;
-    return fmt::format("{}{}", v, unit[u]);
-}
-
 // Format 3: events may say their process (a forked child's, trace_codec.hpp). Format 2, the
 // same without that, is read as well.
 constexpr char kMagic[8] = {'L', 'P', 'T', 'R', 'A', 'C', 'E', '3'};
@@ -273,6 +263,16 @@ void print_events(std::vector<TraceEvent> &batch, const TraceProbes &probes, Pri
 void chrome_begin(FILE *f) { std::fprintf(f, "{\"traceEvents\":["); }
 void chrome_end(FILE *f) { std::fprintf(f, "\n],\"displayTimeUnit\":\"ns\"}\n"); }
 
+std::string hist_bound(uint32_t b)
+{
+    if (b == 0) return "0";
+    uint64_t v = uint64_t{1} << (b - 1);
+    const char *unit[] = {"", "K", "M", "G", "T"};
+    int u = 0;
+    while (v >= 1024 && u < 4) v /= 1024, ++u;
+    return fmt::format("{}{}", v, unit[u]);
+}
+
 uint32_t hist_bucket(uint64_t ns)
 {
     uint32_t b = ns == 0 ? 0 : 64 - static_cast<uint32_t>(__builtin_clzll(ns));
@@ -296,7 +296,6 @@ void print_counts(const TraceTotals &t, const TraceProbes &probes)
     std::printf("(%zu of %zu functions called)\n", rows.size(), t.count.size());
 }
 
-std::string hist_bound(uint32_t b) { return bound(b); }
 
 void print_buckets(const uint64_t *buckets, size_t n)
 {

@@ -85,7 +85,7 @@ struct TraceTotals {
     void add(const TraceEvent &e, const TraceProbes &probes);  // from a trace file
 };
 uint32_t hist_bucket(uint64_t ns);
-// Bucket b's lower bound as --hist labels it ("0", "512", "16K", "2M").
+// Bucket b's lower bound as --hist labels it: b holds [2^(b-1), 2^b) ns ("1K": 1024), 0 holds 0.
 std::string hist_bound(uint32_t b);
 // Draws log2 buckets as --hist does, from the first to the last that holds any.
 void print_buckets(const uint64_t *buckets, size_t n);

@@ -406,6 +406,16 @@ void kret_put(KretState *ks, Inst *in) noexcept
     kret_unref(ks);
 }
 
+size_t replaced_slots(arch::ReplacedSlot *out, size_t max) noexcept
+{
+    const ThreadRecord *rec = tl_rec;
+    size_t n = 0;
+    if (!rec) return 0;
+    for (Inst *e = static_cast<Inst *>(rec->ret_top); e && n < max; e = e->below)
+        out[n++] = {e->slot, reinterpret_cast<uint64_t>(e->ri()->ret_addr)};
+    return n;
+}
+
 void kret_unref(KretState *ks) noexcept
 {
     if (ks->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) release_memory(ks);

@@ -27,6 +27,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "arch/x86_64/stack_walk.hpp"
 #include "core/error.hpp"
 #include "core/thread_state.hpp"
 
@@ -254,6 +255,13 @@ extern "C" int lp_kret_call_bare(struct kretprobe_instance *ri, struct pt_regs *
 namespace liveprobe::core {
 // What a replaced return slot holds.
 inline uint64_t trampoline() noexcept { return reinterpret_cast<uint64_t>(lp_kretprobe_trampoline); }
+
+// A call of this thread in flight under a return probe: the stack address of its return slot,
+// which holds trampoline() now, and the return address that was there (arch's stack walker
+// reads them). The calling thread's, newest first, at most max: how many. For a stack walker, which sees
+// the trampoline where these return addresses are (the tracer's --stacks). Async-signal-safe,
+// no allocation, no lock (the thread's own return stack).
+size_t replaced_slots(arch::ReplacedSlot *out, size_t max) noexcept;
 
 constexpr uint32_t kInstRsb = 1;  // Inst::next_free of a call in flight
 

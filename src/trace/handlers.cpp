@@ -6,6 +6,8 @@
 
 #include <liveprobe/ktime.h>
 
+#include "arch/x86_64/stack_walk.hpp"
+#include "core/kretprobe.hpp"
 #include "os/linux/live_tid.hpp"
 #include "os/linux/clock.hpp"
 
@@ -273,6 +275,26 @@ static ReturnTimes return_times(uint64_t stamp) noexcept
     copy_plain(out, &faults, 8);
 }
 
+// --stacks: the user stack at the probe after the key and value (ExtraLayout): how many frames,
+// then the frames. At a return (`func`: the function's entry), the function, then its callers
+// from the registers after the return.
+[[gnu::always_inline]] static inline void put_stack(const Probe *p, const struct pt_regs *regs, uint64_t func,
+                                                    unsigned char *out) noexcept
+{
+    arch::ReplacedSlot slots[32];
+    const size_t ns = core::replaced_slots(slots, 32);
+    auto *frames = reinterpret_cast<uint64_t *>(out + 8);
+    const uint32_t depth = p->extra.stack_depth;
+    size_t n;
+    if (func) {
+        frames[0] = func;
+        n = 1 + arch::walk_stack({regs->ip, regs->sp, regs->bp, true}, slots, ns, core::trampoline(), frames + 1, depth - 1);
+    } else {
+        n = arch::walk_stack({regs->ip, regs->sp, regs->bp, false}, slots, ns, core::trampoline(), frames, depth);
+    }
+    *reinterpret_cast<uint64_t *>(out) = n;
+}
+
 // FUNC and --hist: the stamp alone. When the clock is the TSC, the light kretprobe entry does
 // this itself (core::set_kret_entry_stamp, session.cpp): the stamp is the data's first word.
 static_assert(offsetof(EntryData, entry_ns) == 0);
@@ -377,6 +399,7 @@ template <bool kFirst>
     if (!passes(p, ec)) return 0;
     fetch_all(*p->spec, ctx, payload);
     if (p->extra.bytes()) put_extras(p, ec, payload + p->spec_bytes);
+    if (p->extra.stack_depth) put_stack(p, regs, 0, payload + p->spec_bytes + p->extra.stack_at());
     put_event<kFirst>(s, p->index, p->slots, tid, now, now, regs->ip, payload, p->bytes);
     return 0;
 }
@@ -403,6 +426,8 @@ template <bool kFirst, bool kEntryRegs = true>
     if (!passes(p, ec)) return 0;
     fetch_all(*p->spec, ctx, payload);
     if (p->extra.bytes()) put_extras(p, ec, payload + p->spec_bytes);
+    if (p->extra.stack_depth)
+        put_stack(p, regs, reinterpret_cast<uint64_t>(ri->rp->kp.addr), payload + p->spec_bytes + p->extra.stack_at());
     put_event<kFirst>(s, p->index, p->slots, tid, entry, now, regs->ax, payload, p->bytes);
     return 0;
 }

@@ -93,9 +93,11 @@ struct alignas(64) Header {
     // 1: --count, whose count rows hold the calls; otherwise they hold the calls that left
     // without returning (an exception, a longjmp, the thread's exit: the unwind handler).
     uint32_t counts_calls;
-    // --by, --hist-of: the bytes each event carries after its spec's values (session.hpp's
-    // ExtraLayout); 0 without them (and from an agent before them).
+    // --by, --hist-of, --stacks: the bytes each event carries after its spec's values
+    // (session.hpp's ExtraLayout), and the most frames of a stack; 0 without them (and from an
+    // agent before them).
     uint32_t extra_bytes;
+    uint32_t stack_depth;
 };
 
 constexpr uint32_t kHistBuckets = 40;  // log2 of nanoseconds: bucket b holds [2^(b-1), 2^b)

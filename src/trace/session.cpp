@@ -38,6 +38,7 @@
 #include <fmt/format.h>
 
 #include "agent/channel.hpp"
+#include "arch/x86_64/unwind_table.hpp"
 #include "os/linux/clock.hpp"
 #include "os/linux/raw_syscall.hpp"
 #include "symbols/dwarf_params.hpp"
@@ -243,6 +244,15 @@ bool append_names(Session &ss, const std::string &text)
 // into *texts. 0, or -EINVAL with *why.
 int session_option(Session &ss, const std::string &t, std::vector<std::string> *texts, std::string *why)
 {
+    if (t.rfind(kStacksOption, 0) == 0) {
+        const long depth = std::strtol(t.c_str() + std::strlen(kStacksOption), nullptr, 10);
+        if (depth < 1 || depth > static_cast<long>(kMaxStackDepth) || (ss.mode != Mode::events)) {
+            *why = fmt::format("--stacks: 1 to {} frames, per event (not with --count, --hist, --tree)", kMaxStackDepth);
+            return -EINVAL;
+        }
+        ss.extra.stack_depth = static_cast<uint32_t>(depth);
+        return 0;
+    }
     std::optional<Expr> *into = nullptr;
     const char *prefix = nullptr;
     for (auto [opt, where] : {std::pair{kFilterOption, &ss.filter}, std::pair{kByOption, &ss.key},
@@ -294,6 +304,7 @@ bool resolve_for(Session &ss, const std::optional<Expr> &given, const char *opti
 // *out's lists, placed, optimized and slow.
 void place(Session &ss, std::vector<Target> fns, Started *out)
 {
+    if (ss.extra.stack_depth) arch::build_unwind_table();  // objects loaded since: their rows too
     std::string why;
     std::string names;
     std::vector<Target> placed;
@@ -620,6 +631,7 @@ int start(Mode mode, const std::vector<std::string> &spec_texts, int maxactive, 
     std::vector<std::string> texts;
     for (const std::string &t : spec_texts)
         if (int r = session_option(*ss, t, &texts, why); r < 0) return r;
+    if (ss->extra.stack_depth) arch::build_unwind_table();  // before any probe can walk a stack
     ss->user.resize(texts.size());
     for (size_t i = 0; i < texts.size(); ++i) {
         Spec &spec = ss->user[i];
@@ -704,6 +716,7 @@ int start(Mode mode, const std::vector<std::string> &spec_texts, int maxactive, 
     h->hist = mode == Mode::hist;
     h->counts_calls = mode == Mode::count;
     h->extra_bytes = static_cast<uint32_t>(ss->extra.bytes());
+    h->stack_depth = ss->extra.stack_depth;
     h->names_offset = names_offset(capacity, mode == Mode::hist);
     h->names_room = bytes - h->names_offset;
     ss->base = base;

@@ -34,16 +34,27 @@ constexpr const char *kFilterOption = "--filter=";
 // the tool aggregates by.
 constexpr const char *kByOption = "--by=";
 constexpr const char *kValueOption = "--value=";
+// --stacks=DEPTH: each event carries the user stack at the probe, DEPTH frames at most
+// (arch/x86_64/stack_walk.hpp): at a return, the function's address, then its callers'.
+constexpr const char *kStacksOption = "--stacks=";
+constexpr uint32_t kMaxStackDepth = 127;
 
-// The bytes an event carries after its spec's values with --by and --value: a fault mask (bit 0:
-// the key could not be read, bit 1: the value), the key (8 bytes, 16 for comm), the value (8).
+// The bytes an event carries after its spec's values with --by, --value and --stacks: a fault
+// mask (bit 0: the key could not be read, bit 1: the value), the key (8 bytes, 16 for comm), the
+// value (8), the stack (how many frames, 8 bytes, then stack_depth return addresses).
 struct ExtraLayout {
     bool key = false, key_comm = false, value = false;
-    size_t bytes() const { return key || value ? 8 + (key ? (key_comm ? 16 : 8) : 0) + (value ? 8 : 0) : 0; }
+    uint32_t stack_depth = 0;
+    size_t key_bytes() const { return key ? (key_comm ? 16 : 8) : 0; }
+    size_t bytes() const
+    {
+        return key || value || stack_depth ? 8 + key_bytes() + (value ? 8 : 0) + (stack_depth ? 8 + 8 * size_t{stack_depth} : 0) : 0;
+    }
     size_t key_at() const { return 8; }
-    size_t value_at() const { return 8 + (key ? (key_comm ? 16 : 8) : 0); }
+    size_t value_at() const { return 8 + key_bytes(); }
+    size_t stack_at() const { return 8 + key_bytes() + (value ? 8 : 0); }
 };
-constexpr size_t kMaxExtraBytes = 8 + 16 + 8;
+constexpr size_t kMaxExtraBytes = 8 + 16 + 8 + 8 + 8 * kMaxStackDepth;
 
 // tree: events, and an event at each call's entry too (rings.hpp's kEntryEvent).
 enum class Mode { events, count, hist, tree };

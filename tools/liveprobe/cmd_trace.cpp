@@ -51,6 +51,7 @@
 #include "trace/filter.hpp"
 #include "trace/session.hpp"
 #include "keyed_totals.hpp"
+#include "target_symbols.hpp"
 #include "tree_printer.hpp"
 #include "trace_writer.hpp"
 
@@ -74,6 +75,9 @@ struct Opts {
     std::string by, hist_of;  // --by KEY, --hist-of EXPR: aggregated by the tool (keyed)
     double interval = 0;      // --interval SECONDS
     std::unique_ptr<KeyedTotals> keyed;
+    bool stacks = false, folded = false;  // --stacks, --folded
+    uint32_t stack_depth = 32;            // --stack-depth
+    TargetSymbols symbols;                // names the frames of printed events
     TreePrinter tree_printer;
     TraceProbes probes;  // -i FILE: the trace file's probes
 };
@@ -106,11 +110,27 @@ bool add_filter(Opts &o)
     return true;
 }
 
+// --stacks, --stack-depth, --folded, --by stack: every event with its stack (the session's
+// option, trace/session.hpp's kStacksOption); counted per stack with --count and --hist.
+bool add_stacks(Opts &o)
+{
+    o.stacks = o.stacks || o.folded || o.by == "stack";
+    if (!o.stacks) return true;
+    if (o.tree) {
+        complain("trace: --stacks: not with --tree (replay the calls of a trace file)");
+        return false;
+    }
+    if ((o.count || o.hist) && o.by.empty() && !o.folded) o.by = "stack";  // counts and histograms per stack
+    o.specs.push_back(trace::kStacksOption + std::to_string(o.stack_depth));
+    o.print.frame_name = [&o](int pid, uint64_t addr) { return o.symbols.describe(pid, addr); };
+    return true;
+}
+
 // --by KEY, --hist-of EXPR: the session runs per event, each event with its key and value
 // (computed in the target: trace/session.hpp's ExtraLayout), aggregated here (keyed_totals.hpp).
 bool add_keys(Opts &o)
 {
-    if (!o.by.empty() && !o.count && !o.hist && o.hist_of.empty()) {
+    if (!o.by.empty() && !o.count && !o.hist && o.hist_of.empty() && !o.folded) {
         complain("trace: --by KEY groups what --count, --hist or --hist-of aggregate: give one of them");
         return false;
     }
@@ -123,10 +143,17 @@ bool add_keys(Opts &o)
     k.hist = o.hist;
     k.value = o.hist_of;
     using Key = KeyedOptions::Key;
-    k.key = o.by.empty() ? Key::none : o.by == "tid" ? Key::tid : o.by == "comm" ? Key::comm : o.by == "caller" ? Key::caller : Key::expr;
+    k.key = o.folded || o.by == "stack" ? Key::stack
+            : o.by.empty()               ? Key::none
+            : o.by == "tid"              ? Key::tid
+            : o.by == "comm"             ? Key::comm
+            : o.by == "caller"           ? Key::caller
+                                         : Key::expr;
+    k.folded = o.folded;
+    k.count = k.count || o.folded;
     bool at_return = false;
     for (auto [text, option] : {std::pair{&o.by, "--by"}, std::pair{&o.hist_of, "--hist-of"}}) {
-        if (text->empty() || *text == "tid" || *text == "comm") continue;
+        if (text->empty() || *text == "tid" || *text == "comm" || *text == "stack") continue;
         trace::Expr e;
         std::string error;
         size_t at = 0;
@@ -146,6 +173,10 @@ bool add_keys(Opts &o)
         }
     }
     if (k.key == Key::comm || k.key == Key::caller || k.key == Key::expr) o.specs.push_back(trace::kByOption + o.by);
+    if (o.folded && (o.hist || !o.hist_of.empty() || (!o.by.empty() && o.by != "stack"))) {
+        complain("trace: --folded counts the calls of each stack: not with --hist, --hist-of or --by");
+        return false;
+    }
     if (!o.hist_of.empty()) o.specs.push_back(trace::kValueOption + o.hist_of);
     o.keyed = std::make_unique<KeyedTotals>(k);
     o.print.sink = o.keyed.get();
@@ -248,6 +279,10 @@ struct Reader {
             if (&im != images[0].get() && images[0]->named && !images[0]->exe.empty() && im.exe != images[0]->exe)
                 im.prefix = base_name(im.exe) + ":";  // its functions, told from the first program's
             im.named = load_names(im);
+            if (im.named && !im.probes.maps.empty() && &im == images[0].get()) {  // frames named after the process is gone
+                o.symbols.set_fallback_maps(im.probes.maps);
+                if (o.keyed) o.keyed->symbols().set_fallback_maps(im.probes.maps);
+            }
             if (im.named && im.out) {
                 im.encoder = TraceEncoder(static_cast<uint32_t>(im.pid));  // the header's process
                 std::string header = trace_header(im.pid, im.probes);
@@ -449,6 +484,10 @@ int show_file(Opts &o)
                 for (const TraceEvent &e : batch) totals->add(e, o.probes);
             } else {
                 o.print.pid = pid;
+                if (o.probes.stack_depth && !o.print.frame_name) {  // frames named by the file's mappings
+                    o.symbols.set_fallback_maps(o.probes.maps);
+                    o.print.frame_name = [&o](int p, uint64_t addr) { return o.symbols.describe(p, addr); };
+                }
                 o.print.live = false;  // the file's processes: gone, or others by now
                 print_events(batch, o.probes, o.print);
             }
@@ -493,6 +532,15 @@ Runner add_trace(CLI::App &app)
     cmd->add_option("--hist-of", o->hist_of,
                     "A log2 histogram of EXPR's values per function (per KEY with --by), beside --hist's durations")
         ->type_name("EXPR");
+    cmd->add_flag("--stacks", o->stacks,
+                   "Each event with the user stack at the probe (a return probe's: the function, then its callers), "
+                   "read by the call frame information, by frame pointers where there is none; with --count or "
+                   "--hist, per stack (--by stack)");
+    cmd->add_option("--stack-depth", o->stack_depth, "The most frames of a stack (default 32)")
+        ->check(CLI::Range(1u, trace::kMaxStackDepth));
+    cmd->add_flag("--folded", o->folded,
+                  "At the end, each stack and its calls folded (main;parse;lex 12), as flamegraph.pl and speedscope read "
+                  "them (implies --stacks)");
     cmd->add_option("--interval", o->interval,
                     "With --count, --hist, --hist-of: print what was counted every SECONDS, and start again")
         ->type_name("SECONDS")
@@ -610,7 +658,8 @@ Runner add_trace(CLI::App &app)
             }
         }
         if (filter->count() && !add_filter(*o)) return kExitUsage;
-        if ((!o->by.empty() || !o->hist_of.empty()) && !add_keys(*o)) return kExitUsage;
+        if (!add_stacks(*o)) return kExitUsage;
+        if ((!o->by.empty() || !o->hist_of.empty() || o->folded) && !add_keys(*o)) return kExitUsage;
         if (o->keyed) mode = "events";
         if (o->interval > 0 && !o->count && !o->hist && !o->keyed) {
             complain("trace: --interval prints aggregates: with --count, --hist or --hist-of");

@@ -15,17 +15,32 @@ namespace liveprobe::tool {
 trace::ExtraLayout KeyedOptions::layout() const
 {
     trace::ExtraLayout l;
-    l.key = key == Key::comm || key == Key::caller || key == Key::expr;
+    l.key = key == Key::comm || key == Key::caller || key == Key::expr;  // (stack: the layout's stack_depth)
     l.key_comm = key == Key::comm;
     l.value = !value.empty();
     return l;
 }
 
-std::string KeyedTotals::key_of(const TraceEvent &e, const unsigned char *extra, int pid)
+std::string KeyedTotals::key_of(const TraceEvent &e, const TraceProbes &probes, const unsigned char *extra, int pid)
 {
+    if (o_.key == KeyedOptions::Key::stack) {  // frames innermost first, a line each; --folded: by function, outermost first
+        std::string key;
+        const std::vector<uint64_t> frames = event_stack(e, probes);
+        for (size_t i = 0; i < frames.size(); ++i) {
+            std::string name = symbols_.describe(pid, frames[i]);
+            if (!o_.folded) {
+                key += (i ? "\n" : "") + name;
+                continue;
+            }
+            if (const size_t plus = name.rfind('+'); plus != std::string::npos && name.compare(0, 2, "0x") != 0)
+                name.resize(plus);  // the function, not the place in it
+            key = name + (i ? ";" : "") + key;
+        }
+        return key;
+    }
     const trace::ExtraLayout l = o_.layout();
     uint64_t faults = 0;
-    if (l.bytes()) std::memcpy(&faults, extra, 8);
+    if (probes.extra_bytes) std::memcpy(&faults, extra, 8);
     switch (o_.key) {
     case KeyedOptions::Key::none: return "";
     case KeyedOptions::Key::tid: return std::to_string(e.r.tid);
@@ -50,10 +65,10 @@ void KeyedTotals::take(const std::vector<TraceEvent> &batch, const TraceProbes &
     for (const TraceEvent &e : batch) {
         if (e.r.probe >= probes.names.size() || trace::is_tree_marker(e.r)) continue;
         if (o.tid && static_cast<int>(e.r.tid) != o.tid) continue;
-        const size_t spec_bytes = e.values.size() >= l.bytes() ? e.values.size() - l.bytes() : 0;
-        if (e.values.size() < l.bytes()) continue;  // cut short: not an event of this session's layout
-        const auto *extra = reinterpret_cast<const unsigned char *>(e.values.data()) + spec_bytes;
-        Row &r = rows_[{probes.name_of(e.r.probe), key_of(e, extra, e.pid ? e.pid : pid)}];
+        // What the target put after the spec's values (ExtraLayout): the events' last bytes.
+        if (e.values.size() < probes.extra_bytes || probes.extra_bytes < l.bytes()) continue;
+        const auto *extra = reinterpret_cast<const unsigned char *>(e.values.data()) + e.values.size() - probes.extra_bytes;
+        Row &r = rows_[{o_.folded ? std::string() : probes.name_of(e.r.probe), key_of(e, probes, extra, e.pid ? e.pid : pid)}];
         ++r.calls;
         r.ns[hist_bucket(e.r.exit_ns >= e.r.entry_ns ? e.r.exit_ns - e.r.entry_ns : 0)]++;
         if (!l.value) continue;
@@ -84,7 +99,23 @@ void KeyedTotals::print() const
         if (number(a.first.second, &x) && number(b.first.second, &y)) return x < y;
         return a.first.second < b.first.second;
     });
+    if (o_.folded) {
+        std::map<std::string, uint64_t> folded;
+        for (const auto &[k, r] : rows_) folded[k.second] += r.calls;
+        for (const auto &[stack, n] : folded) std::printf("%s %" PRIu64 "\n", stack.c_str(), n);
+        std::fflush(stdout);
+        return;
+    }
     const auto label = [&](const std::pair<std::string, std::string> &k) {
+        if (o_.key == KeyedOptions::Key::stack) {  // as bpftrace prints a ustack key: a frame a line
+            std::string s = k.first + ",\n";
+            for (size_t at = 0; at <= k.second.size();) {
+                const size_t nl = std::min(k.second.find('\n', at), k.second.size());
+                s += "    " + k.second.substr(at, nl - at) + "\n";
+                at = nl + 1;
+            }
+            return s;
+        }
         return k.second.empty() ? k.first : k.first + ", " + k.second;
     };
     if (o_.count)

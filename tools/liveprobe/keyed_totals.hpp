@@ -18,9 +18,12 @@
 namespace liveprobe::tool {
 
 struct KeyedOptions {
-    enum class Key { none, tid, comm, caller, expr };
+    enum class Key { none, tid, comm, caller, expr, stack };
     Key key = Key::none;
     bool count = false, hist = false;  // --count, --hist
+    // --folded: each stack and its calls as flame graph tools read them ("main;parse;lex 12"),
+    // the frames by function, outermost first (Key::stack).
+    bool folded = false;
     std::string value;                 // --hist-of EXPR, as given ("" without)
     trace::ExtraLayout layout() const;
 };
@@ -28,6 +31,8 @@ struct KeyedOptions {
 class KeyedTotals : public EventSink {
 public:
     explicit KeyedTotals(KeyedOptions o) : o_(std::move(o)) {}
+    // The frames' names: the process's mappings, or these (a trace file's, or a process gone).
+    TargetSymbols &symbols() { return symbols_; }
     void take(const std::vector<TraceEvent> &batch, const TraceProbes &probes, const PrintOptions &o) override;
     // Prints what was added since the last clear(), the most called first.
     void print() const;
@@ -41,7 +46,7 @@ private:
     KeyedOptions o_;
     std::map<std::pair<std::string, std::string>, Row> rows_;  // (function, key as text)
     TargetSymbols symbols_;
-    std::string key_of(const TraceEvent &e, const unsigned char *extra, int pid);
+    std::string key_of(const TraceEvent &e, const TraceProbes &probes, const unsigned char *extra, int pid);
 };
 
 }  // namespace liveprobe::tool

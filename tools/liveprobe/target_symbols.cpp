@@ -4,6 +4,7 @@
 #include <elf.h>
 
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -16,7 +17,26 @@ namespace liveprobe::tool {
 TargetSymbols::TargetSymbols() = default;
 TargetSymbols::~TargetSymbols() = default;
 
-// The mapping holding addr, read again from /proc/PID/maps if none of those read does.
+std::vector<TargetSymbols::Map> TargetSymbols::parse(const std::string &text)
+{
+    std::vector<Map> maps;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) {
+        std::istringstream l(line);
+        std::string range, perms, dev, path;
+        uint64_t offset = 0, inode = 0;
+        l >> range >> perms >> std::hex >> offset >> dev >> std::dec >> inode;
+        std::getline(l >> std::ws, path);
+        const size_t dash = range.find('-');
+        if (dash == std::string::npos || path.empty() || path[0] != '/') continue;
+        maps.push_back({std::stoull(range.substr(0, dash), nullptr, 16), std::stoull(range.substr(dash + 1), nullptr, 16),
+                        offset, path});
+    }
+    return maps;
+}
+
+// The mapping holding addr: the process's, read again from /proc/PID/maps if none of those read
+// does; else the fallback's.
 const TargetSymbols::Map *TargetSymbols::map_of(int pid, uint64_t addr)
 {
     for (int pass = 0; pass < 2; ++pass) {
@@ -25,20 +45,11 @@ const TargetSymbols::Map *TargetSymbols::map_of(int pid, uint64_t addr)
             if (addr >= m.start && addr < m.end) return &m;
         if (pass) break;
         std::ifstream in(fmt::format("/proc/{}/maps", pid));
-        if (!in) return nullptr;
-        maps.clear();
-        for (std::string line; std::getline(in, line);) {
-            std::istringstream l(line);
-            std::string range, perms, dev, path;
-            uint64_t offset = 0, inode = 0;
-            l >> range >> perms >> std::hex >> offset >> dev >> std::dec >> inode;
-            std::getline(l >> std::ws, path);
-            const size_t dash = range.find('-');
-            if (dash == std::string::npos || path.empty() || path[0] != '/') continue;
-            maps.push_back({std::stoull(range.substr(0, dash), nullptr, 16), std::stoull(range.substr(dash + 1), nullptr, 16),
-                            offset, path});
-        }
+        if (!in) break;
+        maps = parse(std::string(std::istreambuf_iterator<char>(in), {}));
     }
+    for (const Map &m : fallback_)
+        if (addr >= m.start && addr < m.end) return &m;
     return nullptr;
 }
 

@@ -23,6 +23,9 @@ public:
     ~TargetSymbols();
     // "FUNC+0xOFF" (FUNC demangled; "FUNC" at its entry), "OBJECT+0xOFF", or "0xADDR".
     std::string describe(int pid, uint64_t addr);
+    // The mappings (/proc/PID/maps' lines) to take for a process whose own cannot be read (it is
+    // gone; or the trace file's process, read later): its objects are read where it had them.
+    void set_fallback_maps(const std::string &text) { fallback_ = parse(text); }
 
 private:
     struct Map {
@@ -30,6 +33,8 @@ private:
         std::string path;
     };
     const Map *map_of(int pid, uint64_t addr);
+    static std::vector<Map> parse(const std::string &text);
+    std::vector<Map> fallback_;
     std::map<int, std::vector<Map>> maps_;
     std::map<std::string, std::unique_ptr<symbols::ElfObject>> objects_;  // null: not ELF
     std::map<std::pair<int, uint64_t>, std::string> names_;              // answers, kept

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -83,6 +84,20 @@ std::string check_layout(const Shm &shm, uint32_t capacity, bool hist, uint64_t 
 
 }  // namespace
 
+// /proc/PID/maps' lines of executable file mappings: what names a stack's frames (-o keeps it).
+static std::string executable_maps(int pid)
+{
+    std::ifstream in(fmt::format("/proc/{}/maps", pid));
+    std::string out;
+    for (std::string line; std::getline(in, line);) {
+        std::istringstream l(line);
+        std::string range, perms;
+        l >> range >> perms;
+        if (perms.size() > 2 && perms[2] == 'x' && line.find(" /") != std::string::npos) out += line + "\n";
+    }
+    return out;
+}
+
 bool load_names(Image &im)
 {
     Shm *shm = &im.shm;
@@ -151,6 +166,9 @@ bool load_names(Image &im)
         return false;
     }
     probes.specs = std::move(placed);
+    probes.extra_bytes = extra;
+    probes.stack_depth = std::min(h->stack_depth, trace::kMaxStackDepth);
+    if (probes.stack_depth && probes.maps.empty()) probes.maps = executable_maps(im.pid);
     probes.payload.clear();
     for (uint32_t p = 0; p < probes.spec.size(); ++p)
         probes.payload.push_back(static_cast<uint32_t>(trace::event_bytes(probes.spec_of(p)) + extra));

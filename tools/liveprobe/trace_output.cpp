@@ -7,6 +7,7 @@
 #include "pipe_lines.hpp"
 #include "progress_line.hpp"
 #include "trace_codec.hpp"
+#include "trace/session.hpp"
 
 #include "symbols/names.hpp"
 #include "trace/value_type.hpp"
@@ -64,6 +65,19 @@ void chrome_names(int pid, uint32_t tid, PrintOptions &o)
     o.chrome_first = false;
 }
 
+// --stacks: each frame of e's stack named, as text lines (indented) or a JSON member.
+std::string stack_text(const TraceEvent &e, const TraceProbes &probes, const PrintOptions &o, int pid, bool json)
+{
+    const std::vector<uint64_t> frames = event_stack(e, probes);
+    if (probes.stack_depth == 0) return "";
+    std::string out = json ? ",\"stack\":[" : "";
+    for (size_t i = 0; i < frames.size(); ++i) {
+        const std::string name = o.frame_name ? o.frame_name(pid, frames[i]) : fmt::format("{:#x}", frames[i]);
+        out += json ? (i ? "," : "") + trace::json_string(name) : "        " + name + "\n";
+    }
+    return json ? out + "]" : out;
+}
+
 void print_one(const TraceEvent &e, const TraceProbes &probes, PrintOptions &o)
 {
     const Record &r = e.r;
@@ -92,6 +106,7 @@ void print_one(const TraceEvent &e, const TraceProbes &probes, PrintOptions &o)
         std::string head = fmt::format("{{\"time_ns\":{},\"pid\":{},\"tid\":{},\"function\":{}", r.exit_ns, pid, r.tid,
                                        trace::json_string(name));
         if (!spec.event.empty()) head += fmt::format(",\"event\":{}", trace::json_string(spec.event));
+        head += stack_text(e, probes, o, pid, true);
         if (spec.kind == trace::SpecKind::call) {
             const std::string v = call_value(spec, e, true);
             std::printf("%s%s%s,\"duration_ns\":%" PRIu64 "}\n", head.c_str(), v.empty() ? "" : ",", v.c_str(), took);
@@ -117,11 +132,15 @@ void print_one(const TraceEvent &e, const TraceProbes &probes, PrintOptions &o)
     else
         std::printf("%s %s%s returned after %" PRIu64 " ns%s\n", stamp.c_str(), event.c_str(), name.c_str(), took,
                     values_text(spec, e.values, false).c_str());
+    if (probes.stack_depth) std::printf("%s", stack_text(e, probes, o, pid, false).c_str());
 }
 
 // Format 3: events may say their process (a forked child's, trace_codec.hpp). Format 2, the
 // same without that, is read as well.
-constexpr char kMagic[8] = {'L', 'P', 'T', 'R', 'A', 'C', 'E', '3'};
+// Format 4: the header ends with what events carry after their values (--by, --hist-of,
+// --stacks: TraceProbes::extra_bytes, stack_depth) and the process's mappings (stacks).
+constexpr char kMagic[8] = {'L', 'P', 'T', 'R', 'A', 'C', 'E', '4'};
+constexpr char kMagicV3[8] = {'L', 'P', 'T', 'R', 'A', 'C', 'E', '3'};
 constexpr char kMagicV2[8] = {'L', 'P', 'T', 'R', 'A', 'C', 'E', '2'};
 constexpr char kMagicV1[8] = {'L', 'P', 'T', 'R', 'A', 'C', 'E', '1'};  // 32-byte records
 
@@ -140,7 +159,8 @@ bool read_header(FILE *f, TraceProbes *probes, uint32_t *pid)
     char magic[sizeof kMagic];
     uint32_t nspecs = 0, nprobes = 0;
     bool ok = std::fread(magic, 1, sizeof magic, f) == sizeof magic &&
-              (std::memcmp(magic, kMagic, sizeof magic) == 0 || std::memcmp(magic, kMagicV2, sizeof magic) == 0) &&
+              (std::memcmp(magic, kMagic, sizeof magic) == 0 || std::memcmp(magic, kMagicV3, sizeof magic) == 0 ||
+               std::memcmp(magic, kMagicV2, sizeof magic) == 0) &&
               get_u32(f, pid) && get_u32(f, &nspecs) && nspecs < (1u << 20);
     for (uint32_t i = 0; ok && i < nspecs; ++i) {
         std::string text, error;
@@ -157,6 +177,10 @@ bool read_header(FILE *f, TraceProbes *probes, uint32_t *pid)
         probes->spec.push_back(spec);
         probes->names.push_back(std::move(name));
     }
+    if (ok && std::memcmp(magic, kMagic, sizeof magic) == 0)
+        ok = get_u32(f, &probes->extra_bytes) && probes->extra_bytes <= trace::kMaxExtraBytes &&
+             get_u32(f, &probes->stack_depth) && probes->stack_depth <= trace::kMaxStackDepth &&
+             (probes->stack_depth == 0 || probes->extra_bytes >= 8 + 8 * probes->stack_depth) && get_text(f, &probes->maps);
     return ok;
 }
 
@@ -235,6 +259,19 @@ void stdout_whole_lines()
     if (fstat(1, &st) == 0 && S_ISFIFO(st.st_mode))
         if (FILE *lines = open_pipe_lines(1)) stdout = lines;
     std::setvbuf(stdout, buf, _IOFBF, sizeof buf);
+}
+
+std::vector<uint64_t> event_stack(const TraceEvent &e, const TraceProbes &probes)
+{
+    std::vector<uint64_t> frames;
+    if (probes.stack_depth == 0 || e.values.size() < probes.extra_bytes) return frames;
+    const size_t at = e.values.size() - 8 - 8 * size_t{probes.stack_depth};  // the stack is last
+    uint64_t n = 0;
+    std::memcpy(&n, e.values.data() + at, 8);
+    n = std::min<uint64_t>(n, probes.stack_depth);
+    frames.resize(n);
+    std::memcpy(frames.data(), e.values.data() + at + 8, 8 * n);
+    return frames;
 }
 
 void room_for_line()
@@ -350,6 +387,9 @@ std::string trace_header(int pid, const TraceProbes &probes)
         u32(probes.spec[p]);
         text(probes.names[p]);
     }
+    u32(probes.extra_bytes);
+    u32(probes.stack_depth);
+    text(probes.maps);
     return out;
 }
 
@@ -421,7 +461,8 @@ bool read_trace_stream(FILE *f, const std::string &path, TraceProbes *probes, in
             ok = false;
             break;
         }
-        if (const size_t bytes = trace::event_bytes(probes->spec_of(e.r.probe)); bytes && !TraceDecoder::values(f, bytes, &e.values)) {
+        if (const size_t bytes = trace::event_bytes(probes->spec_of(e.r.probe)) + probes->extra_bytes;
+            bytes && !TraceDecoder::values(f, bytes, &e.values)) {
             ok = false;
             break;
         }

@@ -32,6 +32,12 @@ struct TraceProbes {
     std::vector<std::string> names;  // demangled
     std::vector<uint32_t> spec;
     std::vector<uint32_t> payload;  // probe i's values, bytes: 0 for a call (FUNC), which has none
+    // --by, --hist-of, --stacks: the bytes every event carries after its spec's values (their
+    // last 8 + 8 * stack_depth: the stack, trace/session.hpp's ExtraLayout), and with stacks
+    // the process's executable mappings when the session was named (/proc/PID/maps' lines), to
+    // name the frames after it is gone.
+    uint32_t extra_bytes = 0, stack_depth = 0;
+    std::string maps;
     const trace::Spec &spec_of(uint32_t p) const { return specs[spec[p]]; }
     std::string name_of(uint32_t p) const;  // FUNC, or FUNC+0xOFF for an instruction
 };
@@ -53,6 +59,8 @@ struct PrintOptions {
     bool live = true;  // the processes run (or ran) now: their names are in /proc (not with -i)
     int tid = 0;  // --tid
     uint64_t min_duration = 0;
+    // --stacks: names a frame's address in process pid (target_symbols.hpp); null: hex.
+    std::function<std::string(int pid, uint64_t addr)> frame_name;
     // Where the events go instead of lines: --tree's drawing (tree_printer.hpp), --by's and
     // --hist-of's aggregates (keyed_totals.hpp).
     class EventSink *sink = nullptr;
@@ -63,6 +71,9 @@ struct PrintOptions {
 std::string call_value(const trace::Spec &spec, const TraceEvent &e, bool json);
 // A fetched event's values as " name=value ..." (text) or a JSON object's members.
 std::string values_text(const trace::Spec &spec, const std::string &payload, bool json);
+
+// An event's stack (--stacks): its frames, innermost first; none without.
+std::vector<uint64_t> event_stack(const TraceEvent &e, const TraceProbes &probes);
 
 // A C++ name demangled ("OBJECT:" kept); others as they are.
 std::string demangled(const std::string &name);

@@ -1,0 +1,52 @@
+// The user stack of a thread at a probe, for the tracer's --stacks: the return addresses of its
+// frames, read by the x86-64 rules of the call frame information where an object has it (a
+// table built from .eh_frame before the walks: unwind_table.hpp), by frame pointers where it
+// has none. A return slot a return probe replaced holds the trampoline: its real return
+// address comes from the thread's calls in flight (core's replaced_slots), so a stack through
+// return probes is the program's own.
+//
+// On the hit path: no allocation, no lock, no vector register (built as the tracer's handlers
+// are), no read outside [sp, the top of the stack's mapping) (learnt once per thread and stack
+// from /proc/self/maps, read with system calls), at most `max` frames.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace liveprobe::arch {
+
+struct ReplacedSlot {
+    uint64_t slot, ret;  // a return slot's stack address, and the return address it held
+};
+
+// One row of the unwind table: from pc to the next row's pc, the CFA is `cfa` (kSp: rsp, kBp:
+// rbp) + cfa_off, the return address is at CFA - 8, and rbp's caller value is `bp`'s.
+struct UnwindRow {
+    enum : uint8_t { kNone, kSp, kBp, kEnd };        // cfa: kNone, no CFI (frame pointers); kEnd, no caller
+    enum : uint8_t { kBpSame, kBpAtCfa, kBpLost };    // bp: unchanged, saved at CFA + bp_off, unknown
+    uint64_t pc;
+    int32_t cfa_off;
+    uint8_t cfa;
+    uint8_t bp;
+    int16_t bp_off;
+};
+static_assert(sizeof(UnwindRow) == 16);
+
+struct UnwindTable {
+    const UnwindRow *rows;  // sorted by pc
+    size_t n;
+};
+// The table walks read: published whole (release), never freed (unwind_table.cpp).
+extern std::atomic<const UnwindTable *> g_unwind_table;
+
+struct WalkStart {
+    uint64_t ip, sp, bp;
+    bool ip_is_return;  // ip is a return address (a return probe's regs): its call is at ip - 1
+};
+
+// out[0] = start.ip, then each caller's return address, at most max: how many.
+size_t walk_stack(const WalkStart &start, const ReplacedSlot *slots, size_t nslots, uint64_t trampoline, uint64_t *out,
+                  size_t max) noexcept;
+
+}  // namespace liveprobe::arch

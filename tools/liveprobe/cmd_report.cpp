@@ -16,12 +16,35 @@
 
 #include "call_tree.hpp"
 #include "commands.hpp"
+#include "keyed_totals.hpp"
 #include "html_report.hpp"
 
 namespace liveprobe::tool {
 namespace {
 
 // Each call path of the shown calls ("main;parse;lex") and the self time of its calls, in ns.
+// A trace file with stacks (trace -o --stacks): each stack folded, with its events, its frames
+// named by the process's mappings the file keeps. false with *why if it cannot be read.
+bool print_folded_stacks(const std::string &file, const CallFilter &filter, std::string *why)
+{
+    KeyedOptions k;
+    k.key = KeyedOptions::Key::stack;
+    k.count = k.folded = true;
+    KeyedTotals stacks(k);
+    TraceProbes probes;
+    int pid = 0;
+    PrintOptions o;
+    o.tid = filter.tid;
+    return read_trace_file(
+        file, &probes, &pid,
+        [&](std::vector<TraceEvent> &batch) {
+            stacks.symbols().set_fallback_maps(probes.maps);
+            o.pid = pid;
+            stacks.take(batch, probes, o);
+        },
+        why, false) && (stacks.print(), true);
+}
+
 void print_folded(const CallTrees &trees)
 {
     CallPaths paths;
@@ -60,7 +83,9 @@ Runner add_report(CLI::App &app)
     cmd->add_option("-s,--sort", *by, "The column to sort by, largest first: total, self, calls, min, avg, max, or name")
         ->check(CLI::IsMember({"total", "self", "calls", "min", "avg", "max", "name"}));
     auto *folded_flag = cmd->add_flag("--folded", *folded, "Each call path and its calls' self time in ns, folded "
-                                                           "(main;parse;lex 1234), as flamegraph.pl and speedscope read");
+                                                           "(main;parse;lex 1234), as flamegraph.pl and speedscope read; "
+                                                           "a file with stacks (trace -o --stacks): each stack and its "
+                                                           "events");
     cmd->add_option("--html", *html, "Write one self-contained page (no network) instead: a flame graph of the call "
                                      "paths, the table (sorted by -s), and the functions' latency histograms")
         ->type_name("OUT.html")
@@ -81,8 +106,14 @@ Runner add_report(CLI::App &app)
                 complain("report: --html: " + why);
                 return kExitFailure;
             }
-        } else if (*folded)
+        } else if (*folded && trees.probes.stack_depth) {
+            if (!print_folded_stacks(*file, *filter, &why)) {
+                complain("report: " + why);
+                return kExitFailure;
+            }
+        } else if (*folded) {
             print_folded(trees);
+        }
         else
             print(function_rows(trees), *by);
         return 0;

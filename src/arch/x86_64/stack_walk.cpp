@@ -2,7 +2,6 @@
 // (-mgeneral-regs-only, no jump tables, no loop made a memcpy call: src/CMakeLists.txt).
 #include "arch/x86_64/stack_walk.hpp"
 
-#include <fcntl.h>
 #include <sys/syscall.h>
 
 #include "os/linux/raw_syscall.hpp"
@@ -13,53 +12,38 @@ std::atomic<const UnwindTable *> g_unwind_table{nullptr};
 
 namespace {
 
-// The mapping of the stack the last walk of this thread read: [lo, hi).
-struct StackMapping {
+// The pages of this thread's stack found readable: [lo, hi). A walk reads only there, and
+// extends it a page at a time, each page asked of the kernel once (process_vm_readv on this
+// process: no descriptor, no fault). Between sp and the top of its stack, every page is.
+struct Readable {
     uint64_t lo, hi;
 };
-constinit thread_local StackMapping t_stack{0, 0};
+constinit thread_local Readable t_readable{0, 0};
+constexpr uint64_t kPage = 4096;
 
-// The end of the mapping holding sp, from /proc/self/maps read with system calls (no libc: the
-// hit path), line by line as it streams by: 0 when none holds it.
-uint64_t mapping_end(uint64_t sp, uint64_t *lo_out) noexcept
+bool page_readable(uint64_t page) noexcept
 {
-    const long fd = os::raw_syscall(SYS_open, reinterpret_cast<long>("/proc/self/maps"), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
-    char buf[256];
-    uint64_t v[2] = {0, 0};
-    int field = 0;       // 0: the start, 1: the end, 2: the rest of the line
-    uint64_t found = 0;
-    for (long got; found == 0 && (got = os::raw_syscall(SYS_read, fd, reinterpret_cast<long>(buf), sizeof buf)) > 0;) {
-        for (long i = 0; i < got; ++i) {
-            const char c = buf[i];
-            if (c == '\n') {
-                if (v[0] <= sp && sp < v[1]) {
-                    found = v[1];
-                    *lo_out = v[0];
-                    break;
-                }
-                v[0] = v[1] = 0;
-                field = 0;
-            } else if (field < 2) {
-                const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-                if (d >= 0) v[field] = v[field] << 4 | static_cast<uint64_t>(d);
-                else ++field;  // '-' after the start, ' ' after the end
-            }
-        }
-    }
-    os::raw_syscall(SYS_close, fd);
-    return found;
+    unsigned char byte;
+    struct {
+        void *base;
+        size_t len;
+    } local{&byte, 1}, remote{reinterpret_cast<void *>(page), 1};
+    return os::raw_syscall(SYS_process_vm_readv, os::raw_getpid(), reinterpret_cast<long>(&local), 1,
+                           reinterpret_cast<long>(&remote), 1, 0) == 1;
 }
 
-// The top of the stack holding sp (this thread's last, or learnt now).
-uint64_t stack_top(uint64_t sp) noexcept
+// Whether the 8 bytes at `at` (8-aligned) can be read: in the readable pages, or on the page
+// after them (asked now).
+bool readable(uint64_t at) noexcept
 {
-    StackMapping &m = t_stack;
-    if (sp >= m.lo && sp < m.hi) return m.hi;
-    uint64_t lo = 0;
-    const uint64_t hi = mapping_end(sp, &lo);
-    if (hi) m = {lo, hi};
-    return hi;
+    Readable &r = t_readable;
+    const uint64_t page = at & ~(kPage - 1);
+    if (page >= r.lo && page < r.hi) return true;
+    if (!page_readable(page)) return false;
+    if (page == r.hi) r.hi += kPage;
+    else if (page + kPage == r.lo) r.lo = page;
+    else r = {page, page + kPage};  // another stack (a signal stack, a coroutine's), or the first walk
+    return true;
 }
 
 // The row holding pc, or null.
@@ -80,8 +64,9 @@ const UnwindRow *row_of(const UnwindTable *t, uint64_t pc) noexcept
 size_t walk_stack(const WalkStart &start, const ReplacedSlot *slots, size_t nslots, uint64_t trampoline, uint64_t *out,
                   size_t max) noexcept
 {
-    const uint64_t lo = start.sp, hi = stack_top(start.sp);
-    const auto inside = [&](uint64_t at) { return at >= lo && at + 8 <= hi && (at & 7) == 0; };
+    // Above sp only (below it: the handlers' own frames), and only where readable.
+    const uint64_t lo = start.sp;
+    const auto inside = [&](uint64_t at) { return at >= lo && (at & 7) == 0 && readable(at); };
     const auto load = [](uint64_t at) { return *reinterpret_cast<const volatile uint64_t *>(at); };
     const UnwindTable *table = g_unwind_table.load(std::memory_order_acquire);
     uint64_t pc = start.ip, sp = start.sp, bp = start.bp;
@@ -89,7 +74,7 @@ size_t walk_stack(const WalkStart &start, const ReplacedSlot *slots, size_t nslo
     size_t n = 0;
     while (n < max) {
         out[n++] = pc;
-        if (n == max || hi == 0) break;
+        if (n == max) break;
         const UnwindRow *row = row_of(table, ret ? pc - 1 : pc);
         if (row && row->cfa == UnwindRow::kEnd) break;  // the outermost frame
         uint64_t cfa, next_bp = bp;

@@ -5,9 +5,9 @@
 // address comes from the thread's calls in flight (core's replaced_slots), so a stack through
 // return probes is the program's own.
 //
-// On the hit path: no allocation, no lock, no vector register (built as the tracer's handlers
-// are), no read outside [sp, the top of the stack's mapping) (learnt once per thread and stack
-// from /proc/self/maps, read with system calls), at most `max` frames.
+// On the hit path: no allocation, no lock, no descriptor, no vector register (built as the
+// tracer's handlers are), no read below sp nor of a page not known readable (each asked of the
+// kernel once per thread), at most `max` frames.
 #pragma once
 
 #include <atomic>

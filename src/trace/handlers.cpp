@@ -253,6 +253,12 @@ static ReturnTimes return_times(uint64_t stamp) noexcept
     return !p->filter || passes(p, eval_context(fc, duration, tid, caller));
 }
 
+// The return address at a function's entry (where the kretprobe has not replaced it yet).
+static uint64_t entry_caller(const Probe *p, const struct pt_regs *regs) noexcept
+{
+    return p->spec->offset == 0 ? *reinterpret_cast<const uint64_t *>(regs->sp) : 0;
+}
+
 // --by and --value: the event's key and value after the spec's values, as ExtraLayout lays
 // them out (session.hpp).
 [[gnu::always_inline]] static inline void put_extras(const Probe *p, const EvalContext &c, unsigned char *out) noexcept
@@ -395,7 +401,7 @@ template <bool kFirst>
     ctx.regs = regs;
     const auto tid = static_cast<uint32_t>(os::raw_gettid());
     if (p->fpregs) fetch_fpregs(&ctx);
-    const EvalContext ec = eval_context(ctx, 0, tid, 0);
+    const EvalContext ec = eval_context(ctx, 0, tid, entry_caller(p, regs));
     if (!passes(p, ec)) return 0;
     fetch_all(*p->spec, ctx, payload);
     if (p->extra.bytes()) put_extras(p, ec, payload + p->spec_bytes);
@@ -489,7 +495,7 @@ int hist_return_slow(void *arg) noexcept
 int hist_return_clock(struct kretprobe_instance *ri, struct pt_regs *) noexcept { return hist_return_slow(ri); }
 
 // --filter at a return: the call's context for passes(), from its entry's registers.
-static bool return_passes(const Probe *p, struct kretprobe_instance *ri, struct pt_regs *regs, uint64_t duration) noexcept
+[[gnu::always_inline]] static inline bool return_passes(const Probe *p, struct kretprobe_instance *ri, struct pt_regs *regs, uint64_t duration) noexcept
 {
     FetchContext ctx;
     ctx.regs = regs;
@@ -504,12 +510,22 @@ int count_filtered(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept
     return p->session == 0 ? count_call<true>(p) : count_call<false>(p);
 }
 
+int filter_entry(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept
+{
+    const Probe *p = probe_of_rp(ri->rp);
+    FetchContext ctx;
+    ctx.regs = regs;
+    if (!passes(p, ctx, 0, 0, *reinterpret_cast<const uint64_t *>(regs->sp))) return 1;
+    reinterpret_cast<EntryData *>(ri->data)->entry_ns = entry_stamp();
+    return 0;
+}
+
 int count_pre_filtered(struct kprobe *kp, struct pt_regs *regs) noexcept
 {
     const Probe *p = probe_of_kp(kp);
     FetchContext ctx;
     ctx.regs = regs;
-    if (!passes(p, ctx, 0, 0, 0)) return 0;
+    if (!passes(p, ctx, 0, 0, entry_caller(p, regs))) return 0;
     return p->session == 0 ? count_call<true>(p) : count_call<false>(p);
 }
 

@@ -98,6 +98,9 @@ int count_entry_other(struct kretprobe_instance *ri, struct pt_regs *regs) noexc
 int count_filtered(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;
 int count_pre_filtered(struct kprobe *kp, struct pt_regs *regs) noexcept;
 int hist_filtered(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;
+// A call's --filter that reads its arguments only (not retval, nor duration), at its entry:
+// entry_cycles's stamp if it passes; 1 if not, which declines the call (no return handler).
+int filter_entry(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;
 // Every slot's: they write only into the instance.
 int entry_cycles(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;  // FUNC, --hist: the TSC
 int entry_regs(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept;  // r:: the time, arguments, sp

@@ -370,10 +370,16 @@ void place(Session &ss, std::vector<Target> fns, Started *out)
         // a call (an entry kprobe there is hit once a turn of the loop).
         const bool count_calls = ss.mode == Mode::count && spec.kind != SpecKind::probe && spec.offset == 0 &&
                                  core::entry_is_jumped_to(placed[i].addr);
-        // Expressions read the arguments at the return: the entry keeps them.
-        const bool filtered = p->filter != nullptr || p->extra.bytes() != 0;
-        if (filtered && ss.mode == Mode::count && spec.kind != SpecKind::probe) {
-            // --count --filter of a call: counted at its return, where the filter can read all.
+        // A call's filter on its arguments alone is decided at its entry (filter_entry: a call
+        // declined has no return to handle, and the others take the usual, lighter, return).
+        // Other expressions read the arguments at the return: the entry keeps them.
+        const bool at_entry = p->filter && !p->filter->at_return && p->extra.bytes() == 0 &&
+                              spec.kind == SpecKind::call && (ss.mode == Mode::events || ss.mode == Mode::hist);
+        const bool filtered = !at_entry && (p->filter != nullptr || p->extra.bytes() != 0);
+        if (filtered && ss.mode == Mode::count && spec.kind != SpecKind::probe &&
+            (!p->filter || p->filter->at_return || core::entry_is_jumped_to(placed[i].addr))) {
+            // --count --filter of a call whose filter reads retval or duration: counted at its
+            // return, where the filter can read all (one on the arguments: at the entry, below).
             p->rp.kp.addr = reinterpret_cast<kprobe_opcode_t *>(placed[i].addr);
             p->rp.entry_handler = entry_regs;
             p->rp.handler = count_filtered;
@@ -399,7 +405,10 @@ void place(Session &ss, std::vector<Target> fns, Started *out)
             p->rp.kp.addr = reinterpret_cast<kprobe_opcode_t *>(placed[i].addr);
             const bool tree = ss.mode == Mode::tree;
             const bool regs = tree || filtered || (ss.mode == Mode::events && spec.kind == SpecKind::ret);
-            p->rp.entry_handler = tree ? (first_slot ? tree_entry : tree_entry_other) : regs ? entry_regs : entry_cycles;
+            p->rp.entry_handler = tree       ? (first_slot ? tree_entry : tree_entry_other)
+                                  : at_entry ? filter_entry
+                                  : regs     ? entry_regs
+                                             : entry_cycles;
             p->rp.handler = ss.mode == Mode::hist && filtered ? hist_filtered
                             : ss.mode == Mode::hist        ? (!first_slot ? hist_return_other
                                                               : g_tsc     ? hist_return

@@ -40,11 +40,18 @@ run long --hist --filter 'duration >= 10ms' 'ct_*' main
 grep '^@ns' "$tmp/long.out" | sort >"$tmp/long.masked"
 same "--hist: duration >= 10ms keeps main and ct_wait" long "@ns[ct_wait]: 1 calls
 @ns[main]: 1 calls"
+# --count decides at the entry (the filter reads neither retval nor duration): ct_worker began
+# before its thread took its name, its callees after.
 run comm --count --filter 'comm == "ct-worker"' 'ct_*'
-same "comm: the thread that named itself ct-worker" comm "ct_lex                                   3
+same "comm, with --count at the entry: the calls the thread made once it was named ct-worker" comm "ct_lex                                   3
 ct_parse                                 1
-ct_worker                                1
-(3 of 8 functions called)"
+(2 of 8 functions called)"
+# A filter that reads the duration is decided at the return, where ct_worker's thread is named.
+run comm_events --filter 'comm == "ct-worker" && duration >= 0' ct_worker
+run comm_entry --filter 'comm == "ct-worker"' ct_worker
+grep -q 'ct_worker returned' "$tmp/comm_events.out" && ! grep -q 'ct_worker' "$tmp/comm_entry.out" &&
+    pass "comm: decided at the return when the filter reads the duration (ct_worker passes), else at the entry (not)" ||
+    fail "comm per event: at the return: $(cat "$tmp/comm_events.out"); at the entry: $(cat "$tmp/comm_entry.out")"
 run notcomm --count --filter 'comm != "ct-worker" && tid == pid' 'ct_*'
 grep -q '^ct_worker' "$tmp/notcomm.out" && fail "comm != and tid == pid: the worker's calls passed" ||
     { grep -Eq '^ct_lex +6$' "$tmp/notcomm.out" && pass "comm != \"ct-worker\" && tid == pid: the main thread's calls" ||

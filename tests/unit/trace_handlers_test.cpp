@@ -87,6 +87,10 @@ TEST(TraceHandlers, EveryHandlerIsProvenVectorFree)
     expect_proven(tree_entry, "tree_entry");
     expect_proven(tree_entry_other, "tree_entry_other");
     expect_proven(tree_left, "tree_left");
+    expect_proven(filter_entry, "filter_entry");
+    expect_proven(count_pre_filtered, "count_pre_filtered");
+    expect_proven(count_filtered, "count_filtered");
+    expect_proven(hist_filtered, "hist_filtered");
     expect_proven(event_return, "event_return");
     expect_proven(hist_return, "hist_return");
     expect_proven(hist_return_clock, "hist_return_clock");

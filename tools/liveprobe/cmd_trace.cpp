@@ -997,6 +997,11 @@ Runner add_trace(CLI::App &app)
                          rd.followed + (top.named ? 1 : 0), rd.followed + (top.named ? 1 : 0) == 1 ? "" : "s",
                          rd.folded.exes.size(), rd.folded.exes.size() == 1 ? "" : "s",
                          rd.untraced ? fmt::format(", {} ran untraced", rd.untraced).c_str() : "");
+        if (o->keyed && rd.folded.dropped)  // the aggregates are the tool's: they miss what was dropped
+            std::fprintf(stderr,
+                         "liveprobe: the rings were full for %" PRIu64 " calls, which the aggregates above do not count "
+                         "(--by and --hist-of count the events read: trace fewer functions, or --filter in the target)\n",
+                         rd.folded.dropped);
         print_summary(rd.folded, rd.events, o->count || o->hist ? std::string()
                                             : !o->output.empty() ? fmt::format(" ({} events written)", rd.events)
                                                                  : fmt::format(" ({} events read)", rd.events));

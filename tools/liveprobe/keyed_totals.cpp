@@ -21,60 +21,89 @@ trace::ExtraLayout KeyedOptions::layout() const
     return l;
 }
 
-std::string KeyedTotals::key_of(const TraceEvent &e, const TraceProbes &probes, const unsigned char *extra, int pid)
+void KeyedTotals::Row::add(const Row &r)
 {
-    if (o_.key == KeyedOptions::Key::stack) {  // frames innermost first, a line each; --folded: by function, outermost first
-        std::string key;
-        const std::vector<uint64_t> frames = event_stack(e, probes);
-        for (size_t i = 0; i < frames.size(); ++i) {
-            std::string name = symbols_.describe(pid, frames[i]);
-            if (!o_.folded) {
-                key += (i ? "\n" : "") + name;
-                continue;
-            }
-            if (const size_t plus = name.rfind('+'); plus != std::string::npos && name.compare(0, 2, "0x") != 0)
-                name.resize(plus);  // the function, not the place in it
-            key = name + (i ? ";" : "") + key;
+    calls += r.calls;
+    negative += r.negative;
+    faults += r.faults;
+    for (size_t b = 0; b < ns.size(); ++b) ns[b] += r.ns[b], values[b] += r.values[b];
+}
+
+// The key as printed: a thread's id, a name, a value, a caller or a stack named (a frame a line;
+// --folded: by function, outermost first, ';' between).
+std::string KeyedTotals::key_text(int pid, const std::string &key, bool faulted)
+{
+    using Key = KeyedOptions::Key;
+    if (o_.key == Key::none) return "";
+    if (o_.key == Key::tid) {
+        uint32_t tid = 0;
+        std::memcpy(&tid, key.data(), 4);
+        return std::to_string(tid);
+    }
+    if (o_.key == Key::comm) return std::string(key.c_str());  // NUL-terminated within its 16 bytes
+    if (o_.key != Key::stack) {
+        if (faulted) return "(fault)";
+        int64_t v = 0;
+        std::memcpy(&v, key.data(), 8);
+        return o_.key == Key::caller ? symbols_.describe(pid, static_cast<uint64_t>(v)) : std::to_string(v);
+    }
+    std::string text;
+    for (size_t i = 0; i + 8 <= key.size(); i += 8) {
+        uint64_t frame = 0;
+        std::memcpy(&frame, key.data() + i, 8);
+        std::string name = symbols_.describe(pid, frame);
+        if (!o_.folded) {
+            text += (i ? "\n" : "") + name;
+            continue;
         }
-        return key;
+        if (const size_t plus = name.rfind('+'); plus != std::string::npos && name.compare(0, 2, "0x") != 0)
+            name.resize(plus);  // the function, not the place in it
+        text = name + (i ? ";" : "") + text;
     }
-    const trace::ExtraLayout l = o_.layout();
-    uint64_t faults = 0;
-    if (probes.extra_bytes) std::memcpy(&faults, extra, 8);
-    switch (o_.key) {
-    case KeyedOptions::Key::none: return "";
-    case KeyedOptions::Key::tid: return std::to_string(e.r.tid);
-    case KeyedOptions::Key::comm: {
-        char name[17] = {};
-        std::memcpy(name, extra + l.key_at(), 16);
-        return name;
-    }
-    default: break;
-    }
-    if (faults & 1) return "(fault)";
-    int64_t v = 0;
-    std::memcpy(&v, extra + l.key_at(), 8);
-    if (o_.key == KeyedOptions::Key::caller) return symbols_.describe(pid, static_cast<uint64_t>(v));
-    return std::to_string(v);
+    return text;
 }
 
 void KeyedTotals::take(const std::vector<TraceEvent> &batch, const TraceProbes &probes, const PrintOptions &o)
 {
+    using Key = KeyedOptions::Key;
     const trace::ExtraLayout l = o_.layout();
-    const int pid = o.pid;
+    if (probes_seen_ != &probes || id_of_probe_.size() != probes.names.size()) {  // (probes placed since)
+        probes_seen_ = &probes;
+        id_of_probe_.clear();
+        for (uint32_t p = 0; p < probes.names.size(); ++p) {
+            const std::string name = o_.folded ? std::string() : probes.name_of(p);
+            auto [it, added] = ids_.try_emplace(name, static_cast<uint32_t>(names_.size()));
+            if (added) names_.push_back(name);
+            id_of_probe_.push_back(it->second);
+        }
+    }
+    std::string key;
     for (const TraceEvent &e : batch) {
-        if (e.r.probe >= probes.names.size() || trace::is_tree_marker(e.r)) continue;
+        if (e.r.probe >= id_of_probe_.size() || trace::is_tree_marker(e.r)) continue;
         if (o.tid && static_cast<int>(e.r.tid) != o.tid) continue;
         // What the target put after the spec's values (ExtraLayout): the events' last bytes.
         if (e.values.size() < probes.extra_bytes || probes.extra_bytes < l.bytes()) continue;
-        const auto *extra = reinterpret_cast<const unsigned char *>(e.values.data()) + e.values.size() - probes.extra_bytes;
-        Row &r = rows_[{o_.folded ? std::string() : probes.name_of(e.r.probe), key_of(e, probes, extra, e.pid ? e.pid : pid)}];
+        const char *extra = e.values.data() + e.values.size() - probes.extra_bytes;
+        uint64_t faults = 0;
+        if (probes.extra_bytes) std::memcpy(&faults, extra, 8);
+        const int32_t pid = e.pid ? e.pid : o.pid;
+        key.assign(reinterpret_cast<const char *>(&id_of_probe_[e.r.probe]), 4);
+        key.append(reinterpret_cast<const char *>(&pid), 4);
+        key += static_cast<char>(faults & 1);
+        if (o_.key == Key::tid) key.append(reinterpret_cast<const char *>(&e.r.tid), 4);
+        else if (o_.key == Key::comm) key.append(extra + l.key_at(), 16);
+        else if (o_.key == Key::caller || o_.key == Key::expr) key.append(extra + l.key_at(), 8);
+        else if (o_.key == Key::stack && probes.stack_depth) {
+            const char *stack = e.values.data() + e.values.size() - 8 - 8 * size_t{probes.stack_depth};
+            uint64_t n = 0;
+            std::memcpy(&n, stack, 8);
+            key.append(stack + 8, 8 * std::min<uint64_t>(n, probes.stack_depth));
+        }
+        Row &r = rows_[key];
         ++r.calls;
         r.ns[hist_bucket(e.r.exit_ns >= e.r.entry_ns ? e.r.exit_ns - e.r.entry_ns : 0)]++;
         if (!l.value) continue;
-        uint64_t faults = 0;
         int64_t v = 0;
-        std::memcpy(&faults, extra, 8);
         std::memcpy(&v, extra + l.value_at(), 8);
         if (faults & 2) ++r.faults;
         else if (v < 0) ++r.negative;
@@ -82,10 +111,20 @@ void KeyedTotals::take(const std::vector<TraceEvent> &batch, const TraceProbes &
     }
 }
 
-void KeyedTotals::print() const
+void KeyedTotals::print()
 {
+    // Named now: raw keys that read the same (a stack's frames by function, two processes'
+    // threads of one name) are one row.
+    std::map<std::pair<std::string, std::string>, Row> named;
+    for (const auto &[raw, r] : rows_) {
+        uint32_t id = 0;
+        int32_t pid = 0;
+        std::memcpy(&id, raw.data(), 4);
+        std::memcpy(&pid, raw.data() + 4, 4);
+        named[{names_[id], key_text(pid, raw.substr(9), raw[8] != 0)}].add(r);
+    }
     std::vector<std::pair<std::pair<std::string, std::string>, const Row *>> rows;
-    for (const auto &[k, r] : rows_) rows.emplace_back(k, &r);
+    for (const auto &[k, r] : named) rows.emplace_back(k, &r);
     // The most called first; then by function, and by key (numbers as numbers).
     const auto number = [](const std::string &k, long long *v) {
         char *end = nullptr;
@@ -101,7 +140,7 @@ void KeyedTotals::print() const
     });
     if (o_.folded) {
         std::map<std::string, uint64_t> folded;
-        for (const auto &[k, r] : rows_) folded[k.second] += r.calls;
+        for (const auto &[k, r] : named) folded[k.second] += r.calls;
         for (const auto &[stack, n] : folded) std::printf("%s %" PRIu64 "\n", stack.c_str(), n);
         std::fflush(stdout);
         return;

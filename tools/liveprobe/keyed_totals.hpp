@@ -8,6 +8,8 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <unordered_map>
+#include <vector>
 #include <string>
 
 #include "target_symbols.hpp"
@@ -33,20 +35,30 @@ public:
     explicit KeyedTotals(KeyedOptions o) : o_(std::move(o)) {}
     // The frames' names: the process's mappings, or these (a trace file's, or a process gone).
     TargetSymbols &symbols() { return symbols_; }
+    // Adds each event to its row, keyed by its raw bytes (the reader keeps up with millions of
+    // events a second: nothing is named until print).
     void take(const std::vector<TraceEvent> &batch, const TraceProbes &probes, const PrintOptions &o) override;
-    // Prints what was added since the last clear(), the most called first.
-    void print() const;
+    // Prints what was added since the last clear(), the most called first. Not const: it names
+    // callers and frames (target_symbols.hpp caches them).
+    void print();
     void clear() { rows_.clear(); }
 
 private:
     struct Row {
         uint64_t calls = 0, negative = 0, faults = 0;  // negative, faults: --hist-of's values
         std::array<uint64_t, trace::kHistBuckets> ns{}, values{};
+        void add(const Row &r);
     };
     KeyedOptions o_;
-    std::map<std::pair<std::string, std::string>, Row> rows_;  // (function, key as text)
+    // By the function's id in names_ (4 bytes), the process (4), the key's bytes: a thread's id
+    // (4), a name (16), a value (8), or a stack's frames (8 each).
+    std::unordered_map<std::string, Row> rows_;
+    std::vector<std::string> names_;                 // the functions' names, by id
+    std::unordered_map<std::string, uint32_t> ids_;  // and their ids
+    const TraceProbes *probes_seen_ = nullptr;       // probe index -> id, for that TraceProbes
+    std::vector<uint32_t> id_of_probe_;
     TargetSymbols symbols_;
-    std::string key_of(const TraceEvent &e, const TraceProbes &probes, const unsigned char *extra, int pid);
+    std::string key_text(int pid, const std::string &key, bool faulted);
 };
 
 }  // namespace liveprobe::tool

@@ -168,7 +168,7 @@ bool load_names(Image &im)
     probes.specs = std::move(placed);
     probes.extra_bytes = extra;
     probes.stack_depth = std::min(h->stack_depth, trace::kMaxStackDepth);
-    if (probes.stack_depth && probes.maps.empty()) probes.maps = executable_maps(im.pid);
+    if (extra && probes.maps.empty()) probes.maps = executable_maps(im.pid);  // (callers, stacks)
     probes.payload.clear();
     for (uint32_t p = 0; p < probes.spec.size(); ++p)
         probes.payload.push_back(static_cast<uint32_t>(trace::event_bytes(probes.spec_of(p)) + extra));

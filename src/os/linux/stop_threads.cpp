@@ -369,15 +369,19 @@ void WorldStop::resume()
                     if (shared_->tid[i] == t.tid) shared_->new_ip[i] = t.new_ip;
             int st = shared_->state.load();
             if (st == kStopped) set_state(shared_, kResume);
-            // The helper detaches and exits on its own; the next stop() reaps it, or the agent's
-            // thread (stop_threads_reap_helper), so that no zombie child stays meanwhile.
-            HelperLock lk;
-            g_last_helper = helper_;
-            g_last_shared = shared_;
-            g_last_stack = stack_;
-            helper_ = 0;
-            shared_ = nullptr;
-            stack_ = nullptr;
+            // The helper detaches and exits on its own: reaped now. Left a zombie until the
+            // next stop or request, a program's waitpid(-1, ..., __WALL) found it, a child
+            // the program never made (a threaded program traced from its start).
+            {
+                HelperLock lk;
+                g_last_helper = helper_;
+                g_last_shared = shared_;
+                g_last_stack = stack_;
+                helper_ = 0;
+                shared_ = nullptr;
+                stack_ = nullptr;
+            }
+            reap_last_helper();
         }
         if (shared_) munmap(shared_, sizeof(Shared));
         shared_ = nullptr;

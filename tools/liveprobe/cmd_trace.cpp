@@ -47,142 +47,14 @@
 #include "trace_codec.hpp"
 #include "trace_follow.hpp"
 #include "trace_images.hpp"
+#include "trace_options.hpp"
 #include "trace_output.hpp"
-#include "trace/filter.hpp"
 #include "trace/session.hpp"
-#include "keyed_totals.hpp"
-#include "target_symbols.hpp"
-#include "tree_printer.hpp"
 #include "trace_writer.hpp"
 
 namespace liveprobe::tool {
 namespace {
 
-
-struct Opts {
-    int pid = 0;
-    bool count = false, hist = false, no_follow = false, verbose = false;
-    std::string chrome;  // --chrome FILE
-    std::string output;  // -o FILE: a trace file
-    std::string input;   // -i FILE: show a trace file
-    PrintOptions print;
-    int maxactive = 16384;
-    double duration = 0;
-    std::vector<std::string> specs;
-    bool raw = false;  // --raw: calls' values as the bare register, no DWARF
-    bool tree = false;  // --tree: the calls drawn as they begin and end
-    std::string filter;  // --filter EXPR (trace/filter.hpp)
-    std::string by, hist_of;  // --by KEY, --hist-of EXPR: aggregated by the tool (keyed)
-    double interval = 0;      // --interval SECONDS
-    std::unique_ptr<KeyedTotals> keyed;
-    bool stacks = false, folded = false;  // --stacks, --folded
-    uint32_t stack_depth = 32;            // --stack-depth
-    TargetSymbols symbols;                // names the frames of printed events
-    TreePrinter tree_printer;
-    TraceProbes probes;  // -i FILE: the trace file's probes
-};
-
-// --filter: parsed here to point at a mistake before anything is attached, then sent among the
-// specs as the session's option (trace/session.hpp's kFilterOption).
-bool add_filter(Opts &o)
-{
-    trace::Expr e;
-    std::string error;
-    size_t at = 0;
-    if (o.tree) {
-        complain("trace: --filter: not with --tree, which draws every call as it begins (trace -o FILE, then "
-                 "liveprobe replay FILE, takes filters)");
-        return false;
-    }
-    if (!trace::parse_expr(o.filter, &e, &error, &at)) {
-        complain("trace: --filter: " + trace::point_at(o.filter, at, error));
-        return false;
-    }
-    for (const std::string &text : o.specs) {
-        trace::Spec spec;
-        if (e.at_return && trace::parse_spec(text, &spec, &error, &at) && spec.kind == trace::SpecKind::probe) {
-            complain(fmt::format("trace: --filter: retval and duration are known at a return (FUNC, r:): not at {}",
-                                 text));
-            return false;
-        }
-    }
-    o.specs.push_back(trace::kFilterOption + o.filter);
-    return true;
-}
-
-// --stacks, --stack-depth, --folded, --by stack: every event with its stack (the session's
-// option, trace/session.hpp's kStacksOption); counted per stack with --count and --hist.
-bool add_stacks(Opts &o)
-{
-    o.stacks = o.stacks || o.folded || o.by == "stack";
-    if (!o.stacks) return true;
-    if (o.tree) {
-        complain("trace: --stacks: not with --tree (replay the calls of a trace file)");
-        return false;
-    }
-    if ((o.count || o.hist) && o.by.empty() && !o.folded) o.by = "stack";  // counts and histograms per stack
-    o.specs.push_back(trace::kStacksOption + std::to_string(o.stack_depth));
-    o.print.frame_name = [&o](int pid, uint64_t addr) { return o.symbols.describe(pid, addr); };
-    return true;
-}
-
-// --by KEY, --hist-of EXPR: the session runs per event, each event with its key and value
-// (computed in the target: trace/session.hpp's ExtraLayout), aggregated here (keyed_totals.hpp).
-bool add_keys(Opts &o)
-{
-    if (!o.by.empty() && !o.count && !o.hist && o.hist_of.empty() && !o.folded) {
-        complain("trace: --by KEY groups what --count, --hist or --hist-of aggregate: give one of them");
-        return false;
-    }
-    if (o.tree || o.print.json || o.print.chrome || !o.output.empty()) {
-        complain("trace: --by and --hist-of aggregate: not with --tree, --json, --chrome or -o");
-        return false;
-    }
-    KeyedOptions k;
-    k.count = o.count;
-    k.hist = o.hist;
-    k.value = o.hist_of;
-    using Key = KeyedOptions::Key;
-    k.key = o.folded || o.by == "stack" ? Key::stack
-            : o.by.empty()               ? Key::none
-            : o.by == "tid"              ? Key::tid
-            : o.by == "comm"             ? Key::comm
-            : o.by == "caller"           ? Key::caller
-                                         : Key::expr;
-    k.folded = o.folded;
-    k.count = k.count || o.folded;
-    bool at_return = false;
-    for (auto [text, option] : {std::pair{&o.by, "--by"}, std::pair{&o.hist_of, "--hist-of"}}) {
-        if (text->empty() || *text == "tid" || *text == "comm" || *text == "stack") continue;
-        trace::Expr e;
-        std::string error;
-        size_t at = 0;
-        if (!trace::parse_expr(*text, &e, &error, &at)) {
-            complain(fmt::format("trace: {}: {}", option, trace::point_at(*text, at, error)));
-            return false;
-        }
-        at_return = at_return || e.at_return;
-    }
-    for (const std::string &text : o.specs) {
-        trace::Spec spec;
-        std::string error;
-        size_t at = 0;
-        if (at_return && trace::parse_spec(text, &spec, &error, &at) && spec.kind == trace::SpecKind::probe) {
-            complain(fmt::format("trace: retval and duration are known at a return (FUNC, r:): not at {}", text));
-            return false;
-        }
-    }
-    if (k.key == Key::comm || k.key == Key::caller || k.key == Key::expr) o.specs.push_back(trace::kByOption + o.by);
-    if (o.folded && (o.hist || !o.hist_of.empty() || (!o.by.empty() && o.by != "stack"))) {
-        complain("trace: --folded counts the calls of each stack: not with --hist, --hist-of or --by");
-        return false;
-    }
-    if (!o.hist_of.empty()) o.specs.push_back(trace::kValueOption + o.hist_of);
-    o.keyed = std::make_unique<KeyedTotals>(k);
-    o.print.sink = o.keyed.get();
-    o.count = o.hist = false;  // the session runs per event; the aggregates are the tool's
-    return true;
-}
 
 // `events`: what the reading took out of the rings (per-event modes), and `read`, the words
 // for it (" (N events read)"), or empty (--count, --hist: the calls are the counters' sum). In

@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <sstream>
 #include <memory>
 #include <new>
@@ -85,6 +86,7 @@ struct Session {
     std::optional<Expr> filter, key, value;         // --filter, --by, --value, as given
     ExtraLayout extra;                              // --by's key and --value's value in events
     std::deque<Expr> filters;                       // resolved per probe (Probe's point in)
+    std::set<std::string> maps_said;                // "map" lines published (publish_maps)
 };
 // Lock order: g_life_mu, g_mu, g_watch_mu. g_life_mu: a session's start and stop, whole
 // (what the watcher and the dlopen probes serve changes with them; stopping those waits for
@@ -302,9 +304,27 @@ bool resolve_for(Session &ss, const std::optional<Expr> &given, const char *opti
 // Places probes on `fns` (user spec indices): each function's spec resolved (parameters by
 // name, from its DWARF), the names published, then the probes registered in one batch. Fills
 // *out's lists, placed, optimized and slow.
+// --by caller, --stacks: the process's executable mappings (/proc/self/maps' lines) among the
+// names, as "map LINE", those not said yet: the tool names callers and frames by them, also
+// after the process is gone (a program that ends at once), and keeps them in trace files.
+void publish_maps(Session &ss)
+{
+    std::ifstream in("/proc/self/maps");
+    std::string text;
+    for (std::string line; std::getline(in, line);) {
+        std::istringstream l(line);
+        std::string range, perms;
+        l >> range >> perms;
+        if (perms.size() < 3 || perms[2] != 'x' || line.find(" /") == std::string::npos) continue;
+        if (ss.maps_said.insert(line).second) text += "map " + line + "\n";
+    }
+    if (!text.empty()) append_names(ss, text);
+}
+
 void place(Session &ss, std::vector<Target> fns, Started *out)
 {
     if (ss.extra.stack_depth) arch::build_unwind_table();  // objects loaded since: their rows too
+    if (ss.extra.bytes()) publish_maps(ss);
     std::string why;
     std::string names;
     std::vector<Target> placed;
@@ -688,6 +708,7 @@ int start(Mode mode, const std::vector<std::string> &spec_texts, int maxactive, 
     for (const Target &f : fns) room += f.name.size() + 32;
     for (const Spec &spec : ss->user) room += 16 + 2 * spec.text.size() * 3 + 64 * spec.args.size();  // a resolved spec, encoded
     room = room * 2 + 4096 + (ss->pending.empty() ? 0 : size_t{kLateCapacity} * kLateNameBytes);
+    if (ss->extra.bytes()) room += 64 << 10;  // the "map" lines (publish_maps)
     size_t bytes = (names_offset(capacity, mode == Mode::hist) + room + 4095) & ~size_t{4095};
     int fd = given_fd;
     if (fd >= 0) {

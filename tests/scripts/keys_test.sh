@@ -35,6 +35,14 @@ calls=$(grep -o '^@ns\[ct_parse, [0-9]*\]: [0-9]* calls' "$tmp/tid.out" | awk '{
 [ "$calls" = "1 2 " ] && pass "--hist --by tid: ct_parse's 2 calls in main's thread, 1 in the worker's" ||
     { fail "--hist --by tid: calls per thread '$calls':"; sed 's/^/    /' "$tmp/tid.out"; }
 
+# trace -i FILE --count keeps --tid's thread and --min-duration's calls only.
+"${launch[@]}" "$lp" trace -o "$tmp/k.lptrace" 'ct_*' -- "$target" >/dev/null 2>&1
+worker=$("$lp" replay "$tmp/k.lptrace" | sed -nE 's/.*\[ *([0-9]+)\] \| ct_worker\(\) \{/\1/p')
+got=$("$lp" trace -i "$tmp/k.lptrace" --count --tid "$worker" 2>/dev/null | grep -c '^ct_')
+long=$("$lp" trace -i "$tmp/k.lptrace" --count --min-duration 10ms 2>/dev/null | awk '/^ct_/ { print $1 }')
+[ "$got" -eq 3 ] && [ "$long" = ct_wait ] && pass "trace -i --count: --tid (the worker's 3 functions) and --min-duration (ct_wait)" ||
+    fail "trace -i --count --tid $worker: $got functions; --min-duration 10ms: '$long'"
+
 # --interval: naps of 100 ms for 1.5 s, printed every 0.4 s: each interval's count is its own,
 # and together they are the summary's.
 "${launch[@]}" "$bin/tests/lp_nap_target" 100000 >"$tmp/nap.out" 2>&1 &

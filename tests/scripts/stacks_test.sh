@@ -36,6 +36,15 @@ grep -Eq '^_start;__libc_start_main;__libc_start_call_main;main;nap [1-9][0-9]*$
     pass "-O2 without frame pointers: main's naps and the worker's through nap_rec 4 deep" ||
     { fail "nap_target's stacks:"; sed 's/^/    /' "$tmp/nap.out"; }
 
+# A program that ends at once, in a call that never returns: its frames named all the same
+# (the mappings come with the session, not read later), and the frame of the call whose return
+# address is the next function's first byte named by the call.
+lp_trace --folded p:nr_bail -- "$bin/tests/lp_noreturn_target" >"$tmp/nr.out" 2>/dev/null
+grep -qx '_start;__libc_start_main;__libc_start_call_main;main;nr_fail;nr_bail 1' "$tmp/nr.out" &&
+    pass "a program that ends at once, in a noreturn call: its stack named, nr_fail's frame by its call" ||
+    { fail "noreturn_target's stack:"; sed 's/^/    /' "$tmp/nr.out"; }
+nm "$bin/tests/lp_noreturn_target" | grep -q ' nr_next$' || fail "noreturn_target has no nr_next"
+
 # Each event with its frames: a p: probe at an entry, a call at its return.
 lp_trace --stacks p:ct_emit ct_neg -- "$target" >"$tmp/events.out" 2>&1
 grep -v '^liveprobe:' "$tmp/events.out" | sed -E 's/^\[ *[0-9.]+\] [0-9]+ /[T] TID /; s/took [0-9]+ ns/took D ns/' >"$tmp/events.lines"
@@ -55,7 +64,14 @@ else fail "report --folded of the file differs from trace --folded:"; sed 's/^/ 
 "$lp" trace -i "$tmp/s.lptrace" 2>/dev/null | grep -c '^        ct_parse+0x' | grep -qx 9 &&
     pass "trace -i: each event's frames, named" || fail "trace -i of the file: $("$lp" trace -i "$tmp/s.lptrace" 2>&1 | head -8)"
 
-for args in "--stacks --tree ct_lex" "--folded --hist ct_lex" "--stacks --stack-depth 0 ct_lex" "--stacks --stack-depth 128 ct_lex"; do
+"$lp" trace -i "$tmp/s.lptrace" --folded >"$tmp/ifolded.out" 2>/dev/null
+diff -u "$tmp/alone.out" "$tmp/ifolded.out" >/dev/null && pass "trace -i FILE --folded: the file's stacks, folded" ||
+    { fail "trace -i --folded:"; sed 's/^/    /' "$tmp/ifolded.out"; }
+out=$("$lp" trace -i "$tmp/s.lptrace" --filter 'arg0 > 1' 2>&1); rc=$?
+[ "$rc" -eq 2 ] && grep -q "decided while tracing" <<<"$out" && pass "trace -i FILE --filter: refused ($out)" ||
+    fail "trace -i --filter: exit $rc: $out"
+
+for args in "--stacks --tree ct_lex" "--folded --hist ct_lex" "--count --by tid --stacks ct_lex" "--stacks --stack-depth 0 ct_lex" "--stacks --stack-depth 128 ct_lex"; do
     out=$(eval "\"$lp\" trace $args -- \"$target\"" 2>&1); rc=$?
     [ "$rc" -ne 0 ] && [ "$rc" -ne 30 ] && pass "trace $args: refused: $(head -1 <<<"$out")" || fail "trace $args: exit $rc: $out"
 done

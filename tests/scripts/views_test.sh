@@ -58,6 +58,25 @@ main_rep=$("$lp" report "$f" | awk '$NF == "main" { print $1 * ($2 == "ms" ? 1e6
 awk -v a="$main_ns" -v b="$main_rep" 'BEGIN { d = a - b; exit !(d < 1000 && d > -1000) }' &&
     pass "report --folded: main's paths add up to its total ($main_ns ns)" ||
     fail "report --folded: main's paths add up to $main_ns ns, its total is $main_rep ns"
+# report's Avg is the mean of every call, a recursion's inner ones too (it was total / calls,
+# below Min for a recursion): ct_eval's four durations, from the file's events.
+mean=$("$lp" trace -i "$f" --json 2>/dev/null | sed -n 's/.*"function":"ct_eval".*"duration_ns":\([0-9]*\).*/\1/p' |
+    awk '{ s += $1; n++ } END { if (n) printf "%d ns", int(s / n) }')
+avg=$("$lp" report "$f" | awk '$NF == "ct_eval" { print $8, $9 }')
+[ -n "$mean" ] && [ "$avg" = "$mean" ] && pass "report: ct_eval's Avg is the mean of its 4 calls ($avg)" ||
+    fail "report: ct_eval's Avg $avg, the mean of its calls ${mean:-?}"
+# The filters take one GLOB each: the file and the function after them are the positionals;
+# --min-duration takes a unit.
+"$lp" graph -F ct_parse "$f" ct_lex >"$tmp/graph_f.out" 2>&1 && grep -q ' (9) ct_lex$' "$tmp/graph_f.out" &&
+    pass "graph -F ct_parse FILE ct_lex: -F takes its GLOB only" || { fail "graph -F GLOB FILE FUNC:"; sed 's/^/    /' "$tmp/graph_f.out"; }
+diff <("$lp" replay --min-duration 10ms "$f" 2>&1) <("$lp" replay --min-duration 10000000 "$f" 2>&1) >/dev/null &&
+    pass "--min-duration 10ms is 10000000 ns" || fail "--min-duration 10ms: $("$lp" replay --min-duration 10ms "$f" 2>&1 | head -3)"
+
+# A C++ name keeps its own parameter list: no "()" after it.
+"${launch[@]}" "$lp" trace -o "$tmp/cxx.lptrace" 'shop::Cart::total*' -- "$bin/tests/lp_typed_target" >/dev/null 2>&1
+"$lp" replay "$tmp/cxx.lptrace" | grep -q '| shop::Cart::total() const; = 6.75$' &&
+    pass "replay: a C++ name as it is (shop::Cart::total() const)" || fail "replay of a C++ name: $("$lp" replay "$tmp/cxx.lptrace" 2>&1 | tail -2)"
+
 out=$("$lp" replay -D 0 "$f" 2>&1); rc=$?
 [ "$rc" -ne 0 ] && grep -q -- "--depth" <<<"$out" && pass "replay -D 0: refused ($(head -1 <<<"$out"))" ||
     fail "replay -D 0: exit $rc: $out"

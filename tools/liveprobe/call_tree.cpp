@@ -13,14 +13,24 @@ namespace liveprobe::tool {
 
 void CallFilter::add_options(CLI::App *cmd)
 {
+    // One GLOB each (repeat the option for more): the file and FUNC after it are not taken.
     cmd->add_option("-F,--include", include, "Only the calls of functions matching GLOB, and the calls they made")
-        ->type_name("GLOB");
+        ->type_name("GLOB")
+        ->allow_extra_args(false);
     cmd->add_option("-N,--exclude", exclude, "Not the calls of functions matching GLOB, nor the calls they made")
-        ->type_name("GLOB");
+        ->type_name("GLOB")
+        ->allow_extra_args(false);
     cmd->add_option("-D,--depth", depth, "Only calls this deep at most (1: the outermost shown)")
         ->check(CLI::Range(1, 1 << 20));
-    cmd->add_option("--min-duration", min_duration, "Only calls that took at least this many ns");
+    cmd->add_option("--min-duration", min_duration, "Only calls that took at least this long (ns, or with a unit: 10us, 2ms, 1s)")
+        ->transform(duration_units());
     cmd->add_option("--tid", tid, "Only this thread's calls");
+}
+
+CLI::Validator duration_units()
+{
+    return CLI::AsNumberWithUnit(std::map<std::string, uint64_t>{{"ns", 1}, {"us", 1000}, {"ms", 1000000}, {"s", 1000000000}},
+                                 CLI::AsNumberWithUnit::CASE_SENSITIVE);
 }
 
 std::string duration_text(uint64_t ns)
@@ -54,6 +64,7 @@ std::map<std::string, FunctionRow> function_rows(const CallTrees &trees)
             ++r.calls;
             if (running[c.probe]++ == 0) r.total += c.took();  // recursion: in its outermost call's time
             r.self += self[i];
+            r.sum += c.took();
             r.min = std::min(r.min, c.took());
             r.max = std::max(r.max, c.took());
             open.push_back(&c);
@@ -70,7 +81,7 @@ uint64_t sort_key(const FunctionRow &r, const std::string &by)
     if (by == "self") return r.self;
     if (by == "calls") return r.calls;
     if (by == "min") return r.min;
-    if (by == "avg") return r.calls ? r.total / r.calls : 0;
+    if (by == "avg") return r.avg();
     if (by == "max") return r.max;
     return r.total;
 }

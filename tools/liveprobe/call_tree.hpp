@@ -22,6 +22,7 @@
 
 namespace CLI {
 class App;
+class Validator;
 }
 
 namespace liveprobe::tool {
@@ -85,6 +86,16 @@ struct CallPaths {
     std::string path_of(const CallTrees &trees, int32_t node, const char *sep) const;
 };
 
+// A function as a call in a tree: "name()", or a C++ name as it is ("f(int) const" has its own
+// parameter list).
+inline std::string call_name(const std::string &name)
+{
+    return name.find('(') != std::string::npos ? name : name + "()";
+}
+
+// --min-duration's: a number of ns, or with a unit (10us, 2ms, 1s).
+CLI::Validator duration_units();
+
 // Durations as uftrace prints them: "  1.234 us", right-aligned in 10 columns.
 std::string duration_text(uint64_t ns);
 // The same unpadded ("1.234 us"), as report's columns are.
@@ -93,6 +104,8 @@ std::string time_text(uint64_t ns);
 // A function's shown calls, as report's line shows them (self, total: as in its footer).
 struct FunctionRow {
     uint64_t calls = 0, total = 0, self = 0, min = UINT64_MAX, max = 0;
+    uint64_t sum = 0;  // every call's time, a recursion's inner calls too: the mean is sum / calls
+    uint64_t avg() const { return calls ? sum / calls : 0; }
 };
 std::map<std::string, FunctionRow> function_rows(const CallTrees &trees);
 // The rows sorted by a column (total, self, calls, min, avg, max: largest first; name: in

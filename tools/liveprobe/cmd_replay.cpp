@@ -19,7 +19,7 @@ void print_thread(const CallTrees &trees, const ThreadCalls &t)
 {
     const auto line = [&](const Call &c, const char *how) {
         return std::printf("%s [%6u] | %*s%s%s%s\n", duration_text(c.took()).c_str(), t.tid, 2 * c.depth, "",
-                           trees.names[c.probe].c_str(), how, trees.values[c.value].c_str());
+                           call_name(trees.names[c.probe]).c_str(), how, trees.values[c.value].c_str());
     };
     std::vector<const Call *> open;  // the blocks still open at the call printed, outermost first
     const auto close_to = [&](uint64_t t_ns) {
@@ -38,10 +38,10 @@ void print_thread(const CallTrees &trees, const ThreadCalls &t)
         size_t next = i + 1;
         while (next < calls.size() && !calls[next].shown && calls[next].entry < c.exit) ++next;
         if (next < calls.size() && calls[next].shown && calls[next].parent == static_cast<int32_t>(i)) {
-            std::printf("%10s [%6u] | %*s%s() {\n", "", t.tid, 2 * c.depth, "", trees.names[c.probe].c_str());
+            std::printf("%10s [%6u] | %*s%s {\n", "", t.tid, 2 * c.depth, "", call_name(trees.names[c.probe]).c_str());
             open.push_back(&c);
         } else {
-            line(c, "();");
+            line(c, ";");
         }
     }
     close_to(UINT64_MAX);

@@ -64,7 +64,7 @@ void print(const std::map<std::string, FunctionRow> &by_name, const std::string 
                 "==========", "==========", "========");
     for (const auto &[name, r] : rows)
         std::printf("%12s  %12s  %10" PRIu64 "  %12s  %12s  %12s  %s\n", time_text(r.total).c_str(), time_text(r.self).c_str(),
-                    r.calls, time_text(r.min).c_str(), time_text(r.calls ? r.total / r.calls : 0).c_str(),
+                    r.calls, time_text(r.min).c_str(), time_text(r.avg()).c_str(),
                     time_text(r.max).c_str(), name.c_str());
 }
 

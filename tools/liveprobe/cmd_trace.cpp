@@ -47,6 +47,7 @@
 #include "trace_codec.hpp"
 #include "trace_follow.hpp"
 #include "trace_images.hpp"
+#include "call_tree.hpp"
 #include "trace_options.hpp"
 #include "trace_output.hpp"
 #include "trace/session.hpp"
@@ -345,26 +346,47 @@ int show_file(Opts &o)
     std::string why;
     uint64_t events = 0;
     TraceTotals *totals = nullptr;
+    std::unique_ptr<KeyedTotals> folded;  // --folded: the file's stacks
+    if (o.folded) {
+        KeyedOptions k;
+        k.key = KeyedOptions::Key::stack;
+        k.count = k.folded = true;
+        folded = std::make_unique<KeyedTotals>(k);
+    }
     bool ok = read_trace_file(
         o.input, &o.probes, &pid,
         [&](std::vector<TraceEvent> &batch) {
             events += batch.size();
-            if (o.count || o.hist) {
+            if (o.folded) {
+                folded->symbols().set_fallback_maps(o.probes.maps);
+                o.print.pid = pid;
+                folded->take(batch, o.probes, o.print);
+            } else if (o.count || o.hist) {
                 if (!totals) totals = new TraceTotals(o.probes.names.size());
                 totals->count.resize(o.probes.names.size());  // probes placed later, in the file
                 totals->hist.resize(o.probes.names.size());
-                for (const TraceEvent &e : batch) totals->add(e, o.probes);
+                for (const TraceEvent &e : batch) {
+                    const bool call = o.probes.spec_of(e.r.probe).kind != trace::SpecKind::probe;
+                    if ((o.print.tid && static_cast<int>(e.r.tid) != o.print.tid) ||
+                        (call && e.r.exit_ns - e.r.entry_ns < o.print.min_duration))
+                        continue;
+                    totals->add(e, o.probes);
+                }
             } else {
                 o.print.pid = pid;
                 if (o.probes.stack_depth && !o.print.frame_name) {  // frames named by the file's mappings
                     o.symbols.set_fallback_maps(o.probes.maps);
-                    o.print.frame_name = [&o](int p, uint64_t addr) { return o.symbols.describe(p, addr); };
+                    o.print.frame_name = [&o](int p, uint64_t addr, bool ret) { return o.symbols.describe(p, addr, ret); };
                 }
                 o.print.live = false;  // the file's processes: gone, or others by now
                 print_events(batch, o.probes, o.print);
             }
         },
         &why, !(isatty(STDOUT_FILENO) && !o.count && !o.hist && !o.print.chrome));  // not amid lines on the terminal
+    if (folded) {
+        if (o.probes.stack_depth == 0) std::fprintf(stderr, "liveprobe: %s holds no stacks (trace -o FILE --stacks)\n", o.input.c_str());
+        folded->print();
+    }
     if (totals && o.count) print_counts(*totals, o.probes);
     if (totals && o.hist) print_hists(*totals, o.probes);
     delete totals;
@@ -442,7 +464,8 @@ Runner add_trace(CLI::App &app)
         ->check(CLI::Range(1, 100000));
     cmd->add_option("--duration", o->duration, "Stop tracing after this many seconds (a program started with -- runs on)");
     cmd->add_option("--tid", o->print.tid, "Only the calls of this thread");
-    cmd->add_option("--min-duration", o->print.min_duration, "Only the calls that took at least this many ns");
+    cmd->add_option("--min-duration", o->print.min_duration, "Only the calls that took at least this long (ns, or 10us, 2ms, 1s)")
+        ->transform(duration_units());
     cmd->add_option("specs", o->specs,
                     "What to trace: FUNC (NAME, OBJECT:NAME, a C++ name or a glob such as '*' or 'libz.so.1:*'), "
                     "FUNC+OFF, SRCFILE:LINE, FUNC:RELLINE, 'p:LOC FETCHARG...' or 'r:FUNC FETCHARG...' (one argument "
@@ -492,6 +515,11 @@ Runner add_trace(CLI::App &app)
         if (!o->input.empty()) {
             if (o->pid != 0 || !command.empty() || !o->specs.empty()) {
                 complain("trace: -i FILE shows a trace file: no -p, program or spec");
+                return kExitUsage;
+            }
+            if (filter->count() || !o->by.empty() || !o->hist_of.empty() || o->tree || o->stacks || o->interval > 0) {
+                complain("trace: -i FILE shows what the file holds: --filter, --by, --hist-of, --tree, --stacks and "
+                         "--interval are decided while tracing (replay, report and graph read a file with filters)");
                 return kExitUsage;
             }
             return show_file(*o);
@@ -768,7 +796,9 @@ Runner add_trace(CLI::App &app)
                         // into an image the tool did not start).
                         std::string ignored;
                         auto now = process_info(o->pid, &ignored);
-                        if (now && now->state != 'Z' && !auxv.empty() && process_auxv(o->pid) != auxv) {
+                        // (A process killed meanwhile has no auxv left to read: not a new program.)
+                        const std::string auxv_now = now ? process_auxv(o->pid) : std::string();
+                        if (now && now->state != 'Z' && !auxv.empty() && !auxv_now.empty() && auxv_now != auxv) {
                             std::fprintf(stderr,
                                          "liveprobe: process %d executed a program (%s): its probes went with the old "
                                          "one, and a -p trace does not follow exec (trace it again with -p, or start "

@@ -257,7 +257,7 @@ void table(std::string &out, const std::map<std::string, FunctionRow> &by_name, 
     out += "</tr></thead>\n<tbody>\n";
     for (size_t i = 0; i < rows.size() && i < kMaxRows; ++i) {
         const auto &[name, r] = rows[i];
-        const uint64_t avg = r.calls ? r.total / r.calls : 0;
+        const uint64_t avg = r.avg();
         std::string cells;
         for (uint64_t ns : {r.total, r.self}) cells += fmt::format("<td data-v=\"{}\">{}</td>", ns, time_text(ns));
         cells += fmt::format("<td class=\"calls\" data-v=\"{}\">{}</td>", r.calls, r.calls);

@@ -45,13 +45,13 @@ std::string KeyedTotals::key_text(int pid, const std::string &key, bool faulted)
         if (faulted) return "(fault)";
         int64_t v = 0;
         std::memcpy(&v, key.data(), 8);
-        return o_.key == Key::caller ? symbols_.describe(pid, static_cast<uint64_t>(v)) : std::to_string(v);
+        return o_.key == Key::caller ? symbols_.describe(pid, static_cast<uint64_t>(v), true) : std::to_string(v);
     }
     std::string text;
     for (size_t i = 0; i + 8 <= key.size(); i += 8) {
         uint64_t frame = 0;
         std::memcpy(&frame, key.data() + i, 8);
-        std::string name = symbols_.describe(pid, frame);
+        std::string name = symbols_.describe(pid, frame, i > 0);
         if (!o_.folded) {
             text += (i ? "\n" : "") + name;
             continue;

@@ -53,12 +53,13 @@ const TargetSymbols::Map *TargetSymbols::map_of(int pid, uint64_t addr)
     return nullptr;
 }
 
-std::string TargetSymbols::describe(int pid, uint64_t addr)
+std::string TargetSymbols::describe(int pid, uint64_t addr, bool return_address)
 {
-    auto known = names_.find({pid, addr});
+    auto known = names_.find({pid, addr, return_address});
     if (known != names_.end()) return known->second;
     std::string name = fmt::format("{:#x}", addr);
-    if (const Map *m = map_of(pid, addr)) {
+    const uint64_t at = return_address && addr ? addr - 1 : addr;  // the call's last byte
+    if (const Map *m = map_of(pid, at)) {
         auto [it, added] = objects_.try_emplace(m->path);
         if (added) {
             std::string why;
@@ -69,7 +70,8 @@ std::string TargetSymbols::describe(int pid, uint64_t addr)
         // A program not built position-independent is where its file says; anything else is
         // where the mapping put it (a segment's file offset is its address in GNU ld's output).
         const uint64_t file_addr = o && o->elf_type() == ET_EXEC ? addr : addr - m->start + m->offset;
-        const symbols::Symbol *s = o ? o->function_containing(file_addr) : nullptr;
+        const uint64_t file_at = file_addr - (addr - at);
+        const symbols::Symbol *s = o ? o->function_containing(file_at) : nullptr;
         const std::string base = m->path.substr(m->path.rfind('/') + 1);
         if (s) {
             const std::string fn = demangled(s->name.substr(0, s->name.find('@')));
@@ -78,7 +80,7 @@ std::string TargetSymbols::describe(int pid, uint64_t addr)
             name = fmt::format("{}+{:#x}", base, file_addr);
         }
     }
-    names_[{pid, addr}] = name;
+    names_[{pid, addr, return_address}] = name;
     return name;
 }
 

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace liveprobe::symbols {
@@ -21,8 +22,10 @@ class TargetSymbols {
 public:
     TargetSymbols();
     ~TargetSymbols();
-    // "FUNC+0xOFF" (FUNC demangled; "FUNC" at its entry), "OBJECT+0xOFF", or "0xADDR".
-    std::string describe(int pid, uint64_t addr);
+    // "FUNC+0xOFF" (FUNC demangled; "FUNC" at its entry), "OBJECT+0xOFF", or "0xADDR". A
+    // return address is named by its call, the byte before it: after a call that does not
+    // return, it is the next function's first byte.
+    std::string describe(int pid, uint64_t addr, bool return_address = false);
     // The mappings (/proc/PID/maps' lines) to take for a process whose own cannot be read (it is
     // gone; or the trace file's process, read later): its objects are read where it had them.
     void set_fallback_maps(const std::string &text) { fallback_ = parse(text); }
@@ -37,7 +40,7 @@ private:
     std::vector<Map> fallback_;
     std::map<int, std::vector<Map>> maps_;
     std::map<std::string, std::unique_ptr<symbols::ElfObject>> objects_;  // null: not ELF
-    std::map<std::pair<int, uint64_t>, std::string> names_;              // answers, kept
+    std::map<std::tuple<int, uint64_t, bool>, std::string> names_;      // answers, kept
 };
 
 }  // namespace liveprobe::tool

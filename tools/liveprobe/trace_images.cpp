@@ -84,20 +84,6 @@ std::string check_layout(const Shm &shm, uint32_t capacity, bool hist, uint64_t 
 
 }  // namespace
 
-// /proc/PID/maps' lines of executable file mappings: what names a stack's frames (-o keeps it).
-static std::string executable_maps(int pid)
-{
-    std::ifstream in(fmt::format("/proc/{}/maps", pid));
-    std::string out;
-    for (std::string line; std::getline(in, line);) {
-        std::istringstream l(line);
-        std::string range, perms;
-        l >> range >> perms;
-        if (perms.size() > 2 && perms[2] == 'x' && line.find(" /") != std::string::npos) out += line + "\n";
-    }
-    return out;
-}
-
 bool load_names(Image &im)
 {
     Shm *shm = &im.shm;
@@ -130,7 +116,12 @@ bool load_names(Image &im)
     im.own.clear();
     im.slow.clear();
     std::vector<trace::Spec> placed;
+    std::string maps;
     for (std::string line; std::getline(in, line);) {
+        if (line.rfind("map ", 0) == 0) {  // --by caller, --stacks: an executable mapping of the process
+            maps += line.substr(4) + "\n";
+            continue;
+        }
         if (line.rfind("exe ", 0) == 0) {  // trace -- CMD: the image's executable
             im.exe = agent::escape_controls(line.substr(4));
             continue;
@@ -168,7 +159,7 @@ bool load_names(Image &im)
     probes.specs = std::move(placed);
     probes.extra_bytes = extra;
     probes.stack_depth = std::min(h->stack_depth, trace::kMaxStackDepth);
-    if (extra && probes.maps.empty()) probes.maps = executable_maps(im.pid);  // (callers, stacks)
+    probes.maps = maps;
     probes.payload.clear();
     for (uint32_t p = 0; p < probes.spec.size(); ++p)
         probes.payload.push_back(static_cast<uint32_t>(trace::event_bytes(probes.spec_of(p)) + extra));

@@ -58,9 +58,14 @@ bool add_stacks(Opts &o)
         complain("trace: --stacks: not with --tree (replay the calls of a trace file)");
         return false;
     }
+    if ((!o.by.empty() && o.by != "stack") || !o.hist_of.empty()) {
+        complain("trace: --stacks is a key of its own: not with --by " + o.by + " or --hist-of (--count --stacks "
+                 "counts per stack)");
+        return false;
+    }
     if ((o.count || o.hist) && o.by.empty() && !o.folded) o.by = "stack";  // counts and histograms per stack
     o.specs.push_back(trace::kStacksOption + std::to_string(o.stack_depth));
-    o.print.frame_name = [&o](int pid, uint64_t addr) { return o.symbols.describe(pid, addr); };
+    o.print.frame_name = [&o](int pid, uint64_t addr, bool ret) { return o.symbols.describe(pid, addr, ret); };
     return true;
 }
 

@@ -72,7 +72,7 @@ std::string stack_text(const TraceEvent &e, const TraceProbes &probes, const Pri
     if (probes.stack_depth == 0) return "";
     std::string out = json ? ",\"stack\":[" : "";
     for (size_t i = 0; i < frames.size(); ++i) {
-        const std::string name = o.frame_name ? o.frame_name(pid, frames[i]) : fmt::format("{:#x}", frames[i]);
+        const std::string name = o.frame_name ? o.frame_name(pid, frames[i], i > 0) : fmt::format("{:#x}", frames[i]);
         out += json ? (i ? "," : "") + trace::json_string(name) : "        " + name + "\n";
     }
     return json ? out + "]" : out;

@@ -59,8 +59,9 @@ struct PrintOptions {
     bool live = true;  // the processes run (or ran) now: their names are in /proc (not with -i)
     int tid = 0;  // --tid
     uint64_t min_duration = 0;
-    // --stacks: names a frame's address in process pid (target_symbols.hpp); null: hex.
-    std::function<std::string(int pid, uint64_t addr)> frame_name;
+    // --stacks: names a frame's address in process pid (target_symbols.hpp), a return address
+    // or not (the first frame); null: hex.
+    std::function<std::string(int pid, uint64_t addr, bool return_address)> frame_name;
     // Where the events go instead of lines: --tree's drawing (tree_printer.hpp), --by's and
     // --hist-of's aggregates (keyed_totals.hpp).
     class EventSink *sink = nullptr;

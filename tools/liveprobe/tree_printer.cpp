@@ -54,8 +54,8 @@ void TreePrinter::close_left(uint32_t tid, std::vector<Open> &stack, size_t n, c
         if (o.printed)
             line("%10s [%6u] | %*s} /* %s: left without returning */\n", "", tid, indent, "", probes.name_of(o.probe).c_str());
         else
-            line("%10s [%6u] | %*s%s(); /* left without returning */\n", "", tid, indent, "",
-                 probes.name_of(o.probe).c_str());
+            line("%10s [%6u] | %*s%s; /* left without returning */\n", "", tid, indent, "",
+                 call_name(probes.name_of(o.probe)).c_str());
     }
 }
 
@@ -71,11 +71,11 @@ void TreePrinter::ret(uint32_t tid, std::vector<Open> &stack, const TraceEvent &
     std::string value = spec.kind == trace::SpecKind::call ? call_value(spec, e, false) : values_text(spec, e.values, false);
     if (spec.kind == trace::SpecKind::call && !value.empty()) value = " = " + value;
     const std::string took = duration_text(e.r.exit_ns >= e.r.entry_ns ? e.r.exit_ns - e.r.entry_ns : 0);
-    const std::string name = probes.name_of(e.r.probe);
+    const std::string name = call_name(probes.name_of(e.r.probe));
     const long i = innermost(stack, e.r.probe);
     if (i < 0) {  // it began before the trace did: a line of its own, where it returns
         open_block(tid, stack, probes);
-        line("%s [%6u] | %*s%s();%s\n", took.c_str(), tid, static_cast<int>(2 * stack.size()), "", name.c_str(), value.c_str());
+        line("%s [%6u] | %*s%s;%s\n", took.c_str(), tid, static_cast<int>(2 * stack.size()), "", name.c_str(), value.c_str());
         return;
     }
     close_left(tid, stack, static_cast<size_t>(i) + 1, probes);  // calls inside it that left without returning
@@ -83,9 +83,10 @@ void TreePrinter::ret(uint32_t tid, std::vector<Open> &stack, const TraceEvent &
     stack.pop_back();
     const int indent = static_cast<int>(2 * stack.size());
     if (o.printed)
-        line("%s [%6u] | %*s}%s /* %s */\n", took.c_str(), tid, indent, "", value.c_str(), name.c_str());
+        line("%s [%6u] | %*s}%s /* %s */\n", took.c_str(), tid, indent, "", value.c_str(),
+             probes.name_of(e.r.probe).c_str());
     else
-        line("%s [%6u] | %*s%s();%s\n", took.c_str(), tid, indent, "", name.c_str(), value.c_str());
+        line("%s [%6u] | %*s%s;%s\n", took.c_str(), tid, indent, "", name.c_str(), value.c_str());
 }
 
 void TreePrinter::take(const std::vector<TraceEvent> &batch, const TraceProbes &probes, const PrintOptions &o)

@@ -417,7 +417,7 @@ Runner add_trace(CLI::App &app)
     auto *filter = cmd->add_option("--filter", o->filter,
                     "Only the calls (or hits) for which EXPR is true, decided in the target: e.g. 'arg0 > 100 && "
                     "retval < 0', 'duration > 1ms', 'comm == \"worker\"', 'len >= 4096' (a parameter by name); "
-                    "see the README's \"Filters\"")
+                    "the language: docs/views.md")
         ->type_name("EXPR");
     cmd->add_option("--by", o->by,
                     "With --count or --hist: per function and KEY, where KEY is tid, comm, caller, or an expression "
@@ -449,7 +449,7 @@ Runner add_trace(CLI::App &app)
                                 "Write the events to FILE, as the target wrote them (fast: nothing is formatted); "
                                 "show them later with -i FILE");
     cmd->add_option("-i,--input", o->input, "Show the events of a trace file written with -o (with --json, --chrome, "
-                                            "--count, --hist, --tid, --min-duration)")
+                                            "--count, --hist, --folded, --tid, --min-duration)")
         ->excludes(out);
     cmd->add_flag("--no-follow", o->no_follow,
                   "Do not trace the children the process forks, nor the programs they execute (-- CMD: both are "

@@ -384,7 +384,23 @@ uint64_t return_address_of(ThreadRecord *rec, uint64_t slot) noexcept
 std::atomic<uint64_t> g_kret_unregistrations{0};
 std::atomic<int64_t> g_kret_retired{0};
 
-void kret_reap_below(ThreadRecord *rec, uint64_t slot) noexcept { reap_below(rec, slot, false); }
+void kret_reap_below(ThreadRecord *rec, uint64_t slot, bool at_slot) noexcept { reap_below(rec, slot, at_slot); }
+
+void kret_reap_overwritten() noexcept
+{
+    ThreadRecord *rec = this_thread_if_any();
+    if (!rec) return;
+    Inst **link = reinterpret_cast<Inst **>(&rec->ret_top);
+    while (Inst *e = *link) {
+        // Only on the thread's own stack, which stays mapped (a signal stack may be gone).
+        if (os::stack_region(e->slot) == 0 && *reinterpret_cast<const uint64_t *>(e->slot) != trampoline()) {
+            *link = e->below;
+            reap(rec, e);
+        } else {
+            link = &e->below;
+        }
+    }
+}
 
 void kret_abandon_entry(ThreadRecord *rec) noexcept
 {

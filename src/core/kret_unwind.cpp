@@ -97,8 +97,9 @@ int kret_catch_enter(struct kprobe *, struct pt_regs *regs) noexcept
 {
     ThreadRecord *rec = this_thread_if_any();
     if (!rec || !rec->ret_top) return 0;
-    // The frames below the catching one are gone.
-    kret_reap_below(rec, regs->sp);
+    // The frames below the catching one are gone, and so is the one whose return slot this
+    // call of __cxa_begin_catch has just taken (the call that threw from the catching frame).
+    kret_reap_below(rec, regs->sp, true);
     // A catch inside a stack walker's callback: the walker still needs the real addresses.
     if (outer_walker_running(rec, regs->sp)) return 0;
     replace_again(rec, regs->sp);

@@ -156,8 +156,14 @@ void kret_put(KretState *ks, Inst *in) noexcept;
 void kret_unref(KretState *ks) noexcept;
 
 // Reaps the calls of rec's thread whose return slots lie below `slot` on its stack: they left
-// without returning (unwind_handler, instance back).
-void kret_reap_below(ThreadRecord *rec, uint64_t slot) noexcept;
+// without returning (unwind_handler, instance back). With `at_slot`, also the one at `slot`
+// when a new call has written over it (it no longer holds the trampoline).
+void kret_reap_below(ThreadRecord *rec, uint64_t slot, bool at_slot = false) noexcept;
+// At the process's exit, on the exiting thread: its calls in flight on its own stack whose
+// return slot a later call wrote over (a longjmp or an exception left them, and nothing
+// reaped them since), reaped, so that their unwind handlers run before the process ends. A
+// call still running (exit() called inside it) keeps the trampoline in its slot, and stays.
+void kret_reap_overwritten() noexcept;
 
 // The entry handler kret_pre ran under the jump path's fast-path guard faulted: its call's
 // instance goes back (the call is not recorded). Nothing when no entry handler was running.

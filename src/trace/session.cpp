@@ -150,6 +150,9 @@ void stop_watcher();
 {
     std::atexit([] {
         core::QuietThread quiet;  // on the program's thread: liveprobe's locking and calls
+        // Calls this thread left by a longjmp or an exception, not reaped yet: said left now,
+        // before the counts are final (they were lost).
+        core::kret_reap_overwritten();
         stop_watcher();  // it may be adding probes to the lists
         SessionLock lk;
         for (Session *ss : g_sessions)

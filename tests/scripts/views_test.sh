@@ -77,6 +77,9 @@ diff <("$lp" replay --min-duration 10ms "$f" 2>&1) <("$lp" replay --min-duration
 "$lp" replay "$tmp/cxx.lptrace" | grep -q '| shop::Cart::total() const; = 6.75$' &&
     pass "replay: a C++ name as it is (shop::Cart::total() const)" || fail "replay of a C++ name: $("$lp" replay "$tmp/cxx.lptrace" 2>&1 | tail -2)"
 
+out=$("$lp" replay --tid 1 "$f" 2>&1); rc=$?
+[ "$rc" -eq 1 ] && grep -q "holds no call of thread 1" <<<"$out" && pass "replay --tid of no thread in the file: said ($out)" ||
+    fail "replay --tid 1: exit $rc: $out"
 out=$("$lp" replay -D 0 "$f" 2>&1); rc=$?
 [ "$rc" -ne 0 ] && grep -q -- "--depth" <<<"$out" && pass "replay -D 0: refused ($(head -1 <<<"$out"))" ||
     fail "replay -D 0: exit $rc: $out"

@@ -217,6 +217,10 @@ bool load_call_trees(const std::string &file, const CallFilter &filter, bool val
         *why = fmt::format("{} holds more than {} calls: show one thread (--tid)", file, kMaxCalls);
         return false;
     }
+    if (filter.tid && threads.empty()) {
+        *why = fmt::format("{} holds no call of thread {} (replay shows each thread's id)", file, filter.tid);
+        return false;
+    }
     for (uint32_t p = 0; p < probes.names.size(); ++p) out->names.push_back(probes.name_of(p));
     const std::vector<char> inc = matching(out->names, filter.include), exc = matching(out->names, filter.exclude);
     for (auto &[key, t] : threads) {

@@ -4,7 +4,7 @@
 # only, and runs it for FUZZ_SECONDS (60) on its corpus, tests/fuzz/corpus/NAME, which grows
 # there (commit what it adds: `make test` replays it). A crash stops that harness; its input is
 # left in build/fuzz/crashes/NAME, to be fixed and then added to the corpus.
-#   scripts/fuzz.sh [NAME ...]      (the names: spec trace_file printk request module_params relocate; all by default)
+#   scripts/fuzz.sh [NAME ...]      (the names: spec filter trace_file printk request module_params relocate; all by default)
 set -euo pipefail
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=${FUZZ_BUILD:-$src/build/fuzz}
@@ -14,6 +14,7 @@ if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then sed -n '2,8p' "$0" | sed 's/
 command -v "$cxx" >/dev/null || { echo "fuzz: $cxx is missing (scripts/deps.sh installs clang)" >&2; exit 1; }
 declare -A sources=(
     [spec]="src/trace/spec.cpp src/trace/value_type.cpp src/arch/x86_64/value_home.cpp"
+    [filter]="src/trace/filter.cpp src/trace/spec.cpp src/trace/value_type.cpp src/arch/x86_64/value_home.cpp"
     [printk]="src/agent/printk_format.cpp"
     [module_params]="src/agent/module_params.cpp"
     [request]="src/agent/channel.cpp src/os/linux/runtime_dir.cpp src/agent/door.cpp src/os/linux/high_fd.cpp"
@@ -22,11 +23,11 @@ declare -A sources=(
 )
 declare -A libs=([relocate]="-lZydis")
 names=("$@")
-[ ${#names[@]} -gt 0 ] || names=(spec trace_file printk request module_params relocate)
+[ ${#names[@]} -gt 0 ] || names=(spec filter trace_file printk request module_params relocate)
 mkdir -p "$out"
 status=0
 for name in "${names[@]}"; do
-    [ -n "${sources[$name]:-}" ] || { echo "fuzz: no harness '$name' (spec trace_file printk request module_params relocate)" >&2; exit 2; }
+    [ -n "${sources[$name]:-}" ] || { echo "fuzz: no harness '$name' (spec filter trace_file printk request module_params relocate)" >&2; exit 2; }
     bin=$out/fuzz_$name
     files=("$src/tests/fuzz/fuzz_$name.cpp")
     for f in ${sources[$name]}; do files+=("$src/$f"); done

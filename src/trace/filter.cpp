@@ -1,5 +1,6 @@
-// The expressions of --filter, --by and --hist-of (filter.hpp): parsing into postfix code, and
-// the operands resolved for one function. The evaluation is filter_eval.cpp's.
+// The expressions of --filter, --by and --hist-of (filter.hpp): parsing into postfix code. Their
+// operands are resolved for each function by filter_resolve.cpp, and evaluated by
+// filter_eval.hpp.
 #include "trace/filter.hpp"
 
 #include <cctype>
@@ -10,7 +11,6 @@
 
 #include <fmt/format.h>
 
-#include "trace/params.hpp"
 
 namespace liveprobe::trace {
 namespace {
@@ -24,6 +24,7 @@ struct Token {
 };
 
 constexpr uint32_t kMaxNesting = 64;
+constexpr unsigned long kMaxArg = 63;  // argN: 6 in registers, the others on the stack
 
 constexpr const char *kOps[] = {"||", "&&", "==", "!=", "<=", ">=", "<<", ">>", "<", ">", "+", "-",
                                 "*",  "/",  "%",  "&",  "|",  "^",  "!",  "~",  "(", ")"};
@@ -240,8 +241,10 @@ private:
         }
         FetchArg a;
         if (w.size() > 3 && w.compare(0, 3, "arg") == 0 && w.find_first_not_of("0123456789", 3) == std::string::npos) {
+            if (w.size() > 5 || std::strtoul(w.c_str() + 3, nullptr, 10) > kMaxArg)  // (no stoul: no exception)
+                return --i_, fail(fmt::format("'{}': arguments are arg0 to arg{}", w, kMaxArg));
             a.base = FetchBase::arg;
-            a.n = static_cast<uint32_t>(std::stoul(w.substr(3))) + 1;
+            a.n = static_cast<uint32_t>(std::strtoul(w.c_str() + 3, nullptr, 10)) + 1;
         } else if (t.kind == Token::ident) {
             a.base = FetchBase::param;
             a.symbol = w;
@@ -284,26 +287,6 @@ private:
     }
 };
 
-// A DWARF type descriptor as an integer's width and sign: false if it is no integer.
-bool int_desc(const std::string &desc, uint8_t *width, bool *sign)
-{
-    const VType &t = *parse_vtype(desc);
-    switch (t.kind) {
-    case VKind::boolean:
-    case VKind::character:
-    case VKind::sint:
-    case VKind::uint:
-    case VKind::pointer:
-    case VKind::string:
-    case VKind::enumeration: break;
-    default: return false;
-    }
-    if (t.size == 0 || t.size > 8) return false;
-    *width = static_cast<uint8_t>(t.size);
-    *sign = t.kind == VKind::sint || t.kind == VKind::character || (t.kind == VKind::enumeration && desc[0] == 'E');
-    return true;
-}
-
 }  // namespace
 
 bool parse_expr(const std::string &text, Expr *out, std::string *error, size_t *at)
@@ -314,48 +297,6 @@ bool parse_expr(const std::string &text, Expr *out, std::string *error, size_t *
     if (!tokens(text, &toks, error, at)) return false;
     if (toks.size() == 1) return *error = "the expression is empty", *at = 0, false;
     return Parser(std::move(toks), out, error, at).parse();
-}
-
-int resolve_expr(Expr *e, SpecKind kind, uint64_t entry, std::string *why)
-{
-    if (e->at_return && kind == SpecKind::probe) {
-        *why = "retval and duration are known at a return (FUNC, r:), not at an instruction (p:, FUNC+OFF)";
-        return -EINVAL;
-    }
-    // The fetches, and a return value to be typed, resolved as a spec's (params.hpp).
-    Spec s;
-    s.kind = kind == SpecKind::probe ? SpecKind::probe : SpecKind::ret;
-    s.args = e->fetches;
-    FetchArg ret;
-    ret.base = FetchBase::retval;
-    s.args.push_back(ret);
-    if (int r = resolve_fetch_symbols(&s, why); r < 0) return r;
-    if (int r = resolve_params(&s, entry, false, why); r < 0) return r;
-    for (Insn &insn : e->code) {
-        if (insn.op != Op::fetch && insn.op != Op::retval) continue;
-        const FetchArg &a = insn.op == Op::fetch ? s.args[insn.arg] : s.args.back();
-        if (a.type != FetchType::typed || insn.typed) continue;
-        if (!int_desc(a.desc, &insn.width, &insn.sign)) {
-            *why = fmt::format("'{}' is not an integer (its type: {{{}}})", insn.op == Op::fetch ? a.name : "retval", a.desc);
-            return -EINVAL;
-        }
-    }
-    s.args.pop_back();
-    for (const FetchArg &a : s.args)
-        if (a.base == FetchBase::xmm) {
-            *why = fmt::format("'{}' is in a vector register: a floating-point value is not in expressions", a.name);
-            return -EINVAL;
-        }
-    // Each fetch read as its insn's width says (a load from memory reads that many bytes).
-    for (const Insn &insn : e->code)
-        if (insn.op == Op::fetch) {
-            FetchArg &a = s.args[insn.arg];
-            a.type = insn.width == 1 ? FetchType::u8 : insn.width == 2 ? FetchType::u16 : insn.width == 4 ? FetchType::u32 : FetchType::u64;
-            a.vt.reset();
-            a.desc.clear();
-        }
-    e->fetches = std::move(s.args);
-    return 0;
 }
 
 }  // namespace liveprobe::trace

@@ -5,6 +5,7 @@
 #   LPW_MODE=count   liveprobe trace --count SPECS -- PROG
 #   LPW_MODE=hist    liveprobe trace --hist SPECS -- PROG
 #   LPW_MODE=events  liveprobe trace -o FILE SPECS -- PROG (FILE's size noted, then deleted)
+#   LPW_MODE=stacks  liveprobe trace --count --stacks --filter 'tid > 0' SPECS -- PROG
 #   LPW_MODE=attach  PROG runs untraced while a loop attaches `liveprobe trace -p PID --count
 #                    SPECS` to it and detaches, again and again, until it ends
 # LPW_SPECS: the specs, one a line; LPW_LOG: the directory of liveprobe's logs (one pair of files
@@ -28,11 +29,12 @@ die_like() {  # the program's fate as this script's own
     exit "$rc"
 }
 case $mode in
-count | hist | events)
+count | hist | events | stacks)
     # --verbose: the probes on the breakpoint path, and which of them were called (the jump
     # path's share of the functions that ran, run.sh's jump_share).
     opts=(--"$mode" --verbose)
     if [ "$mode" = events ]; then opts=(-o "$log.lptrace"); fi
+    if [ "$mode" = stacks ]; then opts=(--count --stacks --stack-depth 16 --filter 'tid > 0'); fi
     printf '%s\n' "$*" >"$log.cmd"
     # 61 and 62: the suite's stdout and stderr, which fdshim.so gives back to the program.
     (

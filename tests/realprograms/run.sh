@@ -7,6 +7,8 @@
 #   hist     liveprobe trace --hist SPECS -- PROG
 #   events   liveprobe trace -o FILE SPECS -- PROG (a subset of the suite: the files are deleted
 #            after each process, their sizes kept)
+#   stacks   liveprobe trace --count --stacks --filter 'tid > 0' SPECS -- PROG (the same subset):
+#            every call's stack walked, and a filter evaluated, at each return
 #   attach   untraced, while a loop attaches `liveprobe trace -p PID --count SPECS` to each
 #            process of the program (only those the suite started) and detaches, in cycles
 #   exec     liveprobe trace --count SPECS -- the suite's own runner (`make check`, its script):
@@ -38,7 +40,7 @@ src=$(cd "$here/../.." && pwd)
 build=${LIVEPROBE_BINARY_DIR:-$src/build}
 LIVEPROBE=${LIVEPROBE:-$build/tools/liveprobe/liveprobe}
 cache=${LIVEPROBE_REALPROGRAMS_CACHE:-/var/cache/liveprobe/realprograms}
-modes=${RP_MODES:-none count hist events attach exec}
+modes=${RP_MODES:-none count hist events stacks attach exec}
 # exec is compared with the same runner untraced (execbase), run just before it.
 # attach is compared with attachbase, the same runs untraced, where the program lengthens its
 # runs for it (RP_ATTACH_LONG: processes that live long enough to be attached to many times).
@@ -65,7 +67,7 @@ gcc -shared -fPIC -O2 -o "$work/fdshim.so" "$here/fdshim.c" -ldl || die "cannot 
 export LIVEPROBE LPW_SHIM=$work/fdshim.so LPW=$here/lpw.sh
 
 timeout_scale() {  # per-test timeout multiplier of a mode
-    case $1 in none | execbase | attachbase) echo 1 ;; count | attach) echo 6 ;; hist) echo 25 ;; exec) echo 40 ;; events) echo 40 ;; esac
+    case $1 in none | execbase | attachbase) echo 1 ;; count | attach) echo 6 ;; hist) echo 25 ;; exec) echo 40 ;; events | stacks) echo 40 ;; esac
 }
 
 # Figures of one mode's liveprobe logs (LOGDIR/*.err): prints "probes jump calls dropped
@@ -154,7 +156,7 @@ for name in "${names[@]}"; do
         mkdir -p "$md/lp" "$md/t"
         if [ "${mode#exec}" != "$mode" ]; then
             ids=(suite)
-        elif [ "$mode" = events ]; then
+        elif [ "$mode" = events ] || [ "$mode" = stacks ]; then
             mapfile -t ids < <(cd "$tree" && RP_TREE=$tree RP_WORK=$pw rp_events_tests)
         else
             mapfile -t ids < <(cd "$tree" && RP_TREE=$tree RP_WORK=$pw rp_tests)

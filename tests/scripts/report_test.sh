@@ -35,6 +35,9 @@ if diff -u "$LIVEPROBE_SOURCE_DIR/tests/golden/replay_depth2.txt" "$tmp/replay.m
 else fail "replay -D 2 differs from replay_depth2.txt:"; sed 's/^/    /' "$tmp/replay.diff"; fi
 n=$("$lp" replay "$tmp/tree.lptrace" | grep -c 'lp_tr_fib()')
 [ "$n" -eq 177 ] && pass "replay: each of lp_tr_fib's 177 calls, nested" || fail "replay: $n calls of lp_tr_fib, not 177"
+# A trace that traced nothing leaves no empty file to be taken for a trace file.
+"${launch[@]}" "$lp" trace -o "$tmp/none.lptrace" lp_no_such_function -- "$target" >/dev/null 2>&1
+[ ! -e "$tmp/none.lptrace" ] && pass "trace -o of nothing traced: no file left" || fail "trace -o of nothing: $(ls -l "$tmp/none.lptrace")"
 echo "not a trace" >"$tmp/bad"
 out=$("$lp" report "$tmp/bad" 2>&1); rc=$?
 [ "$rc" -eq 1 ] && grep -q "not a liveprobe trace file" <<<"$out" && pass "a file that is no trace file: refused ($out)" ||

@@ -855,6 +855,10 @@ Runner add_trace(CLI::App &app)
             complain(child ? "trace: nothing was traced: the program ran untraced, or ended before its probes were placed "
                              "(see its messages above)"
                            : "trace: the shared memory holds no session");
+            if (top.out) {  // nothing written into it: no empty file left to be taken for a trace
+                top.out.reset();
+                std::remove(o->output.c_str());
+            }
             return child && WIFEXITED(status) ? WEXITSTATUS(status) : kExitFailure;
         }
         for (auto &im : rd.images) rd.finish(*im);

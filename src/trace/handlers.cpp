@@ -401,7 +401,8 @@ template <bool kFirst>
     ctx.regs = regs;
     const auto tid = static_cast<uint32_t>(os::raw_gettid());
     if (p->fpregs) fetch_fpregs(&ctx);
-    const EvalContext ec = eval_context(ctx, 0, tid, entry_caller(p, regs));
+    const bool exprs = p->filter || p->key || p->value;  // (the return address read for them only)
+    const EvalContext ec = eval_context(ctx, 0, tid, exprs ? entry_caller(p, regs) : 0);
     if (!passes(p, ec)) return 0;
     fetch_all(*p->spec, ctx, payload);
     if (p->extra.bytes()) put_extras(p, ec, payload + p->spec_bytes);

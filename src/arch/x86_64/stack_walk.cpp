@@ -46,17 +46,24 @@ bool readable(uint64_t at) noexcept
     return true;
 }
 
-// The row holding pc, or null.
+// The row holding pc, or null: its page's rows, from the page index.
 const UnwindRow *row_of(const UnwindTable *t, uint64_t pc) noexcept
 {
-    if (!t || t->n == 0 || pc < t->rows[0].pc) return nullptr;
-    size_t lo = 0, hi = t->n;  // rows[lo].pc <= pc < rows[hi].pc
-    while (hi - lo > 1) {
-        const size_t mid = lo + (hi - lo) / 2;
-        if (t->rows[mid].pc <= pc) lo = mid;
-        else hi = mid;
+    if (!t || t->n == 0) return nullptr;
+    const uint64_t page = pc >> 12;
+    for (uint64_t i = unwind_page_hash(page) & t->mask;; i = (i + 1) & t->mask) {
+        const UnwindPage &p = t->pages[i];
+        if (p.page == 0) return nullptr;  // no row with CFI in this page: frame pointers
+        if (p.page != page) continue;
+        size_t lo = p.lo, hi = p.hi;  // rows[lo].pc <= pc (lo covers the page's start)
+        if (t->rows[lo].pc > pc) return nullptr;
+        while (lo < hi) {
+            const size_t mid = lo + (hi - lo + 1) / 2;
+            if (t->rows[mid].pc <= pc) lo = mid;
+            else hi = mid - 1;
+        }
+        return &t->rows[lo];
     }
-    return &t->rows[lo];
 }
 
 }  // namespace

@@ -33,10 +33,23 @@ struct UnwindRow {
 };
 static_assert(sizeof(UnwindRow) == 16);
 
+// Each 4 KiB page of code a row with CFI covers: the rows to search for an address in it,
+// [lo, hi] (lo covers the page's first byte). Open addressing by page number, `mask` + 1 slots
+// (a power of 2, at most half full; an empty slot's page is 0): a lookup reads a slot or two and
+// a few rows, where a binary search of the whole table missed the caches at each of its steps.
+struct UnwindPage {
+    uint64_t page;
+    uint32_t lo, hi;
+};
+
 struct UnwindTable {
     const UnwindRow *rows;  // sorted by pc
     size_t n;
+    const UnwindPage *pages;
+    uint64_t mask;
 };
+inline uint64_t unwind_page_hash(uint64_t page) { return page * 0x9e3779b97f4a7c15ull >> 20; }
+
 // The table walks read: published whole (release), never freed (unwind_table.cpp).
 extern std::atomic<const UnwindTable *> g_unwind_table;
 

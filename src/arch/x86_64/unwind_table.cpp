@@ -8,6 +8,7 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "arch/x86_64/stack_walk.hpp"
@@ -90,6 +91,45 @@ void add_rows(const Object &o, std::vector<UnwindRow> *rows)
     }
 }
 
+// The page index of sorted rows (stack_walk.hpp's UnwindPage): every page a row with CFI
+// covers, with the rows that start in it and the one covering its first byte.
+std::vector<UnwindPage> page_index(const std::vector<UnwindRow> &rows)
+{
+    std::unordered_map<uint64_t, std::pair<uint32_t, uint32_t>> pages;
+    for (size_t i = 0; i < rows.size(); ++i) {
+        if (rows[i].cfa == UnwindRow::kNone) continue;
+        const uint64_t end = i + 1 < rows.size() ? rows[i + 1].pc : rows[i].pc + 1;
+        for (uint64_t p = rows[i].pc >> 12; p <= (end - 1) >> 12; ++p) {
+            auto [it, added] = pages.try_emplace(p, static_cast<uint32_t>(i), static_cast<uint32_t>(i));
+            it->second.second = static_cast<uint32_t>(i);
+            // The row covering the page's first byte is the last one starting at or before it.
+            if (added && (rows[i].pc >> 12) < p) it->second.first = static_cast<uint32_t>(i);
+        }
+    }
+    // Rows of no CFI (kNone) starting in an indexed page count too: a lookup must find them.
+    for (size_t i = 0; i < rows.size(); ++i)
+        if (rows[i].cfa == UnwindRow::kNone)
+            if (auto it = pages.find(rows[i].pc >> 12); it != pages.end()) {
+                it->second.first = std::min<uint32_t>(it->second.first, static_cast<uint32_t>(i));
+                it->second.second = std::max<uint32_t>(it->second.second, static_cast<uint32_t>(i));
+            }
+    // lo: the row covering the page's first byte (or the first in it, when none does).
+    for (auto &[p, range] : pages) {
+        uint32_t lo = range.first;
+        while (lo > 0 && rows[lo].pc > (p << 12)) --lo;
+        range.first = lo;
+    }
+    size_t slots = 16;
+    while (slots < 2 * pages.size()) slots *= 2;
+    std::vector<UnwindPage> table(slots, UnwindPage{0, 0, 0});
+    for (const auto &[p, range] : pages) {
+        uint64_t i = unwind_page_hash(p) & (slots - 1);
+        while (table[i].page != 0) i = (i + 1) & (slots - 1);
+        table[i] = {p, range.first, range.second};
+    }
+    return table;
+}
+
 std::mutex g_mu;
 unsigned long long g_built_adds = 0, g_built_subs = 0;  // under g_mu: the objects of the table
 
@@ -121,7 +161,10 @@ size_t build_unwind_table()
     // published (one per change of the loaded objects).
     auto *copy = new UnwindRow[rows.size() ? rows.size() : 1];
     std::copy(rows.begin(), rows.end(), copy);
-    g_unwind_table.store(new UnwindTable{copy, rows.size()}, std::memory_order_release);
+    const std::vector<UnwindPage> pages = page_index(rows);
+    auto *index = new UnwindPage[pages.size()];
+    std::copy(pages.begin(), pages.end(), index);
+    g_unwind_table.store(new UnwindTable{copy, rows.size(), index, pages.size() - 1}, std::memory_order_release);
     g_built_adds = c[0];
     g_built_subs = c[1];
     return rows.size();

@@ -43,4 +43,7 @@ bool add_filter(Opts &o);
 bool add_stacks(Opts &o);
 bool add_keys(Opts &o);
 
+// -i FILE: the file shown as the options ask (trace_input.cpp).
+int show_file(Opts &o);
+
 }  // namespace liveprobe::tool

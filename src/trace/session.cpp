@@ -49,45 +49,40 @@
 #include "trace/handlers.hpp"
 #include "trace/params.hpp"
 #include "trace/rings.hpp"
+#include "trace/session_state.hpp"
 #include "trace/spec.hpp"
 
 namespace liveprobe::trace {
-namespace {
 
-// A function a spec names, to probe: at addr (the function's address plus the spec's offset).
-struct Target {
-    uint64_t addr;
-    std::string name;
-    uint32_t spec;  // the user's spec (collect), then the resolved one (place)
-    const Expr *filter = nullptr;  // --filter, --by, --value resolved for it (place)
-    const Expr *key = nullptr;
-    const Expr *value = nullptr;
-};
+namespace detail {
+
+// Appends to the names the reader sees: false when the room is used up.
+bool append_names(Session &ss, const std::string &text)
+{
+    Header *h = header_of(ss.base);
+    uint64_t used = h->names_bytes.load(std::memory_order_relaxed);
+    if (used + text.size() > h->names_room) return false;
+    std::memcpy(static_cast<char *>(ss.base) + h->names_offset + used, text.data(), text.size());
+    h->names_bytes.store(used + text.size(), std::memory_order_release);
+    return true;
+}
+
+}  // namespace detail
+
+using detail::append_names;
+using detail::publish_maps;
+using detail::resolve_for;
+using detail::Session;
+using detail::session_option;
+using detail::Target;
+
+namespace {
 
 // Room for probes placed after the start, in libraries loaded later (the per-probe areas are
 // sized for it when some spec names a library not loaded yet; sparse until used).
 constexpr uint32_t kLateCapacity = 16384;
 constexpr size_t kLateNameBytes = 256;  // names room a late probe
 
-// A session (the hit path's state and handlers are in trace/handlers). Under g_mu.
-struct Session {
-    uint32_t slot = 0;                              // g_slots[slot], g_sessions[slot]
-    Started started;                                // what start() said
-    Mode mode = Mode::events;
-    int maxactive = 0;
-    void *base = nullptr;
-    size_t bytes = 0;
-    std::vector<std::unique_ptr<Probe>> list;       // probe i is list[i]; never shrinks
-    std::deque<Spec> specs;                         // resolved (stable: Probe::spec points in)
-    std::map<std::string, uint32_t> spec_index;     // a resolved spec's text -> its index
-    std::vector<Spec> user;                         // the specs as given, parsed
-    std::vector<uint32_t> pending;                  // user specs whose library is not loaded yet
-    std::set<std::pair<uint32_t, uint64_t>> seen;   // (spec or UINT32_MAX for calls, address)
-    std::optional<Expr> filter, key, value;         // --filter, --by, --value, as given
-    ExtraLayout extra;                              // --by's key and --value's value in events
-    std::deque<Expr> filters;                       // resolved per probe (Probe's point in)
-    std::set<std::string> maps_said;                // "map" lines published (publish_maps)
-};
 // Lock order: g_life_mu, g_mu, g_watch_mu. g_life_mu: a session's start and stop, whole
 // (what the watcher and the dlopen probes serve changes with them; stopping those waits for
 // threads that take g_mu, so it is done without g_mu, under g_life_mu). g_mu: the sessions.
@@ -234,95 +229,6 @@ void collect(Session &ss, uint32_t si, std::vector<Target> *fns, std::vector<std
     }
 }
 
-// Appends to the names the reader sees: false when the room is used up.
-bool append_names(Session &ss, const std::string &text)
-{
-    Header *h = header_of(ss.base);
-    uint64_t used = h->names_bytes.load(std::memory_order_relaxed);
-    if (used + text.size() > h->names_room) return false;
-    std::memcpy(static_cast<char *>(ss.base) + h->names_offset + used, text.data(), text.size());
-    h->names_bytes.store(used + text.size(), std::memory_order_release);
-    return true;
-}
-
-// One of start()'s spec texts: a session's option (--filter=, --by=, --value=) into ss, or a spec
-// into *texts. 0, or -EINVAL with *why.
-int session_option(Session &ss, const std::string &t, std::vector<std::string> *texts, std::string *why)
-{
-    if (t.rfind(kStacksOption, 0) == 0) {
-        const long depth = std::strtol(t.c_str() + std::strlen(kStacksOption), nullptr, 10);
-        if (depth < 1 || depth > static_cast<long>(kMaxStackDepth) || (ss.mode != Mode::events)) {
-            *why = fmt::format("--stacks: 1 to {} frames, per event (not with --count, --hist, --tree)", kMaxStackDepth);
-            return -EINVAL;
-        }
-        ss.extra.stack_depth = static_cast<uint32_t>(depth);
-        return 0;
-    }
-    std::optional<Expr> *into = nullptr;
-    const char *prefix = nullptr;
-    for (auto [opt, where] : {std::pair{kFilterOption, &ss.filter}, std::pair{kByOption, &ss.key},
-                              std::pair{kValueOption, &ss.value}})
-        if (t.rfind(opt, 0) == 0) prefix = opt, into = where;
-    if (!into) {
-        texts->push_back(t);
-        return 0;
-    }
-    const std::string expr = t.substr(std::strlen(prefix));
-    const std::string name(prefix, std::strlen(prefix) - 1);
-    if (ss.mode == Mode::tree || (into != &ss.filter && ss.mode != Mode::events)) {
-        *why = name + ": not in this mode (" + (ss.mode == Mode::tree ? "--tree" : "--count, --hist") + ")";
-        return -EINVAL;
-    }
-    if (into == &ss.key && expr == "comm") {
-        ss.extra.key = ss.extra.key_comm = true;
-        return 0;
-    }
-    std::string error;
-    size_t at = 0;
-    if (!parse_expr(expr, &into->emplace(), &error, &at)) {
-        *why = name + ": " + point_at(expr, at, error);
-        return -EINVAL;
-    }
-    ss.extra.key = ss.extra.key || into == &ss.key;
-    ss.extra.value = ss.extra.value || into == &ss.value;
-    return 0;
-}
-
-// An expression of the session (`given`), resolved for function f of `spec` into *out (null
-// without one): false, said in out->skipped, if it cannot be.
-bool resolve_for(Session &ss, const std::optional<Expr> &given, const char *option, const Spec &spec, const Target &f,
-                 const Expr **resolved, Started *out)
-{
-    if (!given) return true;
-    Expr e = *given;
-    std::string why;
-    if (resolve_expr(&e, spec.kind, f.addr - spec.offset, &why) < 0) {
-        out->skipped.push_back(fmt::format("{}: {}: {}", f.name, option, why));
-        return false;
-    }
-    *resolved = &ss.filters.emplace_back(std::move(e));
-    return true;
-}
-
-// Places probes on `fns` (user spec indices): each function's spec resolved (parameters by
-// name, from its DWARF), the names published, then the probes registered in one batch. Fills
-// *out's lists, placed, optimized and slow.
-// --by caller, --stacks: the process's executable mappings (/proc/self/maps' lines) among the
-// names, as "map LINE", those not said yet: the tool names callers and frames by them, also
-// after the process is gone (a program that ends at once), and keeps them in trace files.
-void publish_maps(Session &ss)
-{
-    std::ifstream in("/proc/self/maps");
-    std::string text;
-    for (std::string line; std::getline(in, line);) {
-        std::istringstream l(line);
-        std::string range, perms;
-        l >> range >> perms;
-        if (perms.size() < 3 || perms[2] != 'x' || line.find(" /") == std::string::npos) continue;
-        if (ss.maps_said.insert(line).second) text += "map " + line + "\n";
-    }
-    if (!text.empty()) append_names(ss, text);
-}
 
 void place(Session &ss, std::vector<Target> fns, Started *out)
 {

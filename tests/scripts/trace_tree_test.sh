@@ -59,6 +59,13 @@ wait "$pid"; rc=$?
 [ "$rc" -eq 0 ] && grep -Eq '^naps [1-9][0-9]* bad 0$' "$tmp/nap.out" && pass "the program: $(tail -1 "$tmp/nap.out")" ||
     { fail "the program exited $rc:"; sed 's/^/    /' "$tmp/nap.out"; }
 
+# A C++ name keeps its own parameter list in every line, as replay prints it.
+"${launch[@]}" "$lp" trace --tree 'lp_cx::Diver::dive*' -- "$bin/tests/lp_trace_target_cxx" "$bin/tests/liblp_cxx_plugin.so" \
+    >"$tmp/cxx.out" 2>&1
+grep -q '| lp_cx::Diver::dive(int) {$' "$tmp/cxx.out" && ! grep -q ')()' "$tmp/cxx.out" &&
+    pass "trace --tree: a C++ name as replay prints it (lp_cx::Diver::dive(int) {)" ||
+    { fail "trace --tree of a C++ name:"; grep -m 3 dive "$tmp/cxx.out" | sed 's/^/    /'; }
+
 out=$("$lp" trace --tree --count nap -- /bin/true 2>&1); rc=$?
 [ "$rc" -eq 2 ] && grep -q -- "--tree draws calls as they begin" <<<"$out" && pass "--tree --count: refused ($out)" ||
     fail "--tree --count: exit $rc: $out"

@@ -33,12 +33,18 @@ CLI::Validator duration_units()
                                  CLI::AsNumberWithUnit::CASE_SENSITIVE);
 }
 
-std::string duration_text(uint64_t ns)
+std::string duration_text(uint64_t ns) { return fmt::format("{:>10}", time_text(ns)); }
+
+std::string tree_value(const trace::Spec &spec, const TraceEvent &e)
 {
-    if (ns < 1000) return fmt::format("{:7} ns", ns);
-    if (ns < 1000000) return fmt::format("{:7.3f} us", static_cast<double>(ns) / 1e3);
-    if (ns < 1000000000) return fmt::format("{:7.3f} ms", static_cast<double>(ns) / 1e6);
-    return fmt::format("{:7.3f}  s", static_cast<double>(ns) / 1e9);
+    if (spec.kind != trace::SpecKind::call) return values_text(spec, e.values, false);
+    const std::string v = call_value(spec, e, false);
+    return v.empty() ? v : " = " + v;
+}
+
+std::string tree_line(std::optional<uint64_t> took, uint32_t tid, int depth, const std::string &text)
+{
+    return fmt::format("{:>10} [{:6}] | {:{}}{}", took ? duration_text(*took) : "", tid, "", 2 * depth, text);
 }
 
 std::string time_text(uint64_t ns)
@@ -198,11 +204,8 @@ bool load_call_trees(const std::string &file, const CallFilter &filter, bool val
                 }
                 uint32_t value = 0;
                 if (values) {
-                    std::string v = spec.kind == trace::SpecKind::call ? call_value(spec, e, false)
-                                                                       : values_text(spec, e.values, false);
-                    if (spec.kind == trace::SpecKind::call && !v.empty()) v = " = " + v;
                     value = static_cast<uint32_t>(out->values.size());
-                    out->values.push_back(std::move(v));
+                    out->values.push_back(tree_value(spec, e));
                 }
                 const int p = e.pid ? e.pid : pid;
                 ThreadCalls &t = threads[uint64_t{static_cast<uint32_t>(p)} << 32 | e.r.tid];

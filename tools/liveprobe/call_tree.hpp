@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <map>
 #include <string>
 #include <vector>
@@ -92,6 +93,15 @@ inline std::string call_name(const std::string &name)
 {
     return name.find('(') != std::string::npos ? name : name + "()";
 }
+
+// A call's value at the end of its line in a tree: " = VALUE" (a call), " NAME=VALUE..." (a
+// return probe's values), or "".
+std::string tree_value(const trace::Spec &spec, const TraceEvent &e);
+
+// One line of a call tree, as replay and trace --tree print it: the call's duration (none: the
+// opening of a block, an instruction's hit), its thread, its depth's indentation, then `text`
+// ("f() {", "f(); = 1", "} = 1 /* f */"). No newline.
+std::string tree_line(std::optional<uint64_t> took, uint32_t tid, int depth, const std::string &text);
 
 // --min-duration's: a number of ns, or with a unit (10us, 2ms, 1s).
 CLI::Validator duration_units();

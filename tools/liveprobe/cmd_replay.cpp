@@ -17,17 +17,15 @@ namespace {
 // take a line.
 void print_thread(const CallTrees &trees, const ThreadCalls &t)
 {
-    const auto line = [&](const Call &c, const char *how) {
-        return std::printf("%s [%6u] | %*s%s%s%s\n", duration_text(c.took()).c_str(), t.tid, 2 * c.depth, "",
-                           call_name(trees.names[c.probe]).c_str(), how, trees.values[c.value].c_str());
+    const auto line = [&](std::optional<uint64_t> took, const Call &c, const std::string &text) {
+        std::printf("%s\n", tree_line(took, t.tid, c.depth, text).c_str());
     };
     std::vector<const Call *> open;  // the blocks still open at the call printed, outermost first
     const auto close_to = [&](uint64_t t_ns) {
         while (!open.empty() && open.back()->exit <= t_ns) {
             const Call &c = *open.back();
             open.pop_back();
-            std::printf("%s [%6u] | %*s}%s /* %s */\n", duration_text(c.took()).c_str(), t.tid, 2 * c.depth, "",
-                        trees.values[c.value].c_str(), trees.names[c.probe].c_str());
+            line(c.took(), c, "}" + trees.values[c.value] + " /* " + trees.names[c.probe] + " */");
         }
     };
     const std::vector<Call> &calls = t.calls;
@@ -38,10 +36,10 @@ void print_thread(const CallTrees &trees, const ThreadCalls &t)
         size_t next = i + 1;
         while (next < calls.size() && !calls[next].shown && calls[next].entry < c.exit) ++next;
         if (next < calls.size() && calls[next].shown && calls[next].parent == static_cast<int32_t>(i)) {
-            std::printf("%10s [%6u] | %*s%s {\n", "", t.tid, 2 * c.depth, "", call_name(trees.names[c.probe]).c_str());
+            line(std::nullopt, c, call_name(trees.names[c.probe]) + " {");
             open.push_back(&c);
         } else {
-            line(c, ";");
+            line(c.took(), c, call_name(trees.names[c.probe]) + ";" + trees.values[c.value]);
         }
     }
     close_to(UINT64_MAX);

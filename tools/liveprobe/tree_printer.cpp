@@ -1,7 +1,6 @@
 // liveprobe trace --tree (tree_printer.hpp).
 #include "tree_printer.hpp"
 
-#include <cstdarg>
 #include <cstdio>
 #include <ctime>
 
@@ -10,14 +9,11 @@
 namespace liveprobe::tool {
 namespace {
 
-// One line of the tree, whole on stdout (room_for_line).
-[[gnu::format(printf, 1, 2)]] void line(const char *format, ...)
+// One line of the tree (call_tree.hpp's tree_line), whole on stdout (room_for_line).
+void line(std::optional<uint64_t> took, uint32_t tid, size_t depth, const std::string &text)
 {
     room_for_line();
-    va_list ap;
-    va_start(ap, format);
-    std::vprintf(format, ap);
-    va_end(ap);
+    std::printf("%s\n", tree_line(took, tid, static_cast<int>(depth), text).c_str());
 }
 
 }  // namespace
@@ -26,8 +22,7 @@ namespace {
 void TreePrinter::open_block(uint32_t tid, std::vector<Open> &stack, const TraceProbes &probes)
 {
     if (stack.empty() || stack.back().printed) return;
-    line("%10s [%6u] | %*s%s() {\n", "", tid, static_cast<int>(2 * (stack.size() - 1)), "",
-                probes.name_of(stack.back().probe).c_str());
+    line(std::nullopt, tid, stack.size() - 1, call_name(probes.name_of(stack.back().probe)) + " {");
     stack.back().printed = true;
 }
 
@@ -50,12 +45,10 @@ void TreePrinter::close_left(uint32_t tid, std::vector<Open> &stack, size_t n, c
     while (stack.size() > n) {
         const Open o = stack.back();
         stack.pop_back();
-        const int indent = static_cast<int>(2 * stack.size());
         if (o.printed)
-            line("%10s [%6u] | %*s} /* %s: left without returning */\n", "", tid, indent, "", probes.name_of(o.probe).c_str());
+            line(std::nullopt, tid, stack.size(), "} /* " + probes.name_of(o.probe) + ": left without returning */");
         else
-            line("%10s [%6u] | %*s%s; /* left without returning */\n", "", tid, indent, "",
-                 call_name(probes.name_of(o.probe)).c_str());
+            line(std::nullopt, tid, stack.size(), call_name(probes.name_of(o.probe)) + "; /* left without returning */");
     }
 }
 
@@ -67,26 +60,20 @@ void TreePrinter::left(uint32_t tid, std::vector<Open> &stack, const TraceEvent 
 
 void TreePrinter::ret(uint32_t tid, std::vector<Open> &stack, const TraceEvent &e, const TraceProbes &probes)
 {
-    const trace::Spec &spec = probes.spec_of(e.r.probe);
-    std::string value = spec.kind == trace::SpecKind::call ? call_value(spec, e, false) : values_text(spec, e.values, false);
-    if (spec.kind == trace::SpecKind::call && !value.empty()) value = " = " + value;
-    const std::string took = duration_text(e.r.exit_ns >= e.r.entry_ns ? e.r.exit_ns - e.r.entry_ns : 0);
-    const std::string name = call_name(probes.name_of(e.r.probe));
+    const std::string value = tree_value(probes.spec_of(e.r.probe), e);
+    const uint64_t took = e.r.exit_ns >= e.r.entry_ns ? e.r.exit_ns - e.r.entry_ns : 0;
+    const std::string name = probes.name_of(e.r.probe);
     const long i = innermost(stack, e.r.probe);
     if (i < 0) {  // it began before the trace did: a line of its own, where it returns
         open_block(tid, stack, probes);
-        line("%s [%6u] | %*s%s;%s\n", took.c_str(), tid, static_cast<int>(2 * stack.size()), "", name.c_str(), value.c_str());
+        line(took, tid, stack.size(), call_name(name) + ";" + value);
         return;
     }
     close_left(tid, stack, static_cast<size_t>(i) + 1, probes);  // calls inside it that left without returning
     const Open o = stack.back();
     stack.pop_back();
-    const int indent = static_cast<int>(2 * stack.size());
-    if (o.printed)
-        line("%s [%6u] | %*s}%s /* %s */\n", took.c_str(), tid, indent, "", value.c_str(),
-             probes.name_of(e.r.probe).c_str());
-    else
-        line("%s [%6u] | %*s%s;%s\n", took.c_str(), tid, indent, "", name.c_str(), value.c_str());
+    if (o.printed) line(took, tid, stack.size(), "}" + value + " /* " + name + " */");
+    else line(took, tid, stack.size(), call_name(name) + ";" + value);
 }
 
 void TreePrinter::take(const std::vector<TraceEvent> &batch, const TraceProbes &probes, const PrintOptions &o)
@@ -101,8 +88,7 @@ void TreePrinter::take(const std::vector<TraceEvent> &batch, const TraceProbes &
         const trace::Spec &spec = probes.spec_of(e.r.probe);
         if (spec.kind == trace::SpecKind::probe) {  // an instruction's hit: a line where the thread is
             open_block(e.r.tid, stack, probes);
-            line("%10s [%6u] | %*s%s%s\n", "", e.r.tid, static_cast<int>(2 * stack.size()), "",
-                        probes.name_of(e.r.probe).c_str(), values_text(spec, e.values, false).c_str());
+            line(std::nullopt, e.r.tid, stack.size(), probes.name_of(e.r.probe) + values_text(spec, e.values, false));
         } else if (e.r.exit_ns == trace::kEntryEvent) {
             entry(e.r.tid, stack, e, probes);
         } else if (e.r.exit_ns == trace::kLeftEvent) {

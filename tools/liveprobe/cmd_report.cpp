@@ -27,10 +27,7 @@ namespace {
 // named by the process's mappings the file keeps. false with *why if it cannot be read.
 bool print_folded_stacks(const std::string &file, const CallFilter &filter, std::string *why)
 {
-    KeyedOptions k;
-    k.key = KeyedOptions::Key::stack;
-    k.count = k.folded = true;
-    KeyedTotals stacks(k);
+    KeyedTotals stacks(KeyedOptions::folded_stacks());
     TraceProbes probes;
     int pid = 0;
     PrintOptions o;

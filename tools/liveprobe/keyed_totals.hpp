@@ -28,6 +28,8 @@ struct KeyedOptions {
     bool folded = false;
     std::string value;                 // --hist-of EXPR, as given ("" without)
     trace::ExtraLayout layout() const;
+    // --folded of a trace file's stacks (report --folded, trace -i --folded): each stack's calls.
+    static KeyedOptions folded_stacks() { return {.key = Key::stack, .count = true, .folded = true, .value = {}}; }
 };
 
 class KeyedTotals : public EventSink {

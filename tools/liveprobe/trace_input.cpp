@@ -21,12 +21,7 @@ int show_file(Opts &o)
     uint64_t events = 0;
     TraceTotals *totals = nullptr;
     std::unique_ptr<KeyedTotals> folded;  // --folded: the file's stacks
-    if (o.folded) {
-        KeyedOptions k;
-        k.key = KeyedOptions::Key::stack;
-        k.count = k.folded = true;
-        folded = std::make_unique<KeyedTotals>(k);
-    }
+    if (o.folded) folded = std::make_unique<KeyedTotals>(KeyedOptions::folded_stacks());
     bool ok = read_trace_file(
         o.input, &o.probes, &pid,
         [&](std::vector<TraceEvent> &batch) {

@@ -2,7 +2,6 @@
 
 #include "trace/handlers.hpp"
 
-#include <sys/prctl.h>
 #include <sys/uio.h>
 
 #include <liveprobe/kprobes.h>
@@ -179,8 +178,8 @@ bool fetch_typed(const FetchArg &a, const FetchContext &ctx, unsigned char *out)
         if (!load(ctx.regs->sp + 8 * uint64_t{a.n}, 8, &v)) return false;
         break;
     case FetchBase::comm: {
-        char name[17] = {};
-        os::raw_syscall(SYS_prctl, PR_GET_NAME, reinterpret_cast<long>(name));
+        char name[17];
+        os::raw_thread_name(name);
         zero_plain(out, kStringBytes);
         copy_plain(out, name, 16);
         return true;

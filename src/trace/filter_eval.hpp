@@ -6,7 +6,6 @@
 // parser bounds both).
 #pragma once
 
-#include <sys/prctl.h>
 #include <sys/syscall.h>
 
 #include <liveprobe/kprobes.h>
@@ -28,8 +27,8 @@ inline int64_t extend(uint64_t v, const Insn &insn) noexcept
 
 inline bool comm_is(const std::array<char, 16> &name) noexcept
 {
-    char now[17] = {};
-    os::raw_syscall(SYS_prctl, PR_GET_NAME, reinterpret_cast<long>(now));
+    char now[17];
+    os::raw_thread_name(now);
     for (size_t i = 0; i < 16; ++i) {
         if (now[i] != name[i]) return false;
         if (now[i] == 0) return true;

@@ -1,7 +1,6 @@
 #include "trace/handlers.hpp"
 
 #include <pthread.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
 
 #include <liveprobe/ktime.h>
@@ -210,6 +209,10 @@ int count_entry_other(struct kretprobe_instance *ri, struct pt_regs *) noexcept
 // clock read by about 10 ns here), else the clock.
 static uint64_t entry_stamp() noexcept { return g_tsc ? clk::tsc_unordered() : liveprobe_ktime_ns(); }
 
+// An entry's stamp in the clock's nanoseconds, read now (an event at the entry, or for a call
+// that left without returning: as return_times converts the same stamp).
+static uint64_t stamp_ns(uint64_t stamp) noexcept { return g_tsc ? clk::tsc_ns(stamp) : stamp; }
+
 // At a return: the time now and the entry's (from its stamp), in the clock's nanoseconds. With
 // the TSC, one unordered read for both; the stamp converted as the clock converted the values
 // read since (clock.hpp's tsc_ns_recent), so that a call's callees never begin before it (the
@@ -266,8 +269,8 @@ static uint64_t entry_caller(const Probe *p, const struct pt_regs *regs) noexcep
     uint64_t faults = 0;
     int64_t v = 0;
     if (p->extra.key_comm) {
-        char name[17] = {};
-        os::raw_syscall(SYS_prctl, PR_GET_NAME, reinterpret_cast<long>(name));
+        char name[17];
+        os::raw_thread_name(name);
         copy_plain(out + p->extra.key_at(), name, 16);
     } else if (p->key) {
         if (!eval_expr(*p->key, c, &v)) faults |= 1;
@@ -338,8 +341,7 @@ template <bool kFirst>
     const Probe *p = probe_of_rp(ri->rp);
     const uint32_t s = slot_of<kFirst>(p);
     if (g_slots[s].silent.load(std::memory_order_relaxed)) return 0;
-    const uint64_t stamp = reinterpret_cast<const EntryData *>(ri->data)->entry_ns;
-    const uint64_t at = g_tsc ? clk::tsc_ns(stamp) : stamp;
+    const uint64_t at = stamp_ns(reinterpret_cast<const EntryData *>(ri->data)->entry_ns);
     put_event<kFirst>(s, p->index, 1, os::live_tid(static_cast<uint32_t>(ri->tid)), at, kEntryEvent, 0, nullptr, 0);
     return 0;
 }
@@ -516,7 +518,7 @@ int filter_entry(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept
     const Probe *p = probe_of_rp(ri->rp);
     FetchContext ctx;
     ctx.regs = regs;
-    if (!passes(p, ctx, 0, 0, *reinterpret_cast<const uint64_t *>(regs->sp))) return 1;
+    if (!passes(p, ctx, 0, 0, entry_caller(p, regs))) return 1;
     reinterpret_cast<EntryData *>(ri->data)->entry_ns = entry_stamp();
     return 0;
 }
@@ -560,8 +562,7 @@ int tree_left(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept
     left_call(ri, regs);
     const Probe *p = probe_of_rp(ri->rp);
     if (g_slots[p->session].silent.load(std::memory_order_relaxed)) return 0;
-    const uint64_t stamp = reinterpret_cast<const EntryData *>(ri->data)->entry_ns;
-    const uint64_t at = g_tsc ? clk::tsc_ns(stamp) : stamp;
+    const uint64_t at = stamp_ns(reinterpret_cast<const EntryData *>(ri->data)->entry_ns);
     const uint32_t tid = os::live_tid(static_cast<uint32_t>(ri->tid));
     if (p->session == 0) put_event<true>(0, p->index, 1, tid, at, kLeftEvent, 0, nullptr, 0);
     else put_event<false>(p->session, p->index, 1, tid, at, kLeftEvent, 0, nullptr, 0);

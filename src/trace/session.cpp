@@ -22,7 +22,6 @@
 #include <cstdlib>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <sstream>
 #include <memory>
 #include <new>
@@ -299,16 +298,18 @@ void place(Session &ss, std::vector<Target> fns, Started *out)
         // a call (an entry kprobe there is hit once a turn of the loop).
         const bool count_calls = ss.mode == Mode::count && spec.kind != SpecKind::probe && spec.offset == 0 &&
                                  core::entry_is_jumped_to(placed[i].addr);
+        // --count --filter of a call whose filter reads retval or duration, or whose function
+        // jumps back to its entry: counted at the return, where the filter can read all (one on
+        // the arguments is decided at the entry, by a kprobe: count_pre_filtered).
+        const bool count_at_return = ss.mode == Mode::count && p->filter && spec.kind != SpecKind::probe &&
+                                     (p->filter->at_return || count_calls);
         // A call's filter on its arguments alone is decided at its entry (filter_entry: a call
         // declined has no return to handle, and the others take the usual, lighter, return).
         // Other expressions read the arguments at the return: the entry keeps them.
         const bool at_entry = p->filter && !p->filter->at_return && p->extra.bytes() == 0 &&
                               spec.kind == SpecKind::call && (ss.mode == Mode::events || ss.mode == Mode::hist);
         const bool filtered = !at_entry && (p->filter != nullptr || p->extra.bytes() != 0);
-        if (filtered && ss.mode == Mode::count && spec.kind != SpecKind::probe &&
-            (!p->filter || p->filter->at_return || core::entry_is_jumped_to(placed[i].addr))) {
-            // --count --filter of a call whose filter reads retval or duration: counted at its
-            // return, where the filter can read all (one on the arguments: at the entry, below).
+        if (count_at_return) {
             p->rp.kp.addr = reinterpret_cast<kprobe_opcode_t *>(placed[i].addr);
             p->rp.entry_handler = entry_regs;
             p->rp.handler = count_filtered;

@@ -2,6 +2,7 @@
 // may have probed (a probe on libc's syscall() or mmap() would recurse into liveprobe).
 #pragma once
 
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 
 #include <cstdint>
@@ -24,6 +25,12 @@ inline long raw_syscall(long nr, long a = 0, long b = 0, long c = 0, long d = 0,
 
 inline int raw_gettid() noexcept { return static_cast<int>(raw_syscall(SYS_gettid)); }
 inline int raw_getpid() noexcept { return static_cast<int>(raw_syscall(SYS_getpid)); }
+// The calling thread's name (comm: 15 bytes and a NUL) into name[16..17], zeroed first.
+inline void raw_thread_name(char (&name)[17]) noexcept
+{
+    for (char &c : name) c = 0;
+    raw_syscall(SYS_prctl, PR_GET_NAME, reinterpret_cast<long>(name));
+}
 
 // Kernel sigset for rt_sigprocmask: 8 bytes.
 inline long raw_sigprocmask(int how, const uint64_t *set, uint64_t *old) noexcept

@@ -219,7 +219,7 @@ struct Reader {
     // --interval: the time, then what was counted since the last interval (--count, --hist:
     // the targets' counters now, less what they held then; --by, --hist-of: the tool's own,
     // started again).
-    std::map<std::string, std::pair<uint64_t, std::array<uint64_t, trace::kHistBuckets>>> shown{};
+    std::map<std::string, std::pair<uint64_t, std::array<uint64_t, trace::kHistBuckets>>> counted_before{};
     // (`finished`: every image is folded already, at the end.)
     void print_interval(bool finished = false)
     {
@@ -238,7 +238,7 @@ struct Reader {
         const TraceProbes names = now.probes();
         TraceTotals delta = now.totals();
         for (uint32_t p = 0; p < names.names.size(); ++p) {
-            auto &[count, hist] = shown[names.spec_of(p).text + '\n' + names.name_of(p)];
+            auto &[count, hist] = counted_before[names.spec_of(p).text + '\n' + names.name_of(p)];
             const uint64_t c = delta.count[p];
             delta.count[p] -= std::min(count, c);
             count = c;
@@ -410,7 +410,6 @@ Runner add_trace(CLI::App &app)
             }
             o->print.sink = &o->tree_printer;
         }
-        const char *mode = o->count ? "count" : o->hist ? "hist" : o->tree ? "tree" : "events";  // (--by: events)
         if (!resolve_source_specs(o->specs, o->pid, command)) return kExitUsage;
         if (o->raw) raw_calls(o->specs);
         // Every spec parsed here first: a mistake is shown before anything is attached or run.
@@ -430,7 +429,8 @@ Runner add_trace(CLI::App &app)
         if (filter->count() && !add_filter(*o)) return kExitUsage;
         if (!add_stacks(*o)) return kExitUsage;
         if ((!o->by.empty() || !o->hist_of.empty() || o->folded) && !add_keys(*o)) return kExitUsage;
-        if (o->keyed) mode = "events";
+        // (--by, --hist-of, --folded: per event; add_keys cleared count and hist)
+        const char *mode = o->count ? "count" : o->hist ? "hist" : o->tree ? "tree" : "events";
         if (o->interval > 0 && !o->count && !o->hist && !o->keyed) {
             complain("trace: --interval prints aggregates: with --count, --hist or --hist-of");
             return kExitUsage;

@@ -100,10 +100,8 @@ std::vector<UnwindPage> page_index(const std::vector<UnwindRow> &rows)
         if (rows[i].cfa == UnwindRow::kNone) continue;
         const uint64_t end = i + 1 < rows.size() ? rows[i + 1].pc : rows[i].pc + 1;
         for (uint64_t p = rows[i].pc >> 12; p <= (end - 1) >> 12; ++p) {
-            auto [it, added] = pages.try_emplace(p, static_cast<uint32_t>(i), static_cast<uint32_t>(i));
-            it->second.second = static_cast<uint32_t>(i);
-            // The row covering the page's first byte is the last one starting at or before it.
-            if (added && (rows[i].pc >> 12) < p) it->second.first = static_cast<uint32_t>(i);
+            auto it = pages.try_emplace(p, static_cast<uint32_t>(i), static_cast<uint32_t>(i)).first;
+            it->second.second = static_cast<uint32_t>(i);  // (first: set back to the page's start below)
         }
     }
     // Rows of no CFI (kNone) starting in an indexed page count too: a lookup must find them.

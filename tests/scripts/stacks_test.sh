@@ -45,6 +45,14 @@ grep -qx '_start;__libc_start_main;__libc_start_call_main;main;nr_fail;nr_bail 1
     { fail "noreturn_target's stack:"; sed 's/^/    /' "$tmp/nr.out"; }
 nm "$bin/tests/lp_noreturn_target" | grep -q ' nr_next$' || fail "noreturn_target has no nr_next"
 
+# A signal handler's stack ends at the signal frame (libc's restorer), with no address of the
+# stack itself taken for a frame after it (trace_target raises SIGUSR1 three times).
+lp_trace --stacks lp_sg_handler -- "$bin/tests/lp_trace_target" >"$tmp/sig.out" 2>/dev/null
+frames=$(grep -c '^        ' "$tmp/sig.out")
+if [ "$frames" -gt 0 ] && ! grep -q '^        0x7ff' "$tmp/sig.out"; then
+    pass "a signal handler's stack: $((frames / 3)) frames each, none of them the stack"
+else fail "a signal handler's stack:"; grep -A4 -m 1 lp_sg_handler "$tmp/sig.out" | sed 's/^/    /'; fi
+
 # Each event with its frames: a p: probe at an entry, a call at its return.
 lp_trace --stacks p:ct_emit ct_neg -- "$target" >"$tmp/events.out" 2>&1
 grep -v '^liveprobe:' "$tmp/events.out" | sed -E 's/^\[ *[0-9.]+\] [0-9]+ /[T] TID /; s/took [0-9]+ ns/took D ns/' >"$tmp/events.lines"

@@ -23,7 +23,9 @@ struct ReplacedSlot {
 // One row of the unwind table: from pc to the next row's pc, the CFA is `cfa` (kSp: rsp, kBp:
 // rbp) + cfa_off, the return address is at CFA - 8, and rbp's caller value is `bp`'s.
 struct UnwindRow {
-    enum : uint8_t { kNone, kSp, kBp, kEnd };        // cfa: kNone, no CFI (frame pointers); kEnd, no caller
+    // cfa: kNone, no CFI here (frame pointers); kEnd, no caller to find (the outermost frame, or a
+    // CFA the walk cannot follow: an expression, another register)
+    enum : uint8_t { kNone, kSp, kBp, kEnd };
     enum : uint8_t { kBpSame, kBpAtCfa, kBpLost };    // bp: unchanged, saved at CFA + bp_off, unknown
     uint64_t pc;
     int32_t cfa_off;

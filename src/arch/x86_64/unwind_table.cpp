@@ -72,10 +72,11 @@ void add_rows(const Object &o, std::vector<UnwindRow> *rows)
         UnwindRow r{};
         r.pc = c.start + o.bias;
         const bool fits = c.cfa_off >= INT32_MIN && c.cfa_off <= INT32_MAX && c.saved_off >= INT16_MIN && c.saved_off <= INT16_MAX;
-        r.cfa = c.outermost                ? UnwindRow::kEnd
-                : !c.cfa_known || !fits ? UnwindRow::kNone : c.cfa_reg == kDwarfRsp ? UnwindRow::kSp
-                : c.cfa_reg == kDwarfRbp                                         ? UnwindRow::kBp
-                                                                                 : UnwindRow::kNone;
+        // A CFA the walk cannot follow (an expression, as a signal frame's restorer has, or
+        // another register) ends the stack there: frame pointers are for code with no CFI, and
+        // through a signal frame they read the interrupted code's data as a return address.
+        const bool followed = c.cfa_known && fits && (c.cfa_reg == kDwarfRsp || c.cfa_reg == kDwarfRbp);
+        r.cfa = c.outermost || !followed ? UnwindRow::kEnd : c.cfa_reg == kDwarfRsp ? UnwindRow::kSp : UnwindRow::kBp;
         r.cfa_off = fits ? static_cast<int32_t>(c.cfa_off) : 0;
         r.bp = c.saved == symbols::CfiRow::Saved::same     ? UnwindRow::kBpSame
                : c.saved == symbols::CfiRow::Saved::at_cfa ? UnwindRow::kBpAtCfa

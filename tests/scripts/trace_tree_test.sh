@@ -10,11 +10,14 @@
 #  4. --tree with an output it cannot draw is refused.
 source "$(dirname "${BASH_SOURCE[0]}")/../support/script_common.sh" tree
 
-# by_thread FILE: the tree lines grouped by thread (stable: each thread's in their order),
-# masked as views_test.sh masks them.
+# by_thread FILE: the tree lines grouped by thread, the threads in the order of their first
+# lines (not of their ids, which wrap), each thread's lines in their order; masked as
+# views_test.sh masks them.
 by_thread() {
     grep -E '^ *([0-9.]+ (ns|us|ms|  s))? *\[ *[0-9]+\] \|' "$1" |
-        awk '{ match($0, /\[ *[0-9]+\]/); print substr($0, RSTART + 1, RLENGTH - 2) + 0 "\t" NR "\t" $0 }' |
+        awk '{ match($0, /\[ *[0-9]+\]/); t = substr($0, RSTART + 1, RLENGTH - 2) + 0
+               if (!(t in first)) first[t] = NR
+               print first[t] "\t" NR "\t" $0 }' |
         sort -t$'\t' -k1,1n -k2,2n | cut -f3- |
         sed -E 's/ *[0-9]+(\.[0-9]+)? (ns|us|ms|  s)/ D/g; s/\[ *[0-9]+\] \|/[TID] |/'
 }

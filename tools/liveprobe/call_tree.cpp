@@ -233,6 +233,10 @@ bool load_call_trees(const std::string &file, const CallFilter &filter, bool val
         mark(t, filter, inc, exc);
         out->threads.push_back(std::move(t));
     }
+    // In the order they began (a pid or a thread id says nothing of it once the ids wrap).
+    std::stable_sort(out->threads.begin(), out->threads.end(), [](const ThreadCalls &a, const ThreadCalls &b) {
+        return a.calls.front().entry < b.calls.front().entry;
+    });
     return true;
 }
 

@@ -56,7 +56,7 @@ struct ThreadCalls {
 struct CallTrees {
     TraceProbes probes;
     std::vector<std::string> names;   // per probe: name_of, demangled
-    std::vector<ThreadCalls> threads;  // by pid, then tid
+    std::vector<ThreadCalls> threads;  // in the order of their first calls
     std::vector<std::string> values;  // with `values`: " = VALUE", " NAME=VALUE...", or ""
 };
 

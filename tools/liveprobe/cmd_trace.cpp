@@ -40,6 +40,7 @@
 #include "program_check.hpp"
 #include "injector.hpp"
 #include "trace_attach.hpp"
+#include "trace_serve.hpp"
 #include "process.hpp"
 #include "progress_line.hpp"
 #include "source_specs.hpp"
@@ -310,6 +311,15 @@ Runner add_trace(CLI::App &app)
                     "With --count, --hist, --hist-of: print what was counted every SECONDS, and start again")
         ->type_name("SECONDS")
         ->check(CLI::PositiveNumber);
+    cmd->add_option("--serve", o->serve,
+                    "Serve the --count or --hist aggregates (--hist by default) as Prometheus metrics at ADDR:PORT "
+                    "(:PORT: loopback; names of functions are then seen by every local user) or unix:PATH, until "
+                    "stopped; with -p PID or --follow-name (docs/metrics.md)")
+        ->type_name("ADDR:PORT");
+    cmd->add_option("--follow-name", o->follow_name,
+                    "With --serve: every process named COMM (/proc/PID/comm), attached as each one starts (a "
+                    "restarted server again)")
+        ->type_name("COMM");
     cmd->add_flag("--tree", o->tree,
                   "Draw the calls as a tree as they happen, thread by thread (as liveprobe replay shows a trace "
                   "file): an event at each entry too");
@@ -399,7 +409,8 @@ Runner add_trace(CLI::App &app)
             complain("trace: what to trace is missing (a function, a glob, p:..., r:...; see --help)");
             return kExitUsage;
         }
-        if ((o->pid != 0) == !command.empty()) {
+        if (!check_serve(*o, command)) return kExitUsage;
+        if ((o->pid != 0) == !command.empty() && o->follow_name.empty()) {
             complain("trace: give either -p PID or a program to start after --");
             return kExitUsage;
         }
@@ -436,6 +447,7 @@ Runner add_trace(CLI::App &app)
             complain("trace: --interval prints aggregates: with --count, --hist or --hist-of");
             return kExitUsage;
         }
+        if (!o->serve.empty()) return serve_metrics(*o, mode);
         // Taken by the loop below through a signalfd: blocked first, in every thread (the
         // trace file's writer thread, started next, inherits the mask; with SIGINT open there,
         // Ctrl-C killed the tool before its summary).

@@ -320,6 +320,7 @@ Runner add_trace(CLI::App &app)
                     "With --serve: every process named COMM (/proc/PID/comm), attached as each one starts (a "
                     "restarted server again)")
         ->type_name("COMM");
+    cmd->fallthrough();  // --config FILE, the tool's (main.cpp), after the command as before it
     cmd->add_flag("--tree", o->tree,
                   "Draw the calls as a tree as they happen, thread by thread (as liveprobe replay shows a trace "
                   "file): an event at each entry too");

@@ -430,6 +430,11 @@ Runner add_trace(CLI::App &app)
             trace::Spec spec;
             std::string error;
             size_t at = 0;
+            if (text == "[" || text == "]") {  // CLI11 reads an array on one line only
+                complain("trace: a spec '" + text + "': an array of --config's across lines? Write it on one line "
+                         "(specs = [\"f\", \"g\"]), or specs = \"f\" a line each");
+                return kExitUsage;
+            }
             if (!trace::parse_spec(text, &spec, &error, &at)) {
                 complain("trace: " + trace::point_at(text, at, error));
                 return kExitUsage;

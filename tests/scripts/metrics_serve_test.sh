@@ -62,13 +62,23 @@ curl -s "$url" >"$tmp/follow.prom"
     fail "--follow-name: $(grep calls_total "$tmp/follow.prom")"
 grep -q "PID $F1 (lpfollowed) exited: its metrics are served no more" "$tmp/follow.err" &&
     pass "--follow-name: says that a process exited" || fail "--follow-name: $(cat "$tmp/follow.err")"
+# A process detached by hand (liveprobe detach) is let go, not attached again; others still are.
+"$lp" detach --force -p $F2 >/dev/null 2>&1
+wait_for grep -q "PID $F2 (lpfollowed) ended its session" "$tmp/follow.err" || fail "the detach of PID $F2 was not seen"
+"${launch[@]}" "$tmp/lpfollowed" 100 1 >"$tmp/f3.out" &
+F3=$!
+pids+=("$F3")
+wait_for grep -q "serving the calls of PID $F3" "$tmp/follow.err" || fail "--follow-name: PID $F3 not attached"
+[ "$(grep -c "serving the calls of PID $F2 " "$tmp/follow.err")" = 1 ] &&
+    pass "--follow-name: a process detached by hand is let go, a new one attached" ||
+    fail "--follow-name after a detach: $(cat "$tmp/follow.err")"
 # The tool killed: the target runs on, its probes removed by its agent.
 { kill -KILL $tool && wait $tool; } 2>/dev/null
-wait_for sh -c "! '$lp' status -p $F2 2>/dev/null | grep -q 'probes: [1-9]'" &&
-    kill -USR1 $F2 && wait_for grep -q 'burst 2' "$tmp/f2.out" &&
+wait_for sh -c "! '$lp' status -p $F3 2>/dev/null | grep -q 'probes: [1-9]'" &&
+    kill -USR1 $F3 && wait_for grep -q 'burst 1' "$tmp/f3.out" &&
     pass "the tool killed: the target runs on, its probes removed" ||
-    fail "after SIGKILL of the tool: $("$lp" status -p $F2 2>&1 | grep probes)"
-kill $F2
+    fail "after SIGKILL of the tool: $("$lp" status -p $F3 2>&1 | grep probes)"
+kill $F2 $F3
 
 # Misses, live: nap_rec 5 deep in a thread, followed 2 calls at a time.
 "${launch[@]}" "$nap" 1000 0 1 5 >/dev/null &

@@ -94,7 +94,8 @@ private:
     const char *mode_;
     MetricsHttp http_;
     std::vector<Served> served_;
-    std::set<std::pair<int, unsigned long long>> refused_;  // processes not attached: said once
+    // Processes not attached (said once), or whose session someone ended: left alone.
+    std::set<std::pair<int, unsigned long long>> refused_;
     uint64_t attached_ = 0;
 };
 
@@ -176,7 +177,11 @@ void Server::read_sessions()
             continue;
         }
         if (gone(s)) {
-            drop(i, start_time(s.pid) == s.start ? "ended its session (liveprobe detach, or exec)" : "exited");
+            // Its session ended by someone else (liveprobe detach): not attached again, unless it
+            // starts again.
+            const bool alive = start_time(s.pid) == s.start;
+            if (alive) refused_.emplace(s.pid, s.start);
+            drop(i, alive ? "ended its session (liveprobe detach, or exec; not attached again)" : "exited");
             continue;
         }
         ++i;

@@ -126,6 +126,15 @@ void KeyedTotals::visit(const Visit &fn)
     for (const auto &[k, r] : named) fn(std::get<0>(k), std::get<1>(k), std::get<2>(k), r.calls, r.ns);
 }
 
+void KeyedTotals::forget(int pid)
+{
+    for (auto it = rows_.begin(); it != rows_.end();) {
+        int32_t p = 0;
+        std::memcpy(&p, it->first.data() + 4, 4);
+        it = p == pid ? rows_.erase(it) : std::next(it);
+    }
+}
+
 void KeyedTotals::print()
 {
     // Named now: raw keys that read the same (a stack's frames by function, two processes'

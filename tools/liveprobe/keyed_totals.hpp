@@ -50,6 +50,8 @@ public:
     using Visit = std::function<void(int pid, const std::string &function, const std::string &key, uint64_t calls,
                                      const std::array<uint64_t, trace::kHistBuckets> &ns)>;
     void visit(const Visit &fn);
+    // Drops the rows of process pid (trace --serve: a process that is served no more).
+    void forget(int pid);
 
 private:
     struct Row {

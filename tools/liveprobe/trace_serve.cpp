@@ -156,6 +156,7 @@ void Server::drop(size_t i, const char *why)
     Served &s = served_[i];
     std::fprintf(stderr, "liveprobe: PID %d (%s) %s: its metrics are served no more\n", s.pid, s.comm.c_str(), why);
     if (s.h.owner_conn >= 0) close(s.h.owner_conn);  // the agent stops the session, if it runs
+    if (o_.keyed) o_.keyed->forget(s.pid);  // its rows would be kept for ever, never served
     served_.erase(served_.begin() + static_cast<ptrdiff_t>(i));
 }
 

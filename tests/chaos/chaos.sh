@@ -33,6 +33,9 @@
 #              are stripped: its event loop's library, 'libevent-2.1.so.7:*')
 #   hist       --hist of the same
 #   events     the same, each call written to a trace file (-o; removed after the session)
+#   serve      --hist of the same, served as Prometheus metrics (--serve on a free loopback
+#              port) and scraped every 50 ms while it runs; the last scrape must be one
+#              promtool check metrics accepts
 # in a running process (`trace -p`; nginx: one of its workers), ended after 0.2-2 s at random by:
 #   sigint     SIGINT to the tool (Ctrl-C)
 #   duration   --duration
@@ -92,7 +95,7 @@ for s in "${servers[@]}"; do
 done
 RANDOM=$seed
 declare -A short=([nginx]=ng [memcached]=mc)
-modes=(inflight count hist events)
+modes=(inflight count hist events serve)
 endings=(sigint duration sighup sigkill detach)
 
 # --- the end, whatever happens -----------------------------------------------------------------
@@ -184,6 +187,7 @@ session() {
         count) spec=$all; args=(--count) ;;
         hist) spec=$all; args=(--hist) ;;
         events) spec=$all; args=(-o "$dir/events.lptrace") ;;
+        serve) spec=$all; args=(--serve 127.0.0.1:0 --hist) ;;
     esac
     [ "$ending" = duration ] && args+=(--duration "$delay")
     local label
@@ -206,6 +210,18 @@ session() {
     # terminal.
     env --default-signal=INT,QUIT "${cmd[@]}" >"$dir/tool.out" 2>"$dir/tool.err" &
     cur_tool=$!
+    local scraper=
+    if [ "$mode" = serve ]; then  # scrapes, every 50 ms, as long as the tool lives
+        (
+            while kill -0 "$cur_tool" 2>/dev/null; do
+                url=$(grep -o 'http://[^ ]*' "$dir/tool.err" 2>/dev/null)
+                [ -n "$url" ] && curl -s -m 5 -o "$dir/scrape.new" "$url" && mv "$dir/scrape.new" "$dir/scrape.prom" &&
+                    echo >>"$dir/scrapes"
+                sleep 0.05
+            done
+        ) &
+        scraper=$!
+    fi
     local deadline=30
     if [ "$ending" = duration ]; then
         deadline=$((ms / 1000 + 60))
@@ -241,6 +257,13 @@ session() {
     fi
     cur_tool=
     t_end=$(now_ms)
+    if [ -n "$scraper" ]; then
+        wait "$scraper"
+        if [ -s "$dir/scrape.prom" ] && command -v promtool >/dev/null &&
+            ! promtool check metrics <"$dir/scrape.prom" >"$dir/promtool.out" 2>&1; then
+            reasons+=("promtool check metrics of the last scrape: $(head -3 "$dir/promtool.out" | tr '\n' ' ')")
+        fi
+    fi
     [ ${#reasons[@]} -gt 0 ] || case "$ending:$tool_rc" in
         sigint:0|sigint:130|duration:0|sigkill:137|sighup:*|detach:*|*:hung) ;;
         *) reasons+=("the tool's exit status after the $ending: $tool_rc") ;;

@@ -112,6 +112,7 @@ void Server::attach(int pid, unsigned long long start)
     s.im = std::make_unique<Image>();
     s.im->pid = pid;
     s.im->exe = info ? info->exe : "";
+    if (!info) complain("trace: " + why);
     if (!info || !start_session(o_, mode_, pid, *s.im, &s.h)) {
         refused_.emplace(pid, start);
         return;
@@ -279,6 +280,10 @@ int Server::run()
     sigaction(SIGPIPE, &ignore, nullptr);  // a scraper gone mid-reply
     const int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
     std::string why;
+    if (o_.pid && !process_info(o_.pid, &why)) {
+        complain("trace: " + why);
+        return kExitFailure;
+    }
     if (!http_.listen(o_.serve, &why)) {
         complain("trace: " + why);
         return kExitFailure;

@@ -355,6 +355,7 @@ session() {
     local calls
     calls=$(grep -oE 'traced, [0-9]+ calls' "$dir/tool.err" | head -1)
     [ -n "$calls" ] && placed+=", ${calls#traced, }"
+    [ "$mode" = serve ] && placed+=", $(grep -c '' "$dir/scrapes" 2>/dev/null || echo 0) scrapes"
     # An exit status other than the usual ones (0, or the signal's) is shown with the tool's last
     # line, even where it is not a failure (after a detach, a SIGHUP).
     case $tool_rc in

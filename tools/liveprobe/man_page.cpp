@@ -320,6 +320,13 @@ void write_options(std::ostream &out, const CLI::App &cmd)
 std::string synopsis(const CLI::App &cmd, const std::vector<std::string> &program_commands)
 {
     std::string s = "\\fBliveprobe " + escape(cmd.get_name()) + "\\fR";
+    // A required option by its first name (lsmod's "-p INT"), the others as [OPTIONS].
+    for (const CLI::Option *opt : cmd.get_options([](const CLI::Option *o) { return o->nonpositional(); })) {
+        if (!opt->get_required() || opt->get_group().empty()) continue;
+        s += opt->get_snames().empty() ? " \\fB\\-\\-" + escape(opt->get_lnames().front()) + "\\fR"
+                                       : " \\fB\\-" + escape(opt->get_snames().front()) + "\\fR";
+        if (const std::string v = value_name(opt); !v.empty()) s += " \\fI" + escape(v) + "\\fR";
+    }
     if (!cmd.get_options([](const CLI::Option *o) { return o->nonpositional(); }).empty()) s += " [\\fIOPTIONS\\fR]";
     for (const CLI::Option *opt : cmd.get_options([](const CLI::Option *o) { return o->get_positional(); })) {
         std::string word = "\\fI" + escape(opt->get_name(true, false)) + "\\fR" + (is_vector(opt) ? "..." : "");

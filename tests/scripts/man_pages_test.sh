@@ -15,7 +15,7 @@ pass() { echo "PASS: $*"; }
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
 # The page as man shows it, 80 columns wide, without bold or underlining.
-render() { MANWIDTH=80 MAN_KEEP_FORMATTING= man -P cat -l "$1" 2>/dev/null | col -bx; }
+render() { MANWIDTH=80 man -P cat -l "$1" 2>/dev/null | col -bx; }
 
 commands=$("$tool" --help | sed -n '/^Subcommands:/,/^$/p' | awk 'NF > 1 {print $1}')
 [[ $(wc -w <<<"$commands") -ge 10 ]] || fail "the commands of liveprobe --help: '$commands'"

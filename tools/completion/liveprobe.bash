@@ -12,7 +12,8 @@
 _liveprobe_split()
 {
     local line=$COMP_LINE point=${COMP_POINT:-${#COMP_LINE}}
-    local i c word= inword=0 quote=
+    ((point <= ${#line})) || point=${#line}
+    local i c word='' inword=0 quote=''
     _lp_words=()
     _lp_cword=-1
     _lp_cur=
@@ -165,15 +166,28 @@ _liveprobe_program()
 }
 
 # The functions of a process or file, as `liveprobe list` names them (OBJECT:NAME), cached in
-# _lp_funcs by "-p PID" or "-x FILE" for the session (a process's objects can change: a new
-# shell sees them anew). _lp_names: the same names without their objects, each once.
+# _lp_funcs under _lp_key, "-p PID START" (START: when it started, for a PID used again) or
+# "-x FILE", for the session (a library the process loads later shows in a new shell).
+# _lp_fnames: the same names without their objects, each once.
 _liveprobe_functions()
 {
-    local tool=$1 how=$2 what=$3 key="$2 $3"
+    local tool=$1 how=$2 what=$3
+    _lp_key="$how $what"
+    if [[ $how == -p ]]; then
+        local stat
+        [[ $what == +([0-9]) ]] || return
+        { stat=$(<"/proc/$what/stat"); } 2>/dev/null || return
+        stat=${stat##*) }
+        local -a fields
+        read -ra fields <<<"$stat"
+        _lp_key+=" ${fields[19]-}"
+    fi
+    local key=$_lp_key
     declare -gA _lp_funcs _lp_fnames
     if [[ -z ${_lp_funcs[$key]+set} ]]; then
         local list
-        list=$("$tool" list "$how" "$what" 2>/dev/null)
+        # Not kept when list fails (no such process yet, not ours): asked again next time.
+        list=$("$tool" list "$how" "$what" 2>/dev/null) || return
         _lp_funcs[$key]=$list
         _lp_fnames[$key]=$(printf '%s\n' "$list" | sed 's/^[^:]*://' | sort -u)
     fi
@@ -183,7 +197,7 @@ _liveprobe_functions()
 # after the p:, r: and rN: of a probe's spec.
 _liveprobe_complete_function()
 {
-    local tool=$1 cmd=$2 cur=$3 how= what=
+    local tool=$1 cmd=$2 cur=$3 how='' what=''
     if what=$(_liveprobe_option_value -p --pid); then
         how=-p
     elif [[ $cmd == list ]] && what=$(_liveprobe_option_value -x --exec); then
@@ -194,8 +208,8 @@ _liveprobe_complete_function()
         return
     fi
     [[ -n $what ]] || return
-    _liveprobe_functions "$tool" "$how" "$what"
-    local key="$how $what" pre= name=$cur
+    _liveprobe_functions "$tool" "$how" "$what" || return
+    local key=$_lp_key pre='' name=$cur
     if [[ $cmd == trace && $cur =~ ^([pr][0-9]*:)(.*)$ ]]; then
         pre=${BASH_REMATCH[1]}
         name=${BASH_REMATCH[2]}
@@ -274,7 +288,7 @@ _liveprobe()
     [[ $tool == */* ]] || tool=$(type -P -- "$tool") || return
     _liveprobe_split
     _liveprobe_load "$tool" || return
-    local cur=$_lp_cur i cmd= ci=0
+    local cur=$_lp_cur i cmd='' ci=0
     # The command: the first word after the tool's own options (none takes a value).
     for ((i = 1; i < _lp_cword; i++)); do
         [[ ${_lp_words[i]} == -* ]] && continue

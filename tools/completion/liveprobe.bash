@@ -289,15 +289,23 @@ _liveprobe()
     _liveprobe_split
     _liveprobe_load "$tool" || return
     local cur=$_lp_cur i cmd='' ci=0
-    # The command: the first word after the tool's own options (none takes a value).
+    # The command: the first word after the tool's own options and their values.
+    local w
     for ((i = 1; i < _lp_cword; i++)); do
-        [[ ${_lp_words[i]} == -* ]] && continue
-        cmd=${_lp_words[i]}
+        w=${_lp_words[i]}
+        if [[ $w == -* ]]; then
+            [[ $w != *=* && -n ${_lp_value["/ $w"]-} ]] && ((i++))
+            continue
+        fi
+        cmd=$w
         ci=$i
         break
     done
     if [[ -z $cmd ]]; then
-        if [[ $cur == -* ]]; then
+        local prev=${_lp_words[_lp_cword - 1]}
+        if ((_lp_cword > 1)) && [[ $prev == -* && -n ${_lp_value["/ $prev"]-} ]]; then
+            _liveprobe_complete_value "$tool" "" "$prev" "${_lp_value["/ $prev"]}" "$cur"
+        elif [[ $cur == -* ]]; then
             # shellcheck disable=SC2086  # a list of words
             _liveprobe_reply "$cur" ${_lp_opts[/]}
         else
@@ -337,7 +345,7 @@ _liveprobe()
     fi
     # A positional argument: which one, counting those before the cursor (not the options'
     # values). One that takes several words takes all that follow.
-    local n=0 w
+    local n=0
     for ((i = ci + 1; i < _lp_cword; i++)); do
         w=${_lp_words[i]}
         if [[ $w == -* ]]; then

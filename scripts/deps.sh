@@ -12,9 +12,11 @@
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libzydis-dev libzycore-dev libelf-dev libdw-dev
       libfmt-dev libcli11-dev googletest libgtest-dev libgmock-dev libbenchmark-dev libunwind-dev gdb
+      libmicrohttpd-dev python3-prometheus-client  # trace --serve: its server; its test reads OpenMetrics
       clang libclang-rt-14-dev)  # make fuzz: libFuzzer
 servers=(nginx-light wrk memcached perl procps
-         chromium)  # report --html's test: a browser, headless
+         chromium  # report --html's test: a browser, headless
+         prometheus)  # trace --serve's test: a private Prometheus scrapes it
 # ---- The real-program suite (tests/realprograms/, issue 31 item 8) -----------------------------
 # Programs nobody here wrote, built from their Debian 12 source packages as Debian builds them
 # (scripts/realprograms-fetch.sh fetches them with `apt-get source` and builds them into a cache):
@@ -70,7 +72,7 @@ apt-get update -qq
 # Where a service installed now started all the same (an init that does not ask policy-rc.d),
 # stop it and keep it from starting at boot. A service that was there before this run is the
 # machine owner's: left alone.
-for svc in nginx memcached; do
+for svc in nginx memcached prometheus; do
   case " ${missing_servers[*]} " in *" $svc "*|*" $svc-light "*) ;; *) continue ;; esac
   if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
     systemctl disable --now "$svc" >/dev/null 2>&1 || true

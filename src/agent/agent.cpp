@@ -364,13 +364,19 @@ void serve(const Request &rq, Out &out)
         serve_trace_start(rq, out);
     } else if (rq.verb == "trace-stop") {
         serve_trace_stop(rq, out);
+    } else if (rq.verb == "trace-sync") {  // [SESSION]: its misses copied where the tool reads them
+        const int s = session_of(rq, out, false);
+        if (s < 0) return;
+        if (int r = trace::sync_missed(static_cast<uint32_t>(s)); r < 0)
+            return out.error(-r, "no trace session runs in this process");
+        out.ok();
     } else if (rq.verb == "detach") {
         detach(rq, out);
     } else if (rq.verb == "lsmod") {
         for (const std::string &l : list_modules()) out.line(l);
         out.ok();
     } else {
-        out.error(EINVAL, fmt::format("unknown request '{}' (this agent serves: hello, status, log, insmod, rmmod, lsmod, trace-start, trace-info, trace-stop, detach)",
+        out.error(EINVAL, fmt::format("unknown request '{}' (this agent serves: hello, status, log, insmod, rmmod, lsmod, trace-start, trace-info, trace-stop, trace-sync, detach)",
                                       rq.verb));
     }
 }

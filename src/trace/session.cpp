@@ -128,13 +128,19 @@ std::string probe_text(const std::string &name, const Spec &spec)
     return spec.offset ? fmt::format("{}+{:#x}", name, spec.offset) : name;
 }
 
-// Copies each kretprobe's nmissed into the session's shared memory (the reader may outlive the
-// process).
-void publish_missed(const Session &ss) noexcept
+// Copies each kretprobe's nmissed into the session's shared memory: when it stops or the process
+// exits (the reader may outlive the process), the copy then final; and when the tool asks
+// (sync_missed). Under g_mu (the lists).
+void copy_missed(const Session &ss) noexcept
 {
     for (auto &p : ss.list)
         missed_of(ss.base, p->index)
             ->store(static_cast<uint64_t>(p->rp.nmissed) + p->rp.kp.nmissed + p->kp.nmissed, std::memory_order_relaxed);
+}
+
+void publish_missed(const Session &ss) noexcept
+{
+    copy_missed(ss);
     header_of(ss.base)->final.store(1, std::memory_order_release);
 }
 
@@ -725,6 +731,14 @@ std::vector<uint32_t> running_sessions()
     for (uint32_t i = 0; i < kSessions; ++i)
         if (g_sessions[i]) out.push_back(i);
     return out;
+}
+
+int sync_missed(uint32_t session)
+{
+    SessionLock lk;
+    if (session >= kSessions || !g_sessions[session]) return -ENOENT;
+    copy_missed(*g_sessions[session]);
+    return 0;
 }
 
 bool parse_mode(const std::string &word, Mode *mode)

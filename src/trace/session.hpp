@@ -105,4 +105,8 @@ void cancel_start_from_environment();
 // sessions go on.
 int stop(uint32_t session, std::string *why);
 
+// Copies the session's misses (each kretprobe's nmissed) into its shared memory now, where they
+// are otherwise copied as it stops: `trace --serve` serves them live. -ENOENT: no such session.
+int sync_missed(uint32_t session);
+
 }  // namespace liveprobe::trace

@@ -39,6 +39,8 @@
 #include "commands.hpp"
 #include "program_check.hpp"
 #include "injector.hpp"
+#include "trace_attach.hpp"
+#include "trace_serve.hpp"
 #include "process.hpp"
 #include "progress_line.hpp"
 #include "source_specs.hpp"
@@ -309,6 +311,16 @@ Runner add_trace(CLI::App &app)
                     "With --count, --hist, --hist-of: print what was counted every SECONDS, and start again")
         ->type_name("SECONDS")
         ->check(CLI::PositiveNumber);
+    cmd->add_option("--serve", o->serve,
+                    "Serve the --count or --hist aggregates (--hist by default) as Prometheus metrics at ADDR:PORT "
+                    "(:PORT: loopback; names of functions are then seen by every local user) or unix:PATH, until "
+                    "stopped; with -p PID or --follow-name (docs/metrics.md)")
+        ->type_name("ADDR:PORT");
+    cmd->add_option("--follow-name", o->follow_name,
+                    "With --serve: every process named COMM (/proc/PID/comm), attached as each one starts (a "
+                    "restarted server again)")
+        ->type_name("COMM");
+    cmd->fallthrough();  // --config FILE, the tool's (main.cpp), after the command as before it
     cmd->add_flag("--tree", o->tree,
                   "Draw the calls as a tree as they happen, thread by thread (as liveprobe replay shows a trace "
                   "file): an event at each entry too");
@@ -398,7 +410,8 @@ Runner add_trace(CLI::App &app)
             complain("trace: what to trace is missing (a function, a glob, p:..., r:...; see --help)");
             return kExitUsage;
         }
-        if ((o->pid != 0) == !command.empty()) {
+        if (!check_serve(*o, command)) return kExitUsage;
+        if ((o->pid != 0) == !command.empty() && o->follow_name.empty()) {
             complain("trace: give either -p PID or a program to start after --");
             return kExitUsage;
         }
@@ -417,6 +430,11 @@ Runner add_trace(CLI::App &app)
             trace::Spec spec;
             std::string error;
             size_t at = 0;
+            if (text == "[" || text == "]") {  // CLI11 reads an array on one line only
+                complain("trace: a spec '" + text + "': an array of --config's across lines? Write it on one line "
+                         "(specs = [\"f\", \"g\"]), or specs = \"f\" a line each");
+                return kExitUsage;
+            }
             if (!trace::parse_spec(text, &spec, &error, &at)) {
                 complain("trace: " + trace::point_at(text, at, error));
                 return kExitUsage;
@@ -435,6 +453,7 @@ Runner add_trace(CLI::App &app)
             complain("trace: --interval prints aggregates: with --count, --hist or --hist-of");
             return kExitUsage;
         }
+        if (!o->serve.empty()) return serve_metrics(*o, mode);
         // Taken by the loop below through a signalfd: blocked first, in every thread (the
         // trace file's writer thread, started next, inherits the mask; with SIGINT open there,
         // Ctrl-C killed the tool before its summary).
@@ -492,71 +511,7 @@ Runner add_trace(CLI::App &app)
         if (o->pid != 0) {
             first->pid = o->pid;
             auxv = process_auxv(o->pid);
-            AttachReport rep;
-            if (attach_agent(o->pid, &rep, &why) < 0) {
-                complain(fmt::format("trace: attach {}: {}", o->pid, why));
-                return kExitFailure;
-            }
-            // :owned: the session lasts as long as this tool's connection (held below): if the
-            // tool dies, however, the agent removes the probes.
-            std::vector<std::string> args{std::string(mode) + (o->no_follow ? ":nofollow" : "") + ":owned" +
-                                              (o->verbose ? ":verbose" : ""),
-                                          std::to_string(o->maxactive)};
-            args.insert(args.end(), o->specs.begin(), o->specs.end());
-            std::fprintf(stderr, "liveprobe: placing probes in process %d...\n", o->pid);
-            agent::Reply reply;
-            auto ticker = std::make_unique<ProgressTicker>(
-                [pid = o->pid](double s) { return fmt::format("liveprobe: placing probes in process {}: {:.1f} s", pid, s); });
-            const int asked = agent::request(o->pid, "trace-start", args, &reply, &why, 300000, &owner_conn);
-            ticker.reset();  // the line cleared before what follows is said
-            if (asked < 0) {
-                std::string ignored;
-                auto now = process_info(o->pid, &ignored);
-                if (!now || now->state == 'Z') why = fmt::format("process {} exited while its probes were placed", o->pid);
-                complain(fmt::format("trace: {}", why));
-                return kExitFailure;
-            }
-            if (!reply.ok) {
-                complain(fmt::format("trace: process {}: {}", o->pid, reply.reason));
-                return kExitFailure;
-            }
-            int fd = -1;
-            size_t skipped = 0;
-            // An agent older than the :owned option closed the connection after its reply: the
-            // session is then stopped by the tool's trace-stop only, as it was.
-            if (std::find(reply.lines.begin(), reply.lines.end(), "owned") == reply.lines.end() && owner_conn >= 0) {
-                close(owner_conn);
-                owner_conn = -1;
-                std::fprintf(stderr,
-                             "liveprobe: the agent in process %d is older than this tool: if the tool is killed, "
-                             "the probes stay until the next trace (restart the program for a current agent)\n",
-                             o->pid);
-            }
-            for (const std::string &l : reply.lines) {
-                if (l.rfind("session ", 0) == 0) stop_args = {l.substr(8)};  // agents before sessions side by side: none
-                if (l.rfind("memfd ", 0) == 0) fd = std::atoi(l.c_str() + 6);
-                if (l.rfind("placed ", 0) == 0) std::fprintf(stderr, "liveprobe: %s\n", l.c_str());
-                if (l.rfind("slow ", 0) == 0 && !o->verbose)
-                    std::fprintf(stderr, "liveprobe: on the breakpoint path: %s\n", l.c_str() + 5);
-                if (l.rfind("slowprobe ", 0) == 0)
-                    std::fprintf(stderr, "liveprobe: on the breakpoint path: %s\n", l.c_str() + 10);
-                if (l.rfind("skipped ", 0) == 0 && skipped++ < 5) std::fprintf(stderr, "liveprobe: not traced: %s\n", l.c_str() + 8);
-            }
-            if (skipped > 5) std::fprintf(stderr, "liveprobe: ... and %zu more not traced\n", skipped - 5);
-            // The session's memory came with the reply ("memfd passed"); an agent before that one
-            // said its number, to open through /proc/PID/fd.
-            const bool passed = std::find(reply.lines.begin(), reply.lines.end(), "memfd passed") != reply.lines.end();
-            int mfd = passed ? reply.fd : open(fmt::format("/proc/{}/fd/{}", o->pid, fd).c_str(), O_RDWR | O_CLOEXEC);
-            if (!passed && reply.fd >= 0) close(reply.fd);
-            if (passed && mfd < 0) errno = EPROTO;
-            if (mfd < 0 || !(shm.base = map_session(mfd, &shm.bytes, &why))) {
-                complain(fmt::format("trace: the trace's shared memory in process {}: {}", o->pid,
-                                     mfd < 0 ? std::string(std::strerror(errno)) : why));
-                if (mfd >= 0) close(mfd);
-                agent::request(o->pid, "trace-stop", stop_args, &reply, &why);
-                return kExitFailure;
-            }
-            close(mfd);
+            if (!start_session(*o, mode, o->pid, *first, &owner_conn, &stop_args)) return kExitFailure;
         } else {
             // A program to start: our memfd, inherited; the probes are placed before its main.
             std::string library = agent_library(&why);

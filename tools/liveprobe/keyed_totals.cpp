@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
@@ -109,6 +111,19 @@ void KeyedTotals::take(const std::vector<TraceEvent> &batch, const TraceProbes &
         else if (v < 0) ++r.negative;
         else r.values[hist_bucket(static_cast<uint64_t>(v))]++;
     }
+}
+
+void KeyedTotals::visit(const Visit &fn)
+{
+    std::map<std::tuple<int, std::string, std::string>, Row> named;
+    for (const auto &[raw, r] : rows_) {
+        uint32_t id = 0;
+        int32_t pid = 0;
+        std::memcpy(&id, raw.data(), 4);
+        std::memcpy(&pid, raw.data() + 4, 4);
+        named[{pid, names_[id], key_text(pid, raw.substr(9), raw[8] != 0)}].add(r);
+    }
+    for (const auto &[k, r] : named) fn(std::get<0>(k), std::get<1>(k), std::get<2>(k), r.calls, r.ns);
 }
 
 void KeyedTotals::print()

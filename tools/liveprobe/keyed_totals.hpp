@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <unordered_map>
 #include <vector>
@@ -44,6 +45,11 @@ public:
     // callers and frames (target_symbols.hpp caches them).
     void print();
     void clear() { rows_.clear(); }
+    // Each row named as print() names it, but per process (trace --serve's series): its pid,
+    // function, key, calls, and the calls by log2 bucket of nanoseconds.
+    using Visit = std::function<void(int pid, const std::string &function, const std::string &key, uint64_t calls,
+                                     const std::array<uint64_t, trace::kHistBuckets> &ns)>;
+    void visit(const Visit &fn);
 
 private:
     struct Row {

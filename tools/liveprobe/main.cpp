@@ -25,6 +25,10 @@ int main(int argc, char **argv)
     CLI::App app{"liveprobe: dynamic probes for running user-space programs (kprobes for user space)"};
     app.require_subcommand(1);
     app.set_version_flag("--version", std::string("liveprobe ") + LIVEPROBE_VERSION);
+    // A service's options in a file (trace --serve's unit, docs/metrics.md): TOML, a command's in
+    // its section ([trace] serve = "127.0.0.1:9464", specs = ["f", "g"]).
+    app.set_config("--config", "", "Read the command's options from FILE ([trace] then NAME = VALUE lines)")
+        ->type_name("FILE");
     app.footer("Exit status: 0 success, 1 failure (the message says why), 2 bad usage; `run` exits with the "
                "program's status.\nRun `liveprobe COMMAND --help` for a command's options.\n"
                "Environment:\n"
@@ -56,8 +60,9 @@ int main(int argc, char **argv)
     if (const int status = documentation_request(app, program_commands, argc, argv); status >= 0) return status;
     // The first word that is not an option names the command: an unknown one is said so (CLI11
     // would print the general help for `liveprobe foo --help`, or "A subcommand is required").
+    const auto option_value = [&](int i) { return std::string(argv[i - 1]) == "--config"; };  // --config FILE
     for (int i = 1; i < argc; ++i) {
-        if (argv[i][0] == '-') continue;
+        if (argv[i][0] == '-' || option_value(i)) continue;
         std::string names;
         bool known = false;
         for (const CLI::App *sub : app.get_subcommands({})) {
@@ -73,7 +78,7 @@ int main(int argc, char **argv)
     // insmod's module parameters (trace's specs) and the program after "--" are both free words:
     // the program is split off here (CLI11 would take it for more of them).
     for (int i = 1; i < argc; ++i) {
-        if (argv[i][0] == '-') continue;  // options before the sub-command
+        if (argv[i][0] == '-' || option_value(i)) continue;  // options before the sub-command
         if (std::find(program_commands.begin(), program_commands.end(), argv[i]) == program_commands.end()) break;
         for (int j = i + 1; j < argc; ++j)
             if (std::string(argv[j]) == "--") {

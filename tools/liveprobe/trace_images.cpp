@@ -275,8 +275,6 @@ uint64_t drain(Image &im, PrintOptions &print)
     return events;
 }
 
-namespace {
-
 // --count and --hist: the target's per-thread rows, summed. Only the rows of rings some thread
 // claimed (a ring's tid is never 0 again once claimed): the others were never written, and
 // reading them would fault in zero pages of the shared memory, megabytes for --hist '*' (its
@@ -312,8 +310,6 @@ TraceTotals totals_of(const Shm &shm)
     }
     return t;
 }
-
-}  // namespace
 
 void Folded::add(const Image &im)
 {

@@ -71,6 +71,11 @@ bool load_names(Image &im);
 constexpr uint64_t kPrintBatch = 16384;
 uint64_t drain(Image &im, PrintOptions &print);
 
+// --count and --hist: the calls of each probe of a session (summed over its threads' rows), the
+// calls that left without returning, and --hist's buckets; live while the session runs (a
+// counter never goes back: a ring a new thread takes keeps its rows).
+TraceTotals totals_of(const Shm &shm);
+
 // The sums of every image read so far.
 struct Folded {
     std::vector<std::pair<std::string, std::string>> keys;  // (executable or "", name), first seen first

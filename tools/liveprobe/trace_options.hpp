@@ -35,6 +35,9 @@ struct Opts {
     TargetSymbols symbols;                // names the frames of printed events
     TreePrinter tree_printer;
     TraceProbes probes;  // -i FILE: the trace file's probes
+    std::string serve;        // --serve ADDR:PORT | unix:PATH (trace_serve.hpp)
+    std::string follow_name;  // --follow-name COMM
+    bool serve_hist = false;  // --serve: durations served (--hist, kept when --by makes the session per event)
 };
 
 // --filter EXPR; --stacks, --stack-depth, --folded, --by stack; --by KEY, --hist-of EXPR: each

@@ -95,6 +95,7 @@ expect_reply "a PID from its first digits" "liveprobe status --pid ${sleeper:0:2
 expect_reply "a PID from its process's name" "liveprobe trace -p slee" "$sleeper"
 expect_reply "a PID after --pid=" "liveprobe lsmod --pid=${sleeper:0:2}" "$sleeper"
 expect_none "no PID that does not start so" "liveprobe trace -p 0" "$sleeper"
+expect_reply "a process's name after --follow-name" "liveprobe trace --follow-name sle" sleep
 
 # 3. Function names, through liveprobe list: a running program's (-p PID), a program's given
 # after -- (the cursor before it), a file's for list -x.
@@ -157,6 +158,8 @@ touch "$tmp/files/calls.lptrace" "$tmp/files/probe_module.so" "$tmp/files/notes.
 cd "$tmp/files" || exit 1
 expect_only "a file after -o" "liveprobe trace -o call" "" calls.lptrace
 expect_only "a file after --chrome" "liveprobe trace --chrome not" "" notes.txt
+expect_only "a file after the tool's --config" "liveprobe --config not" "" notes.txt
+expect_only "the command after --config FILE" "liveprobe --config notes.txt tr" "" trace
 expect_only "a file after report's positional" "liveprobe report cal" "" calls.lptrace
 expect_reply "a module for insmod" "liveprobe insmod " probe_module.so subdir
 expect_none "only modules for insmod" "liveprobe insmod " notes.txt

@@ -253,6 +253,19 @@ _liveprobe_complete_value()
         return
         ;;
     esac
+    # A process's name (trace --follow-name COMM): those of the processes running now.
+    if [[ $type == COMM ]]; then
+        local d comm
+        local -A seen=()
+        for d in /proc/[0-9]*; do
+            if ((EUID != 0)); then [[ -O $d ]] || continue; else [[ -e $d/exe ]] || continue; fi
+            comm=
+            read -r comm <"$d/comm" 2>/dev/null
+            [[ -n $comm ]] && seen[$comm]=1
+        done
+        _liveprobe_reply "$cur" "${!seen[@]}"
+        return
+    fi
     # A choice among words (CLI11's IsMember: "TEXT:{total,self,...}"), file names for text and
     # files ("OUT.html"); numbers, expressions and keys have no list.
     case $type in

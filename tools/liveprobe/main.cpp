@@ -1,12 +1,14 @@
 // liveprobe: the command-line tool. One file per sub-command (cmd_*.cpp).
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "commands.hpp"
+#include "man_page.hpp"
 
 namespace liveprobe::tool {
 void complain(const std::string &message) { std::fprintf(stderr, "liveprobe: %s\n", message.c_str()); }
@@ -28,7 +30,16 @@ int main(int argc, char **argv)
     app.set_config("--config", "", "Read the command's options from FILE ([trace] then NAME = VALUE lines)")
         ->type_name("FILE");
     app.footer("Exit status: 0 success, 1 failure (the message says why), 2 bad usage; `run` exits with the "
-               "program's status.\nRun `liveprobe COMMAND --help` for a command's options.");
+               "program's status.\nRun `liveprobe COMMAND --help` for a command's options.\n"
+               "Environment:\n"
+               "  LIVEPROBE_RUNTIME_DIR  where agents make their sockets (/tmp/liveprobe-UID by default, private):\n"
+               "    the tool's must be its target's\n"
+               "  LIVEPROBE_LIBRARY  the agent loaded into processes (by default the libliveprobe.so installed\n"
+               "    beside the tool)\n"
+               "  LIVEPROBE_OPTIMIZE=0  (in the target) every probe a breakpoint, no jump\n"
+               "  LIVEPROBE_CLOCK=clock_gettime  (in the target) events timed by clock_gettime, not the TSC\n"
+               "  LIVEPROBE_TRACE_ATTACH=1  the time each step of attaching took, on stderr\n"
+               "  CC  the compiler build-module runs (cc by default)");
     Runner run = add_run(app);
     Runner attach = add_attach(app);
     Runner status = add_status(app);
@@ -43,6 +54,10 @@ int main(int argc, char **argv)
     Runner report = add_report(app);
     Runner replay = add_replay(app);
     Runner graph = add_graph(app);
+    // The commands whose "-- CMD [ARGS]" is split off below (their man pages show it).
+    const std::vector<std::string> program_commands{"insmod", "trace"};
+    // Hidden: the man pages and the completion's word lists, from the definitions above.
+    if (const int status = documentation_request(app, program_commands, argc, argv); status >= 0) return status;
     // The first word that is not an option names the command: an unknown one is said so (CLI11
     // would print the general help for `liveprobe foo --help`, or "A subcommand is required").
     const auto option_value = [&](int i) { return std::string(argv[i - 1]) == "--config"; };  // --config FILE
@@ -64,7 +79,7 @@ int main(int argc, char **argv)
     // the program is split off here (CLI11 would take it for more of them).
     for (int i = 1; i < argc; ++i) {
         if (argv[i][0] == '-' || option_value(i)) continue;  // options before the sub-command
-        if (std::string(argv[i]) != "insmod" && std::string(argv[i]) != "trace") break;
+        if (std::find(program_commands.begin(), program_commands.end(), argv[i]) == program_commands.end()) break;
         for (int j = i + 1; j < argc; ++j)
             if (std::string(argv[j]) == "--") {
                 insmod_command().assign(argv + j + 1, argv + argc);

@@ -312,10 +312,10 @@ Runner add_trace(CLI::App &app)
         ->type_name("SECONDS")
         ->check(CLI::PositiveNumber);
     cmd->add_option("--serve", o->serve,
-                    "Serve the --count or --hist aggregates (--hist by default) as Prometheus metrics at ADDR:PORT "
-                    "(:PORT: loopback; names of functions are then seen by every local user) or unix:PATH, until "
-                    "stopped; with -p PID or --follow-name (docs/metrics.md)")
-        ->type_name("ADDR:PORT");
+                    "Serve the --count or --hist aggregates (--hist by default) as Prometheus metrics at ADDRESS: "
+                    "HOST:PORT, :PORT (loopback; the functions' names are then seen by every local user) or "
+                    "unix:PATH (its owner's alone), until stopped; with -p PID or --follow-name (docs/metrics.md)")
+        ->type_name("ADDRESS");
     cmd->add_option("--follow-name", o->follow_name,
                     "With --serve: every process named COMM (/proc/PID/comm), attached as each one starts (a "
                     "restarted server again)")

@@ -48,14 +48,17 @@ if [ ! -s "$base" ]; then
     mirror=${LIVEPROBE_DEB_MIRROR:-/etc/apt/sources.list.d/debian.sources}
     echo "deb test: making the base root (once; cached as $base)"
     # No device nodes in the tarball (a container may not allow mknod): /dev is bind-mounted.
+    # Made under another name (mmdebstrap takes the format from the extension), then renamed:
+    # an interrupted run leaves no partial base behind to be taken for a whole one.
+    part=${base%.tar}.part.tar
     if ! mmdebstrap --quiet --variant=apt --include="$include" --skip=output/mknod bookworm \
-            "$base.part" "$mirror" >"$cache/deb-test-mmdebstrap.log" 2>&1; then
+            "$part" "$mirror" >"$cache/deb-test-mmdebstrap.log" 2>&1; then
         cat "$cache/deb-test-mmdebstrap.log" >&2
-        rm -f "$base.part"
+        rm -f "$part"
         echo "deb test: FAILED: mmdebstrap could not make the base root" >&2
         exit 1
     fi
-    mv "$base.part" "$base"
+    mv "$part" "$base"
 fi
 
 root=$(mktemp -d "${TMPDIR:-/tmp}/liveprobe-deb-root.XXXXXX")

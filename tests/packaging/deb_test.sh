@@ -3,13 +3,14 @@
 # never on this machine (where an installed libliveprobe.so.0 would then shadow the build's):
 #  1. a minimal bookworm root (mmdebstrap, variant apt, with gcc and pkgconf to build programs
 #     against liveprobe-dev), made once and cached as a tarball;
-#  2. the root's file list; the three packages installed with apt-get, which fetches their
-#     dependencies (the Depends dpkg-shlibdeps computed must be enough);
-#  3. the installed files: ELF files stripped, their debug files at their build IDs, the
-#     library's exports those of src/liveprobe.map (tests/scripts/exports_test.sh);
+#  2. the root's file list; liveprobe and liveprobe-dev installed with apt-get, which fetches
+#     their dependencies (the Depends dpkg-shlibdeps computed must be enough);
+#  3. the installed files: ELF files stripped, the library's exports those of
+#     src/liveprobe.map (tests/scripts/exports_test.sh), liveprobe-dev's files there;
 #  4. liveprobe --version; trace --count of a program built in the root; attach, status and
 #     detach of a running one (the injector finds the agent's entry in the stripped library);
 #     README.md's first probe built with `cc $(pkg-config --cflags --libs liveprobe)` and run;
+#     then liveprobe-dbgsym installed, its debug files at the build IDs, and the same again;
 #  5. apt-get purge of the three and autoremove of what they pulled in: the root's file list
 #     must be the one of step 2, apt's and dpkg's own records aside.
 # Usage (as root): deb_test.sh DEBDIR -- DEBDIR holds liveprobe_*.deb, liveprobe-dev_*.deb and

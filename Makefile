@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS  ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build demo test torture torture-programs fuzz bench install clean asan tsan
+.PHONY: all deps configure build demo test torture torture-programs torture-deb deb fuzz bench install clean asan tsan
 
 all: build
 
@@ -36,6 +36,7 @@ torture: build
 	@cd $(BUILD) && LIVEPROBE_SOURCE_DIR=$(CURDIR) LIVEPROBE_BINARY_DIR=$(abspath $(BUILD)) \
 		bash $(CURDIR)/tests/chaos/chaos.sh --memory 1000 $(CHAOS_CYCLES)
 	@$(MAKE) --no-print-directory torture-programs
+	@$(MAKE) --no-print-directory torture-deb
 
 # The real-program suite (tests/realprograms/): programs from Debian 12 source packages, fetched
 # and built once into a cache (scripts/realprograms-fetch.sh; LIVEPROBE_REALPROGRAMS_CACHE), each
@@ -53,6 +54,18 @@ torture-programs: build
 # replays it). scripts/fuzz.sh --help says more.
 fuzz: deps
 	@FUZZ_BUILD=$(abspath $(BUILD))/fuzz scripts/fuzz.sh
+
+# The Debian packages (docs/packaging.md): liveprobe, liveprobe-dev and liveprobe-dbgsym, made
+# by CPack from this build into $(BUILD)/deb/, the runtime's ELF files stripped and their debug
+# information split into the dbgsym package. `apt install ./$(BUILD)/deb/liveprobe_*.deb`.
+deb: build
+	@scripts/make-deb.sh $(BUILD)
+
+# The packages installed, used and purged in a scratch Debian 12 root (tests/packaging/deb_test.sh,
+# as root; never on this machine itself). Its base is cached (LIVEPROBE_DEB_ROOT_CACHE).
+torture-deb: deb
+	@LIVEPROBE_SOURCE_DIR=$(CURDIR) LIVEPROBE_BINARY_DIR=$(abspath $(BUILD)) \
+		tests/packaging/deb_test.sh $(BUILD)/deb
 
 bench: build
 	@$(BUILD)/bench/liveprobe-bench

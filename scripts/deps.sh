@@ -31,6 +31,11 @@ realprograms=(dpkg-dev debhelper fakeroot
     autotools-dev libmpfr-dev libreadline-dev libsigsegv-dev locales-all  # gawk
     help2man liblz4-dev liblzma-dev zlib1g-dev less python3)              # zstd (libzstd)
 pkgs+=("${realprograms[@]}")
+# ---- The Debian packages (make deb, tests/packaging/deb_test.sh in make torture) ---------------
+# CPack's DEB generator runs file, dpkg-shlibdeps (dpkg-dev, above), objcopy and readelf
+# (binutils); lintian checks the packages; mmdebstrap makes the scratch Debian 12 root the test
+# installs them into (never the machine itself), fetching its packages from the mirrors apt uses.
+pkgs+=(file binutils lintian mmdebstrap)
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
 missing=() missing_servers=()
 for p in "${pkgs[@]}"; do installed "$p" || missing+=("$p"); done

@@ -49,8 +49,8 @@ check "include/liveprobe/liveprobe.hpp (C++ API) installed" test -f "$prefix/inc
 check "no private header installed" bash -c "! find '$prefix/include' -name '*.hpp' | grep -vE '/liveprobe/(liveprobe|cxx/[a-z_]+)\.hpp$' | grep -q ."
 check "liveprobeConfig.cmake installed" test -f "$libdir/cmake/liveprobe/liveprobeConfig.cmake"
 # The man pages (one per command; man_pages_test.sh checks them) and the bash completion.
-check "man pages installed (man1/liveprobe.1, liveprobe-trace.1)" \
-    test -f "$prefix/share/man/man1/liveprobe.1" -a -f "$prefix/share/man/man1/liveprobe-trace.1"
+check "man pages installed, compressed (man1/liveprobe.1.gz, liveprobe-trace.1.gz)" \
+    test -f "$prefix/share/man/man1/liveprobe.1.gz" -a -f "$prefix/share/man/man1/liveprobe-trace.1.gz"
 check "bash completion installed (bash-completion/completions/liveprobe)" \
     bash -c "source '$prefix/share/bash-completion/completions/liveprobe' && complete -p liveprobe"
 

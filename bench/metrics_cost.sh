@@ -8,8 +8,8 @@
 #
 # The server: a private nginx (Debian's nginx-light, scripts/deps.sh), a copy of /usr/sbin/nginx
 # named lpbench-nginx run with -p DIR -c CONF from tests/chaos/nginx.conf.in (1 worker, `user
-# root`, a free loopback port, a 4 KiB page), pinned to CPU 0; its load, wrk -t1 -c8, pinned to
-# CPU 1 with the tool and curl. The 20 functions (NGX_FUNCS below) are the request path an SRE
+# root`, a free loopback port, a 4 KiB page), pinned to CPU 0; its load, wrk -t1 -c8 (--timeout
+# 10s), pinned to CPU 1 with the tool and curl. The 20 functions (NGX_FUNCS below) are the request path an SRE
 # would keep an eye on: parsing, the phases, the content and filter chain, finalizing, and the
 # pool allocator (several calls a request); each is checked to be called on every request.
 # Everything the script starts runs at nice NICE (-10), so that a shared machine's other load
@@ -127,11 +127,11 @@ ngx_version=$(/usr/sbin/nginx -v 2>&1 | sed 's/.*nginx\///')
 # wrk_run FILE: one run of wrk on CPU 1; the worker's CPU ns over it in $run_cpu, its requests
 # in $run_req, requests/s in $run_rps.
 wrk_run() {
-    local c0 c1
-    c0=$(cpu_ns "$worker")
-    "${on1[@]}" wrk -t1 -c8 -d"${secs}s" "$url" >"$1" 2>&1
+    local c0 c1 t0
+    t0=$(date +%s%N) c0=$(cpu_ns "$worker")
+    "${on1[@]}" wrk -t1 -c8 -d"${secs}s" --timeout 10s "$url" >"$1" 2>&1
     c1=$(cpu_ns "$worker")
-    run_cpu=$((c1 - c0))
+    run_cpu=$((c1 - c0)) run_ns=$(( $(date +%s%N) - t0 ))
     run_req=$(sed -nE 's/^ *([0-9]+) requests in .*/\1/p' "$1")
     run_rps=$(sed -nE 's/^Requests\/sec: *([0-9.]+).*/\1/p' "$1")
     [ -n "$run_req" ] && ! grep -qE 'Non-2xx|Socket errors' "$1" || { echo "wrk failed:" >&2; cat "$1" >&2; exit 1; }
@@ -174,11 +174,11 @@ cc_added=$(calc %.1f "$cc_hist - $cc_un")
 ns_call=$(calc %.2f "$cc_added / $tsc_ghz")
 
 # 4. Interleaved runs.
-attached_both() { [ "$(grep -c 'serving the calls of PID' "$1" 2>/dev/null)" -ge 2 ]; }
+attached_both() { local n; n=$(grep -c 'serving the calls of PID' "$1" 2>/dev/null) || true; [ "${n:-0}" -ge 2 ]; }
 log "4. $runs pairs of wrk runs (${secs} s), untraced and under trace --serve --hist of the 20"
 for r in $(seq "$runs"); do
     wrk_run "$tmp/u$r.wrk"
-    echo "$run_rps $run_cpu $run_req" >>"$tmp/untraced"
+    echo "$run_rps $run_cpu $run_req $run_ns" >>"$tmp/untraced"
     "${on1[@]}" "$lp" trace --serve 127.0.0.1:0 --follow-name lpbench-nginx --hist "${NGX_FUNCS[@]}" 2>"$tmp/serve$r.err" &
     tool=$!
     pids+=("$tool")
@@ -186,7 +186,7 @@ for r in $(seq "$runs"); do
         { echo "trace --serve did not attach to nginx's two processes:" >&2; cat "$tmp/serve$r.err" >&2; exit 1; }
     murl=$(grep -o 'http://[^ ]*' "$tmp/serve$r.err" | head -1)
     wrk_run "$tmp/t$r.wrk"
-    echo "$run_rps $run_cpu $run_req" >>"$tmp/traced"
+    echo "$run_rps $run_cpu $run_req $run_ns" >>"$tmp/traced"
     curl -s "$murl" >"$tmp/scrape$r.prom"
     served=$(awk -v p="pid=\"$worker\"" 'index($0, "liveprobe_calls_total{" p) == 1 { s += $2 } END { printf "%d\n", s }' "$tmp/scrape$r.prom")
     [ "$served" -ge $((run_req * ${calls_per_req%.*})) ] ||
@@ -200,8 +200,8 @@ read -r un_rps un_rps_min un_rps_max un_rps_q1 un_rps_q3 < <(col 1 "$tmp/untrace
 read -r tr_rps tr_rps_min tr_rps_max tr_rps_q1 tr_rps_q3 < <(col 1 "$tmp/traced" | stats)
 read -r un_us un_us_min un_us_max un_us_q1 un_us_q3 < <(awk '{ print $2 / $3 / 1000 }' "$tmp/untraced" | stats)
 read -r tr_us tr_us_min tr_us_max tr_us_q1 tr_us_q3 < <(awk '{ print $2 / $3 / 1000 }' "$tmp/traced" | stats)
-read -r un_load _ < <(awk -v s="$secs" '{ print $2 / s / 1e9 * 100 }' "$tmp/untraced" | stats)
-read -r tr_load _ < <(awk -v s="$secs" '{ print $2 / s / 1e9 * 100 }' "$tmp/traced" | stats)
+read -r un_load _ < <(awk '{ print $2 / $4 * 100 }' "$tmp/untraced" | stats)
+read -r tr_load _ < <(awk '{ print $2 / $4 * 100 }' "$tmp/traced" | stats)
 
 # 3. The prediction.
 pred_share=$(calc %.2f "$calls_per_req * $ns_call / ($un_us * 1000) * 100")
@@ -256,10 +256,10 @@ many=$!
 pids+=("$many")
 wait_for grep -q ready "$tmp/many.out"
 sleep 1.5
-l0=$(wc -l <"$tmp/many.out") m0=$(cut -d' ' -f1 "/proc/$many/task/$many/schedstat")
+l0=$(wc -l <"$tmp/many.out") t0=$(date +%s%N) m0=$(cut -d' ' -f1 "/proc/$many/task/$many/schedstat")
 sleep "$secs"
-m1=$(cut -d' ' -f1 "/proc/$many/task/$many/schedstat") l1=$(wc -l <"$tmp/many.out")
-echo "$((m1 - m0)) 0 0" >"$tmp/win.untraced"
+m1=$(cut -d' ' -f1 "/proc/$many/task/$many/schedstat") t1=$(date +%s%N) l1=$(wc -l <"$tmp/many.out")
+echo "$((m1 - m0)) 0 0 $((t1 - t0))" >"$tmp/win.untraced"
 sed -n "$((l0 + 2)),${l1}p" "$tmp/many.out" | awk '{ print $1 }' >"$tmp/cyc.untraced"
 "${on1[@]}" "$lp" trace --serve 127.0.0.1:0 -p "$many" --hist 'lpb_f*' 2>"$tmp/many.err" &
 tool=$!
@@ -281,10 +281,10 @@ functions=$(grep -c '^liveprobe_calls_total{' "$tmp/many.prom")
 # window MODE: SECS s of the target's CPU time, its main thread (the calls) and its agent's
 # threads apart, scraped every 100 ms (MODE scraped) or not.
 window() {
-    local m0 a0 m1 a1 l0 l1 s=0 end
+    local m0 a0 m1 a1 l0 l1 s=0 t0 t1 end
     l0=$(wc -l <"$tmp/many.out")
-    m0=$(cut -d' ' -f1 "/proc/$many/task/$many/schedstat") a0=$(agent_ns "$many")
-    end=$(( $(date +%s%N) + secs * 1000000000 ))
+    t0=$(date +%s%N) m0=$(cut -d' ' -f1 "/proc/$many/task/$many/schedstat") a0=$(agent_ns "$many")
+    end=$((t0 + secs * 1000000000))
     if [ "$1" = scraped ]; then
         while [ "$(date +%s%N)" -lt "$end" ]; do
             "${on1[@]}" curl -s -o /dev/null "$murl"
@@ -294,17 +294,17 @@ window() {
     else
         sleep "$secs"
     fi
-    m1=$(cut -d' ' -f1 "/proc/$many/task/$many/schedstat") a1=$(agent_ns "$many")
+    m1=$(cut -d' ' -f1 "/proc/$many/task/$many/schedstat") a1=$(agent_ns "$many") t1=$(date +%s%N)
     l1=$(wc -l <"$tmp/many.out")
-    echo "$((m1 - m0)) $((a1 - a0)) $s" >>"$tmp/win.$1"
+    echo "$((m1 - m0)) $((a1 - a0)) $s $((t1 - t0))" >>"$tmp/win.$1"
     sed -n "$((l0 + 2)),${l1}p" "$tmp/many.out" | awk '{ print $1 }' >>"$tmp/cyc.$1"
 }
-log "   the target's CPU time, ${secs} s windows, not scraped and scraped every 100 ms (3 of each)"
-for r in 1 2 3; do window idle; window scraped; done
+log "   the target's CPU time, ${secs} s windows, not scraped and scraped every 100 ms (4 of each)"
+for r in 1 2 3 4; do window idle; window scraped; done
 kill -TERM "$tool"
 wait "$tool" || true
 scrapes_served=$(sed -nE 's/.*served ([0-9]+) scrapes?.*/\1/p' "$tmp/many.err")
-ms_s() { awk -v s="$secs" -v c="$1" '{ print $c / s / 1e6 }' "$2" | stats; }
+ms_s() { awk -v c="$1" '{ print $c / $4 * 1e3 }' "$2" | stats; }  # ms a second of the window's own length
 read -r un_main un_main_min un_main_max _ < <(ms_s 1 "$tmp/win.untraced")
 read -r idle_main idle_main_min idle_main_max _ < <(ms_s 1 "$tmp/win.idle")
 read -r scr_main scr_main_min scr_main_max _ < <(ms_s 1 "$tmp/win.scraped")
@@ -312,6 +312,7 @@ read -r idle_agent idle_agent_min idle_agent_max _ < <(ms_s 2 "$tmp/win.idle")
 read -r scr_agent scr_agent_min scr_agent_max _ < <(ms_s 2 "$tmp/win.scraped")
 scrapes=$(awk '{ s += $3 } END { print s }' "$tmp/win.scraped")
 agent_us_scrape=$(awk '{ a += $2; s += $3 } END { printf "%.0f", a / s / 1000 }' "$tmp/win.scraped")
+scrapes_per_s=$(awk '{ n += $3; t += $4 } END { printf "%.2f", n / t * 1e9 }' "$tmp/win.scraped")
 read -r cyc_un cyc_un_min cyc_un_max _ < <(stats <"$tmp/cyc.untraced")
 read -r cyc_idle cyc_idle_min cyc_idle_max _ < <(stats <"$tmp/cyc.idle")
 read -r cyc_scr cyc_scr_min cyc_scr_max _ < <(stats <"$tmp/cyc.scraped")
@@ -362,6 +363,8 @@ echo "| worker CPU, % of a core | $(calc %.1f "$un_load") | | $(calc %.1f "$tr_l
 echo
 echo "Measured overhead (CPU a request, medians): $meas_share % against $pred_share % predicted;"
 echo "in nginx itself that is $insitu_ns ns a call (traced - untraced CPU a request / $calls_per_req calls), against $ns_call ns from the benchmark."
+echo "Requests/s: the medians differ by $(calc %+.1f "($tr_rps - $un_rps) / $un_rps * 100") %; the untraced runs' IQR spans $(calc %.0f "($un_rps_q3 - $un_rps_q1) / $un_rps * 100") % of their median,"
+echo "their min-max $(calc %.0f "($un_rps_max - $un_rps_min) / $un_rps * 100") % (the worker runs at $(calc %.0f "$un_load") % of its core: wrk, on the other, and the machine's other load set the pace)."
 echo
 echo "### A scrape of 1,000 functions"
 echo
@@ -373,17 +376,18 @@ echo "|---|---|---|---|"
 echo "| text (0.0.4) | $(f1 $text_ms) ms | $(r1 $text_min $text_max) | $text_bytes bytes |"
 echo "| OpenMetrics 1.0.0 | $(f1 $om_ms) ms | $(r1 $om_min $om_max) | $om_bytes bytes |"
 echo
-echo "The target's CPU time under the same calls, ${secs} s windows (traced: 3 of each, interleaved), ms a second:"
+echo "The target's CPU time under the same calls, ${secs} s windows (traced: 4 of each, interleaved), ms a second:"
 echo
 echo "| | main thread (the calls): median (min-max) | the agent's threads | TSC cycles a call (median of its 1 s medians; min-max) |"
 echo "|---|---|---|---|"
 echo "| untraced (before attaching) | $(f1 $un_main) | - | $(f1 $cyc_un) ($(r1 $cyc_un_min $cyc_un_max)) |"
 echo "| traced, not scraped | $(f1 $idle_main) ($(r1 $idle_main_min $idle_main_max)) | $(f2 $idle_agent) ($(r2 $idle_agent_min $idle_agent_max)) | $(f1 $cyc_idle) ($(r1 $cyc_idle_min $cyc_idle_max)) |"
-echo "| traced, scraped every 100 ms ($scrapes scrapes) | $(f1 $scr_main) ($(r1 $scr_main_min $scr_main_max)) | $(f2 $scr_agent) ($(r2 $scr_agent_min $scr_agent_max)) | $(f1 $cyc_scr) ($(r1 $cyc_scr_min $cyc_scr_max)) |"
+echo "| traced, scraped every 100 ms ($scrapes scrapes in all) | $(f1 $scr_main) ($(r1 $scr_main_min $scr_main_max)) | $(f2 $scr_agent) ($(r2 $scr_agent_min $scr_agent_max)) | $(f1 $cyc_scr) ($(r1 $cyc_scr_min $cyc_scr_max)) |"
 echo
 echo "A scrape's work in the target is its agent's answer to trace-sync (the misses copied to where the tool"
 echo "reads them): $agent_us_scrape us of CPU a scrape (the agent's threads' time in the scraped windows / $scrapes scrapes;"
-echo "the tool served $scrapes_served scrapes in all). The calls' own cost does not change with scrapes."
+echo "the tool served $scrapes_served scrapes in all). Scraped ($scrapes_per_s scrapes a second: each curl, then 100 ms),"
+echo "the main thread's median moved by $(calc %+.1f "$scr_main - $idle_main") ms a second, its median batch by $(calc %+.1f "$cyc_scr - $cyc_idle") TSC cycles a call."
 echo
 echo "Commands: \`bash bench/metrics_cost.sh $b\` (RUNS=$runs SECS=$secs); build: $b."
 } | tee "$tmp/report.md"

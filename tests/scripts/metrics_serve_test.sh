@@ -80,6 +80,32 @@ wait_for sh -c "! '$lp' status -p $F3 2>/dev/null | grep -q 'probes: [1-9]'" &&
     fail "after SIGKILL of the tool: $("$lp" status -p $F3 2>&1 | grep probes)"
 kill $F2 $F3
 
+# A prefork server followed by name: each worker counted once, under its own pid; the parent,
+# which never calls op, counts nothing (a worker inherits none of its parent's session).
+cp "$bin/tests/lp_forker_target" "$tmp/lpforker"
+"${launch[@]}" "$tmp/lpforker" >"$tmp/forker.out" &
+P=$!
+pids+=("$P")
+wait_for grep -q ready "$tmp/forker.out"
+"$lp" trace --follow-name lpforker --serve 127.0.0.1:0 op 2>"$tmp/forker.err" &
+tool=$!
+pids+=("$tool")
+wait_for grep -q "serving the calls of PID $P" "$tmp/forker.err"
+url=$(grep -o 'http://[^ ]*' "$tmp/forker.err")
+sleep 7  # workers attached at 1 to 2 s, done at 3 s
+curl -s "$url" >"$tmp/forker.prom"
+parent=$(metric "liveprobe_calls_total{pid=\"$P\"," <"$tmp/forker.prom")
+workers=$(grep '^liveprobe_calls_total{' "$tmp/forker.prom" | grep -v "pid=\"$P\"" | sed 's/.* //' | sort -u | tr '\n' ' ')
+done_workers=$(grep -c done "$tmp/forker.out")
+if [ "$parent" = 0 ] && [[ $workers =~ ^(0 )?100\ $ ]] && [ "$done_workers" -ge 5 ]; then
+    pass "--follow-name on a prefork server: the parent 0, each worker done 100 ($done_workers done)"
+else
+    fail "--follow-name on a prefork server: the parent $parent, the workers: $workers ($done_workers done)"
+fi
+kill -TERM $tool
+wait $tool
+kill $P
+
 # Misses, live: nap_rec 5 deep in a thread, followed 2 calls at a time.
 "${launch[@]}" "$nap" 1000 0 1 5 >/dev/null &
 N=$!

@@ -350,6 +350,10 @@ bool check_serve(Opts &o, const std::vector<std::string> &command)
     if (o.follow_name.size() > 15)
         std::fprintf(stderr, "liveprobe: --follow-name %s: the kernel keeps 15 bytes of a process's name: %s\n",
                      o.follow_name.c_str(), o.follow_name.substr(0, 15).c_str());
+    // --follow-name attaches to each process of the name itself: a process it forks must not
+    // carry its parent's session on (its calls were counted twice: under the parent's pid, in
+    // the session it inherited, and under its own).
+    if (!o.follow_name.empty()) o.no_follow = true;
     if (!o.count) o.hist = true;  // the calls and their durations
     o.serve_hist = o.hist;
     return true;

@@ -3,7 +3,8 @@
  * runs one burst of FAST calls of op_fast (nanoseconds each) and SLOW calls of op_slow (each
  * spinning 1.5 ms on the monotonic clock: in the log2 bucket (2^20, 2^21] ns, near its middle),
  * then prints "burst N: FAST fast, SLOW slow, sum S", S a sum of what the calls returned, the
- * same traced or not. -O2: the functions aligned, the padding after op_fast lets its return
+ * same traced or not. With REEXEC_SECONDS, it first waits that long and executes itself again
+ * (the same pid), without it. -O2: the functions aligned, the padding after op_fast lets its return
  * probe take the jump path (nanoseconds). An ordinary program: no liveprobe. */
 #include <signal.h>
 #include <stdio.h>
@@ -36,9 +37,18 @@ __attribute__((noipa)) long op_idle(long i) { return i - 1; }
 
 int main(int argc, char **argv)
 {
-    if (argc != 3) {
-        fprintf(stderr, "usage: metrics_target FAST SLOW\n");
+    if (argc != 3 && argc != 4) {
+        fprintf(stderr, "usage: metrics_target FAST SLOW [REEXEC_SECONDS]\n");
         return 2;
+    }
+    if (argc == 4) { /* a server that executes itself again, the same pid (HAProxy's reload) */
+        char self[4096];
+        const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+        if (n <= 0) return 1;
+        self[n] = 0;
+        sleep((unsigned)atoi(argv[3]));
+        execl(self, argv[0], argv[1], argv[2], (char *)NULL); /* its name (comm) is its file's */
+        return 1;
     }
     const long fast = atol(argv[1]), slow = atol(argv[2]);
     struct sigaction sa = {0};
@@ -56,6 +66,6 @@ int main(int argc, char **argv)
         for (long i = 0; i < fast; ++i) sum += op_fast(i);
         for (long i = 0; i < slow; ++i) sum += op_slow(i);
         ++done;
-        printf("burst %d: %ld fast, %ld slow, sum %ld\n", done, fast, slow, sum + (argc > 3 ? op_idle(0) : 0));
+        printf("burst %d: %ld fast, %ld slow, sum %ld\n", done, fast, slow, sum + (argc > 4 ? op_idle(0) : 0));
     }
 }

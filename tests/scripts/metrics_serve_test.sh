@@ -80,6 +80,28 @@ wait_for sh -c "! '$lp' status -p $F3 2>/dev/null | grep -q 'probes: [1-9]'" &&
     fail "after SIGKILL of the tool: $("$lp" status -p $F3 2>&1 | grep probes)"
 kill $F2 $F3
 
+# A server that executes itself again (the same pid): its new program attached again.
+cp "$target" "$tmp/lpreexec"
+"${launch[@]}" "$tmp/lpreexec" 10 1 3 >"$tmp/reexec.out" &
+R=$!
+pids+=("$R")
+"$lp" trace --follow-name lpreexec --serve 127.0.0.1:0 --count op_fast 2>"$tmp/reexec.err" &
+tool=$!
+pids+=("$tool")
+wait_for grep -q "serving the calls of PID $R" "$tmp/reexec.err"
+wait_for grep -q ready "$tmp/reexec.out"
+url=$(grep -o 'http://[^ ]*' "$tmp/reexec.err")
+wait_for eval '[ "$(grep -c "serving the calls of PID $R " "$tmp/reexec.err")" = 2 ]'
+kill -USR1 $R
+wait_for grep -q 'burst 1' "$tmp/reexec.out"
+v=$(curl -s "$url" | metric "liveprobe_calls_total{pid=\"$R\",")
+[ "$v" = 10 ] && grep -q "PID $R (lpreexec) executed a program" "$tmp/reexec.err" &&
+    pass "--follow-name: a process that executes itself again is attached again, its calls served ($v)" ||
+    fail "--follow-name after an exec: calls '$v': $(cat "$tmp/reexec.err")"
+kill -TERM $tool
+wait $tool
+kill $R
+
 # A prefork server followed by name: each worker counted once, under its own pid; the parent,
 # which never calls op, counts nothing (a worker inherits none of its parent's session).
 cp "$bin/tests/lp_forker_target" "$tmp/lpforker"

@@ -71,6 +71,7 @@ struct Served {
     int pid = 0;
     unsigned long long start = 0;
     std::string comm;
+    std::string auxv;  // its auxiliary vector: another after an exec (process.hpp process_auxv)
     std::unique_ptr<Image> im;
     SessionHandles h;
     bool syncs = true;  // its agent copies the misses when asked (trace-sync; older agents do not)
@@ -96,6 +97,8 @@ private:
     std::vector<Served> served_;
     // Processes not attached (said once), or whose session someone ended: left alone.
     std::set<std::pair<int, unsigned long long>> refused_;
+    // Processes that executed a program: attached again once it has run a second (its loader).
+    std::map<std::pair<int, unsigned long long>, Clock::time_point> executed_;
     uint64_t attached_ = 0;
 };
 
@@ -112,6 +115,7 @@ void Server::attach(int pid, unsigned long long start)
     s.im = std::make_unique<Image>();
     s.im->pid = pid;
     s.im->exe = info ? info->exe : "";
+    s.auxv = process_auxv(pid);
     if (!info) complain("trace: " + why);
     if (!info || !start_session(o_, mode_, pid, *s.im, &s.h)) {
         refused_.emplace(pid, start);
@@ -131,6 +135,10 @@ void Server::look_for_processes()
         bool known = refused_.count({pid, start}) != 0;
         for (const Served &s : served_) known |= s.pid == pid && s.start == start;
         if (known || start == 0) continue;
+        if (auto e = executed_.find({pid, start}); e != executed_.end()) {
+            if (Clock::now() < e->second) continue;
+            executed_.erase(e);
+        }
         const double uptime = [] {
             std::ifstream f("/proc/uptime");
             double up = 0;
@@ -179,11 +187,16 @@ void Server::read_sessions()
             continue;
         }
         if (gone(s)) {
-            // Its session ended by someone else (liveprobe detach): not attached again, unless it
-            // starts again.
+            // Its session ended with its program (an exec: --follow-name attaches the new one), or
+            // by someone else (liveprobe detach): not attached again, unless it starts again.
             const bool alive = start_time(s.pid) == s.start;
-            if (alive) refused_.emplace(s.pid, s.start);
-            drop(i, alive ? "ended its session (liveprobe detach, or exec; not attached again)" : "exited");
+            const std::string auxv = alive ? process_auxv(s.pid) : std::string();
+            const bool executed = !auxv.empty() && !s.auxv.empty() && auxv != s.auxv;
+            if (executed) executed_[{s.pid, s.start}] = Clock::now() + std::chrono::seconds(1);
+            else if (alive) refused_.emplace(s.pid, s.start);
+            drop(i, executed ? "executed a program (--follow-name: attached again if its name matches)"
+                     : alive ? "ended its session (liveprobe detach; not attached again)"
+                             : "exited");
             continue;
         }
         ++i;

@@ -29,6 +29,23 @@ sleep 0.1
 curl -s --unix-socket "$sock" http://localhost/metrics >"$tmp/unix.prom"
 v=$(metric "liveprobe_calls_total{pid=\"$T\",comm=\"lp_metrics_targ\",object=\"lp_metrics_target\",function=\"op_fast\",tid=\"$T\"}" <"$tmp/unix.prom")
 [ "$v" = 1000 ] && pass "--by tid: the calls of the thread, labelled tid" || fail "--by tid: '$v' in $(grep calls_total "$tmp/unix.prom")"
+# A key per call: at most --max-keys of them, the others under (other), said once.
+"$lp" trace -p $T --serve 127.0.0.1:0 --count --by arg0 --max-keys 100 op_fast 2>"$tmp/keys.err" &
+ktool=$!
+pids+=("$ktool")
+wait_for grep -q 'serving the calls' "$tmp/keys.err"
+kill -USR1 $T
+wait_for grep -q 'burst 2' "$tmp/t.out"
+sleep 0.1
+curl -s "$(grep -o 'http://[^ ]*' "$tmp/keys.err")" >"$tmp/keys.prom"
+kill -TERM $ktool
+wait $ktool
+n=$(grep -c '^liveprobe_calls_total{.*function="op_fast"' "$tmp/keys.prom")
+other=$(metric 'function="op_fast",key="(other)"}' <"$tmp/keys.prom")
+sum=$(grep '^liveprobe_calls_total{.*function="op_fast"' "$tmp/keys.prom" | awk '{s += $2} END {print s}')
+[ "$n" = 101 ] && [ "$other" = 900 ] && [ "$sum" = 1000 ] && grep -q 'more than 100 keys' "$tmp/keys.err" &&
+    pass "--max-keys 100: 100 keys and (other), 900 calls, said once" ||
+    fail "--max-keys 100: $n series, (other) '$other', $sum calls: $(cat "$tmp/keys.err")"
 code=$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$sock" http://localhost/other)
 code2=$(curl -s -o /dev/null -w '%{http_code}' -X POST --unix-socket "$sock" http://localhost/metrics)
 [ "$code $code2" = "404 405" ] && pass "another path: 404; POST: 405" || fail "another path: $code, POST: $code2"

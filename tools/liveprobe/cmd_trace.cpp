@@ -295,6 +295,10 @@ Runner add_trace(CLI::App &app)
                     "With --count or --hist: per function and KEY, where KEY is tid, comm, caller, or an expression "
                     "as --filter takes them (arg0, a parameter's name, retval, ...)")
         ->type_name("KEY");
+    cmd->add_option("--max-keys", o->max_keys,
+                    "With --by: at most N keys kept, the calls of further keys counted under the key (other) "
+                    "(default: 10000 with --serve, else no limit)")
+        ->type_name("N");
     cmd->add_option("--hist-of", o->hist_of,
                     "A log2 histogram of EXPR's values per function (per KEY with --by), beside --hist's durations")
         ->type_name("EXPR");
@@ -447,6 +451,7 @@ Runner add_trace(CLI::App &app)
         if (filter->count() && !add_filter(*o)) return kExitUsage;
         if (!add_stacks(*o)) return kExitUsage;
         if ((!o->by.empty() || !o->hist_of.empty() || o->folded) && !add_keys(*o)) return kExitUsage;
+        if (o->keyed) o->keyed->set_limit(o->max_keys ? o->max_keys : !o->serve.empty() ? 10000 : 0);
         // (--by, --hist-of, --folded: per event; add_keys cleared count and hist)
         const char *mode = o->count ? "count" : o->hist ? "hist" : o->tree ? "tree" : "events";
         if (o->interval > 0 && !o->count && !o->hist && !o->keyed) {

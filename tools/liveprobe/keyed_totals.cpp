@@ -33,9 +33,11 @@ void KeyedTotals::Row::add(const Row &r)
 
 // The key as printed: a thread's id, a name, a value, a caller or a stack named (a frame a line;
 // --folded: by function, outermost first, ';' between).
-std::string KeyedTotals::key_text(int pid, const std::string &key, bool faulted)
+std::string KeyedTotals::key_text(int pid, const std::string &key, char flag)
 {
     using Key = KeyedOptions::Key;
+    const bool faulted = flag == 1;
+    if (flag == kOther) return "(other)";
     if (o_.key == Key::none) return "";
     if (o_.key == Key::tid) {
         uint32_t tid = 0;
@@ -101,6 +103,15 @@ void KeyedTotals::take(const std::vector<TraceEvent> &batch, const TraceProbes &
             std::memcpy(&n, stack, 8);
             key.append(stack + 8, 8 * std::min<uint64_t>(n, probes.stack_depth));
         }
+        if (limit_ && rows_.size() >= limit_ && rows_.find(key) == rows_.end()) {  // a new key, no room
+            key.resize(8);
+            key += kOther;
+            if (!told_) {
+                told_ = true;
+                std::fprintf(stderr, "liveprobe: --by: more than %zu keys: the calls of the keys after them are "
+                             "counted under the key (other) (--max-keys)\n", limit_);
+            }
+        }
         Row &r = rows_[key];
         ++r.calls;
         r.ns[hist_bucket(e.r.exit_ns >= e.r.entry_ns ? e.r.exit_ns - e.r.entry_ns : 0)]++;
@@ -121,7 +132,7 @@ void KeyedTotals::visit(const Visit &fn)
         int32_t pid = 0;
         std::memcpy(&id, raw.data(), 4);
         std::memcpy(&pid, raw.data() + 4, 4);
-        named[{pid, names_[id], key_text(pid, raw.substr(9), raw[8] != 0)}].add(r);
+        named[{pid, names_[id], key_text(pid, raw.substr(9), raw[8])}].add(r);
     }
     for (const auto &[k, r] : named) fn(std::get<0>(k), std::get<1>(k), std::get<2>(k), r.calls, r.ns);
 }
@@ -145,7 +156,7 @@ void KeyedTotals::print()
         int32_t pid = 0;
         std::memcpy(&id, raw.data(), 4);
         std::memcpy(&pid, raw.data() + 4, 4);
-        named[{names_[id], key_text(pid, raw.substr(9), raw[8] != 0)}].add(r);
+        named[{names_[id], key_text(pid, raw.substr(9), raw[8])}].add(r);
     }
     std::vector<std::pair<std::pair<std::string, std::string>, const Row *>> rows;
     for (const auto &[k, r] : named) rows.emplace_back(k, &r);

@@ -37,6 +37,7 @@ struct Opts {
     TraceProbes probes;  // -i FILE: the trace file's probes
     std::string serve;        // --serve ADDR:PORT | unix:PATH (trace_serve.hpp)
     std::string follow_name;  // --follow-name COMM
+    size_t max_keys = 0;      // --max-keys: --by's rows kept (0: 10,000 with --serve, else no limit)
     bool serve_hist = false;  // --serve: durations served (--hist, kept when --by makes the session per event)
 };
 

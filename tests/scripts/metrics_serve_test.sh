@@ -185,8 +185,20 @@ wait_for test -s "$tmp/busy"
 check_refused 1 "Address already in use" trace -p $B --serve "127.0.0.1:$(cat "$tmp/busy")" op_fast
 check_refused 2 "give -p PID or --follow-name COMM" trace --serve :0 op_fast -- "$target" 1 1
 check_refused 2 "--follow-name attaches to processes for --serve" trace --follow-name x op_fast
-check_refused 2 "not with --tree, --json" trace -p $B --serve :0 --json op_fast
-check_refused 2 "not with --tree, --json" trace -p $B --serve :0 --stacks --count op_fast
+check_refused 2 "--serve: not with --stacks" trace -p $B --serve :0 --stacks --count op_fast
+echo keep >"$tmp/file"
+check_refused 1 "$tmp/file is there, and is no socket" trace -p $B --serve "unix:$tmp/file" op_fast
+[ "$(cat "$tmp/file")" = keep ] && pass "a file at the socket's path is kept" || fail "the file at the socket's path was changed"
+# A service's file with a user's mistakes: each refused, naming it.
+printf '[trace]\npid = %s\nserve = ":0"\ncuont = true\nspecs = "op_fast"\n' $B >"$tmp/typo.toml"
+printf 'serve = ":0"\n[trace]\npid = %s\nspecs = "op_fast"\n' $B >"$tmp/nosection.toml"
+printf '[trace]\npid = %s\nserve = ":0"\nspecs = [\n  "op_fast",\n]\n' $B >"$tmp/lines.toml"
+check_refused 2 "'trace.cuont' is no option of the command" trace --config "$tmp/typo.toml"
+check_refused 2 "'serve' is no option of the command" trace --config "$tmp/nosection.toml"
+check_refused 2 "an array across lines?" trace --config "$tmp/lines.toml"
+check_refused 2 "-p and --follow-name: one or the other" trace -p $B --follow-name x --serve :0 op_fast
+check_refused 2 "a process's name (/proc/PID/comm) has no '/'" trace --follow-name /usr/sbin/nginx --serve :0 op_fast
+check_refused 2 "--serve: not with --json" trace -p $B --serve :0 --json op_fast
 ! "$lp" status -p $B 2>/dev/null | grep -q 'probes: [1-9]' && pass "nothing was placed by the refused commands" ||
     fail "probes left: $("$lp" status -p $B 2>&1)"
 echo "$failures failure(s)"

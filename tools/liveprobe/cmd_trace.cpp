@@ -444,7 +444,7 @@ Runner add_trace(CLI::App &app)
                 return kExitUsage;
             }
             if (std::string c = trace::mode_conflict(spec, o->count, o->hist); !c.empty()) {
-                complain("trace: " + c);
+                complain("trace: " + c + (o->serve.empty() ? "" : " (--serve keeps --hist, or --count)"));
                 return kExitUsage;
             }
         }

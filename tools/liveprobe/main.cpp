@@ -29,6 +29,7 @@ int main(int argc, char **argv)
     // its section ([trace] serve = "127.0.0.1:9464", specs = ["f", "g"]).
     app.set_config("--config", "", "Read the command's options from FILE ([trace] then NAME = VALUE lines)")
         ->type_name("FILE");
+    app.allow_config_extras(false);  // a misspelt option in a service's file is an error, not ignored
     app.footer("Exit status: 0 success, 1 failure (the message says why), 2 bad usage; `run` exits with the "
                "program's status.\nRun `liveprobe COMMAND --help` for a command's options.\n"
                "Environment:\n"
@@ -96,6 +97,17 @@ int main(int argc, char **argv)
         return app.exit(e);
     } catch (const CLI::CallForVersion &e) {
         return app.exit(e);
+    } catch (const CLI::ConfigError &e) {  // CLI11 says "INI was not able to parse trace.cuont"
+        std::string key = e.what();
+        key = key.substr(key.rfind(' ') + 1);
+        if (key.find_first_of("\"',[]") != std::string::npos) {
+            complain("--config: a line that is no NAME = VALUE ('" + key + "'): an array across lines? Write it on " +
+                     "one line (specs = [\"f\", \"g\"]), or specs = \"f\" a line each");
+            return kExitUsage;
+        }
+        complain("--config: '" + key + "' is no option of the command: a file holds a command's options by their long " +
+                 "names (follow-name, serve, count, specs, ...) in the command's section ([trace])");
+        return kExitUsage;
     } catch (const CLI::ParseError &e) {
         app.exit(e);
         return kExitUsage;

@@ -36,7 +36,13 @@ int listen_socket(const std::string &where, std::string *url, std::string *unix_
         // Its owner's alone: the functions' names are not for every local user.
         const mode_t mask = umask(0177);
         struct stat st {};
-        if (lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) unlink(path.c_str());  // a server before us
+        if (lstat(path.c_str(), &st) == 0 && !S_ISSOCK(st.st_mode)) {
+            *why = fmt::format("--serve {}: {} is there, and is no socket", where, path);
+            close(fd);
+            umask(mask);
+            return -1;
+        }
+        if (lstat(path.c_str(), &st) == 0) unlink(path.c_str());  // a server's before us
         const bool bound = fd >= 0 && bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a) == 0;
         umask(mask);
         if (!bound || ::listen(fd, 64) != 0) {

@@ -349,17 +349,30 @@ bool check_serve(Opts &o, const std::vector<std::string> &command)
         return false;
     }
     if (o.serve.empty()) return true;
-    if (!command.empty() || (o.pid != 0) == !o.follow_name.empty()) {
+    if (o.pid != 0 && !o.follow_name.empty()) {
+        complain("trace: -p and --follow-name: one or the other");
+        return false;
+    }
+    if (!command.empty() || (o.pid == 0 && o.follow_name.empty())) {
         complain("trace: --serve watches running processes: give -p PID or --follow-name COMM (start the program, "
                  "then serve its metrics)");
         return false;
     }
-    if (o.tree || o.print.json || o.print.chrome || !o.chrome.empty() || !o.output.empty() || o.interval > 0 ||
-        o.stacks || o.folded || !o.hist_of.empty() || o.print.tid || o.print.min_duration || o.by == "stack") {
-        complain("trace: --serve serves --count or --hist (with --by KEY, --filter): not with --tree, --json, "
-                 "--chrome, -o, --interval, --stacks, --folded, --hist-of, --tid or --min-duration");
+    if (o.follow_name.find('/') != std::string::npos) {
+        complain("trace: --follow-name " + o.follow_name + ": a process's name (/proc/PID/comm) has no '/': give " +
+                 "its program's file name (" + o.follow_name.substr(o.follow_name.rfind('/') + 1) + ")");
         return false;
     }
+    const std::pair<bool, const char *> others[] = {
+        {o.tree, "--tree"}, {o.print.json, "--json"}, {!o.chrome.empty(), "--chrome"}, {!o.output.empty(), "-o"},
+        {o.interval > 0, "--interval"}, {o.stacks || o.by == "stack", "--stacks"}, {o.folded, "--folded"},
+        {!o.hist_of.empty(), "--hist-of"}, {o.print.tid != 0, "--tid"}, {o.print.min_duration != 0, "--min-duration"}};
+    for (const auto &[given, name] : others)
+        if (given) {
+            complain(fmt::format("trace: --serve: not with {} (it serves --count or --hist, with --by KEY and "
+                                 "--filter)", name));
+            return false;
+        }
     if (o.follow_name.size() > 15)
         std::fprintf(stderr, "liveprobe: --follow-name %s: the kernel keeps 15 bytes of a process's name: %s\n",
                      o.follow_name.c_str(), o.follow_name.substr(0, 15).c_str());

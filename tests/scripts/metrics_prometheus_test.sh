@@ -84,11 +84,11 @@ curl -s -D "$tmp/om.head" -H 'Accept: application/openmetrics-text; version=1.0.
 if $py -c 'import sys
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse
 families = {f.name: f.type for f in parse(open(sys.argv[1]).read())}
-want = {"liveprobe_calls": "counter", "liveprobe_call_duration_seconds": "histogram", "liveprobe_missed": "counter",
+want = {"liveprobe_calls": "counter", "liveprobe_call_duration_seconds": "histogram", "liveprobe_missed": "counter", "liveprobe_processes": "gauge",
         "liveprobe_events_dropped": "counter", "liveprobe_probes": "gauge"}
 sys.exit(0 if families == want else "families: %s" % families)' "$tmp/om.txt" 2>"$tmp/om.err" &&
    grep -qi '^content-type: application/openmetrics-text; version=1.0.0' "$tmp/om.head"; then
-    pass "OpenMetrics: a strict parser reads the five families"
+    pass "OpenMetrics: a strict parser reads the six families"
 else
     fail "OpenMetrics: $(tail -3 "$tmp/om.err"; grep -i content-type "$tmp/om.head")"
 fi

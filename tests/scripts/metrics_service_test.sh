@@ -71,6 +71,8 @@ wait_for has_calls ngx_http_process_request 40 &&
 n=$(curl -s "http://127.0.0.1:$mport/metrics" |
     grep '^liveprobe_call_duration_seconds_bucket{.*function="ngx_http_finalize_request",le="+Inf"}' | awk '{s += $2} END {print s}')
 [ "${n:-0}" -ge 40 ] && pass "ngx_http_finalize_request's durations: $n calls timed" || fail "finalize's histogram: '$n'"
+grep -qx 'liveprobe_processes 3' <(curl -s "http://127.0.0.1:$mport/metrics") && pass "liveprobe_processes 3" ||
+    fail "liveprobe_processes: $(curl -s "http://127.0.0.1:$mport/metrics" | grep '^liveprobe_processes')"
 [ "$(calls writev)" -ge 40 ] && pass "libc.so.6:writev, a library's function: $(calls writev) calls" ||
     fail "writev: $(calls writev)"
 curl -s "http://127.0.0.1:$mport/metrics" >"$tmp/scrape.prom"
@@ -81,7 +83,16 @@ promtool check metrics <"$tmp/scrape.prom" >"$tmp/promtool.out" 2>&1 && [ ! -s "
 kill -QUIT $m1
 wait $m1
 start_nginx || fail "nginx did not start again"
-wait_for has_series ngx_http_process_request 3 && ! grep -q "pid=\"$m1\"" <(curl -s "http://127.0.0.1:$mport/metrics") ||
+# served: whether the series of ngx_http_process_request are those of nginx's processes now (the
+# master and its workers), and only those (the old ones' go when the tool sees them gone).
+served() {
+    local want got
+    want=$( { echo "$master"; ps --ppid "$master" -o pid= | tr -d ' '; } | sort -n | tr '\n' ' ')
+    got=$(curl -s "http://127.0.0.1:$mport/metrics" | grep '^liveprobe_calls_total{.*function="ngx_http_process_request"' |
+          sed 's/.*pid="\([0-9]*\)".*/\1/' | sort -n | tr '\n' ' ')
+    [ "$got" = "$want" ] && [ "$(wc -w <<<"$want")" = 3 ]
+}
+wait_for served ||
     fail "after nginx's restart: $(curl -s "http://127.0.0.1:$mport/metrics" | grep 'calls_total{.*process_request')"
 for _ in $(seq 15); do curl -sf "http://127.0.0.1:$nport/" -o /dev/null || fail "a request failed after the restart"; done
 wait_for has_calls ngx_http_process_request 15 &&

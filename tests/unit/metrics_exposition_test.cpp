@@ -15,6 +15,7 @@ MetricsSnapshot snapshot()
 {
     MetricsSnapshot s;
     s.hist = true;
+    s.processes = 1;
     MetricsTarget t;
     t.pid = 42;
     t.comm = "srv";
@@ -60,7 +61,7 @@ TEST(MetricsExposition, TextFormat)
     EXPECT_EQ(lines_of(text, "# TYPE"),
               "# TYPE liveprobe_calls_total counter\n# TYPE liveprobe_call_duration_seconds histogram\n"
               "# TYPE liveprobe_missed_total counter\n# TYPE liveprobe_events_dropped_total counter\n"
-              "# TYPE liveprobe_probes gauge\n");
+              "# TYPE liveprobe_probes gauge\n# TYPE liveprobe_processes gauge\n");
     const std::string buckets = lines_of(text, "liveprobe_call_duration_seconds_bucket");
     EXPECT_EQ(std::count(buckets.begin(), buckets.end(), '\n'), 40);  // 2^0 .. 2^38 ns, +Inf
     EXPECT_NE(buckets.find("{" + l + ",le=\"1e-09\"} 1\n"), std::string::npos);
@@ -76,6 +77,7 @@ TEST(MetricsExposition, TextFormat)
               "liveprobe_events_dropped_total{pid=\"42\",comm=\"srv\"} 7\n");
     EXPECT_EQ(lines_of(text, "liveprobe_probes"), "liveprobe_probes{pid=\"42\",comm=\"srv\",path=\"jump\"} 2\n"
                                                   "liveprobe_probes{pid=\"42\",comm=\"srv\",path=\"trap\"} 1\n");
+    EXPECT_EQ(lines_of(text, "liveprobe_processes"), "liveprobe_processes 1\n");
     EXPECT_EQ(lines_of(text, "# EOF"), "");
 }
 
@@ -85,7 +87,7 @@ TEST(MetricsExposition, OpenMetrics)
     EXPECT_EQ(lines_of(text, "# TYPE"),
               "# TYPE liveprobe_calls counter\n# TYPE liveprobe_call_duration_seconds histogram\n"
               "# TYPE liveprobe_missed counter\n# TYPE liveprobe_events_dropped counter\n"
-              "# TYPE liveprobe_probes gauge\n");
+              "# TYPE liveprobe_probes gauge\n# TYPE liveprobe_processes gauge\n");
     EXPECT_EQ(lines_of(text, "# UNIT"), "# UNIT liveprobe_call_duration_seconds seconds\n");
     EXPECT_EQ(lines_of(text, "liveprobe_calls_total"), std::string("liveprobe_calls_total{") + kLabels + "} 6\n");
     EXPECT_EQ(lines_of(text, "liveprobe_call_duration_seconds_count"), "");

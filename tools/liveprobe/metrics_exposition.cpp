@@ -27,6 +27,8 @@ constexpr Family kMissed{"liveprobe_missed_total", "counter", "",
                          "Calls of a traced function not followed: more of them at once than --maxactive"};
 constexpr Family kDropped{"liveprobe_events_dropped_total", "counter", "",
                           "Events the full rings of a traced process did not take (--by keys miss them)"};
+constexpr Family kProcesses{"liveprobe_processes", "gauge", "",
+                            "Processes served (--follow-name: those of the name attached now)"};
 constexpr Family kProbes{"liveprobe_probes", "gauge", "",
                          "Probes placed in a traced process, by path: jump (optimized) or trap (breakpoint)"};
 
@@ -124,6 +126,8 @@ std::string render_metrics(const MetricsSnapshot &s, MetricsFormat f)
         out += fmt::format("liveprobe_probes{{{},path=\"jump\"}} {}\n", target_labels(t), t.jump);
         out += fmt::format("liveprobe_probes{{{},path=\"trap\"}} {}\n", target_labels(t), t.trap);
     }
+    family_head(out, kProcesses, f);
+    out += fmt::format("liveprobe_processes {}\n", s.processes);
     if (f == MetricsFormat::openmetrics) out += "# EOF\n";
     return out;
 }

@@ -7,6 +7,7 @@
 //   liveprobe_missed_total{pid,comm,object,function}                      counter
 //   liveprobe_events_dropped_total{pid,comm}                              counter
 //   liveprobe_probes{pid,comm,path="jump"|"trap"}                         gauge
+//   liveprobe_processes                                                   gauge
 #pragma once
 
 #include <array>
@@ -51,6 +52,8 @@ struct MetricsTarget {
 
 struct MetricsSnapshot {
     bool hist = false;      // histograms of durations (--hist), beside the calls
+    // liveprobe_processes: how many are served (targets holds those whose session is set up).
+    size_t processes = 0;
     std::string key_label;  // --by: the label its key is given ("" without)
     std::vector<MetricsTarget> targets;
 };

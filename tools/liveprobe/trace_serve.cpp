@@ -253,6 +253,7 @@ std::string Server::render(MetricsFormat f)
     snap.hist = o_.serve_hist;
     if (o_.keyed)
         snap.key_label = o_.by == "tid" ? "tid" : o_.by == "comm" ? "thread" : o_.by == "caller" ? "caller" : "key";
+    snap.processes = served_.size();
     for (Served &s : served_) {
         const Image &im = *s.im;
         if (!im.named || !im.shm.corrupt.empty()) continue;

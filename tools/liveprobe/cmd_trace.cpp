@@ -318,7 +318,8 @@ Runner add_trace(CLI::App &app)
     cmd->add_option("--serve", o->serve,
                     "Serve the --count or --hist aggregates (--hist by default) as Prometheus metrics at ADDRESS: "
                     "HOST:PORT, :PORT (loopback; the functions' names are then seen by every local user) or "
-                    "unix:PATH (its owner's alone), until stopped; with -p PID or --follow-name (docs/metrics.md)")
+                    "unix:PATH (its owner's alone), until stopped; with -p PID or --follow-name (metrics.md, in the "
+                    "sources' docs/ and the installed share/doc/liveprobe/)")
         ->type_name("ADDRESS");
     cmd->add_option("--follow-name", o->follow_name,
                     "With --serve: every process named COMM (/proc/PID/comm), attached as each one starts (a "
@@ -382,7 +383,9 @@ Runner add_trace(CLI::App &app)
                 "  liveprobe trace -p 1234 'p:open path=+0($arg1):string flags=$arg2:x32' 'r:open fd=$retval:s32'\n"
                 "  liveprobe trace 'p:parse_config path depth' -- ./server   (parameters by name: built with -g)\n"
                 "  liveprobe trace 'p:parse.c:120 depth node' -- ./server     (a source line, its variables)\n"
-                "  liveprobe trace -o calls.lptrace '*' -- ./server; liveprobe trace -i calls.lptrace --json");
+                "  liveprobe trace -o calls.lptrace '*' -- ./server; liveprobe trace -i calls.lptrace --json\n"
+                "  liveprobe trace --follow-name nginx --serve 127.0.0.1:9464 'ngx_http_*'   (Prometheus metrics)\n"
+                "  liveprobe trace --config /etc/liveprobe/metrics/nginx.toml   (the options from a file, [trace])");
     return [o, filter] {
         const std::vector<std::string> &command = insmod_command();
         stdout_whole_lines();

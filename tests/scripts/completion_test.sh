@@ -160,6 +160,7 @@ expect_only "a file after -o" "liveprobe trace -o call" "" calls.lptrace
 expect_only "a file after --chrome" "liveprobe trace --chrome not" "" notes.txt
 expect_only "a file after the tool's --config" "liveprobe --config not" "" notes.txt
 expect_only "the command after --config FILE" "liveprobe --config notes.txt tr" "" trace
+expect_only "a file after trace --config (the tool's, after the command)" "liveprobe trace --config not" "" notes.txt
 expect_only "a file after report's positional" "liveprobe report cal" "" calls.lptrace
 expect_reply "a module for insmod" "liveprobe insmod " probe_module.so subdir
 expect_none "only modules for insmod" "liveprobe insmod " notes.txt

@@ -339,8 +339,10 @@ _liveprobe()
     done
     # The value of an option: "--opt VALUE" or "--opt=VALUE".
     local prev=${_lp_words[_lp_cword - 1]}
-    if ((_lp_cword - 1 > ci)) && [[ $prev == -* && -n ${_lp_value["$cmd $prev"]-} ]]; then
-        _liveprobe_complete_value "$tool" "$cmd" "$prev" "${_lp_value["$cmd $prev"]}" "$cur"
+    # The tool's own options after the command (trace --config FILE: CLI11 passes them up).
+    local value_type=${_lp_value["$cmd $prev"]-${_lp_value["/ $prev"]-}}
+    if ((_lp_cword - 1 > ci)) && [[ $prev == -* && -n $value_type ]]; then
+        _liveprobe_complete_value "$tool" "$cmd" "$prev" "$value_type" "$cur"
         return
     fi
     if [[ $cur == --*=* && -n ${_lp_value["$cmd ${cur%%=*}"]-} ]]; then

@@ -177,6 +177,7 @@ check_refused() {  # WANT_RC MESSAGE ARGS...
     if [ $rc = "$want" ] && grep -qF -- "$msg" <<<"$out"; then pass "refused ($rc): $*"; else fail "$*: exit $rc: $out"; fi
 }
 check_refused 1 "ADDR:PORT, :PORT (loopback) or unix:PATH" trace -p $B --serve 127.0.0.1:99999 op_fast
+check_refused 1 "ADDR:PORT, :PORT (loopback) or unix:PATH" trace -p $B --serve 127.0.0.1:99999999999999999999999 op_fast
 check_refused 1 "Name or service not known" trace -p $B --serve no.such.host.invalid:9 op_fast
 /usr/bin/python3 -c 'import socket, time
 s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(); print(s.getsockname()[1], flush=True); time.sleep(20)' >"$tmp/busy" &

@@ -61,7 +61,9 @@ int listen_socket(const std::string &where, std::string *url, std::string *unix_
         if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
         if (host.empty()) host = "127.0.0.1";
     }
-    if (port.empty() || port.find_first_not_of("0123456789") != std::string::npos || std::stoul(port) > 65535) {
+    // (At most 5 digits before stoul: more threw out_of_range and aborted the tool.)
+    if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
+        std::stoul(port) > 65535) {
         *why = fmt::format("--serve {}: ADDR:PORT, :PORT (loopback) or unix:PATH", where);
         return -1;
     }

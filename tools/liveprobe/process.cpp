@@ -163,17 +163,22 @@ uint64_t remote_symbol(pid_t pid, const LoadedObject &obj, const std::string &sy
     return remote_symbols(pid, obj, {symbol}, &out, why) ? out[0] : 0;
 }
 
+std::vector<std::string> stat_fields(const std::string &stat_file)
+{
+    std::ifstream f(stat_file);
+    std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const size_t paren = stat.rfind(')');
+    std::vector<std::string> out;
+    if (paren == std::string::npos) return out;
+    std::istringstream in(stat.substr(paren + 1));
+    for (std::string field; in >> field;) out.push_back(field);
+    return out;
+}
+
 bool kernel_thread(pid_t pid)
 {
-    std::ifstream f(fmt::format("/proc/{}/stat", pid));
-    std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    const size_t paren = stat.rfind(')');  // the name may hold spaces and parentheses
-    if (paren == std::string::npos) return false;
-    std::istringstream in(stat.substr(paren + 2));
-    std::string field;
-    unsigned long flags = 0;
-    for (int i = 3; i <= 9 && in >> field; ++i)
-        if (i == 9) flags = std::strtoul(field.c_str(), nullptr, 10);
+    const std::vector<std::string> f = stat_fields(fmt::format("/proc/{}/stat", pid));
+    const unsigned long flags = f.size() > 9 - 3 ? std::strtoul(f[9 - 3].c_str(), nullptr, 10) : 0;
     return flags & 0x00200000;  // PF_KTHREAD
 }
 

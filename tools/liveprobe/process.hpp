@@ -32,6 +32,11 @@ std::string process_auxv(pid_t pid);
 // Its threads (task ids), sorted.
 std::vector<pid_t> threads_of(pid_t pid);
 
+// The fields of a /proc/PID/stat file (proc(5)) from the 3rd, the state, on: field n is
+// out[n - 3]. The 2nd, the name in parentheses, may hold spaces and parentheses: the fields start
+// after its last ')'. Empty when the file cannot be read.
+std::vector<std::string> stat_fields(const std::string &stat_file);
+
 // Whether pid is a kernel thread (PF_KTHREAD in /proc/PID/stat's flags): no program in it.
 bool kernel_thread(pid_t pid);
 

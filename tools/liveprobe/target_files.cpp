@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "os/linux/maps.hpp"
+#include "process.hpp"
 
 namespace liveprobe::tool {
 namespace {
@@ -141,12 +142,8 @@ bool root_has_proc(pid_t pid)
     // Its pid in each namespace it is in (NSpid): that proc shows it when one of them is the
     // same process there (the same start time, field 22 of stat, after the name's ')').
     auto start_time = [](const std::string &stat_file) {
-        std::ifstream in(stat_file);
-        std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-        std::istringstream rest(text.substr(std::min(text.size(), text.rfind(')') + 1)));
-        std::string field;
-        for (int i = 3; i <= 22 && rest >> field; ++i) {}
-        return field;
+        const std::vector<std::string> f = stat_fields(stat_file);
+        return f.size() > 22 - 3 ? f[22 - 3] : std::string();
     };
     const std::string mine = start_time(fmt::format("/proc/{}/stat", pid));
     std::ifstream status(fmt::format("/proc/{}/status", pid));

@@ -35,17 +35,9 @@ using Clock = std::chrono::steady_clock;
 // gone, a zombie included. A pid used again is another process.
 unsigned long long start_time(int pid)
 {
-    std::ifstream f(fmt::format("/proc/{}/stat", pid));
-    std::string line;
-    if (!std::getline(f, line)) return 0;
-    const size_t paren = line.rfind(')');
-    if (paren == std::string::npos) return 0;
-    std::istringstream rest(line.substr(paren + 2));
-    std::string field;
-    if (line.compare(paren + 2, 1, "Z") == 0) return 0;
-    for (int i = 3; i <= 22 && rest >> field; ++i)
-        if (i == 22) return std::stoull(field);
-    return 0;
+    const std::vector<std::string> f = stat_fields(fmt::format("/proc/{}/stat", pid));
+    if (f.size() <= 22 - 3 || f[0] == "Z") return 0;
+    return std::strtoull(f[22 - 3].c_str(), nullptr, 10);
 }
 
 // The processes named `comm` (/proc/PID/comm, which the kernel cuts to 15 bytes), but this one.

@@ -15,7 +15,7 @@
 #include <map>
 #include <memory>
 #include <set>
-#include <sstream>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -81,7 +81,7 @@ private:
     bool gone(Served &s);
     void drop(size_t i, const char *why);
     std::string render(MetricsFormat f);
-    void add_rows(const Served &s, MetricsTarget *t);
+    void add_rows(const Served &s, MetricsTarget *t, std::vector<MetricsRow> *keyed);
 
     Opts &o_;
     const char *mode_;
@@ -122,6 +122,8 @@ void Server::attach(int pid, unsigned long long start)
 // just executed its program may be in its loader still).
 void Server::look_for_processes()
 {
+    double uptime = 0;  // seconds since boot, as the start times count
+    std::ifstream("/proc/uptime") >> uptime;
     for (int pid : processes_named(o_.follow_name)) {
         const unsigned long long start = start_time(pid);
         bool known = refused_.count({pid, start}) != 0;
@@ -131,12 +133,6 @@ void Server::look_for_processes()
             if (Clock::now() < e->second) continue;
             executed_.erase(e);
         }
-        const double uptime = [] {
-            std::ifstream f("/proc/uptime");
-            double up = 0;
-            f >> up;
-            return up;
-        }();
         if (uptime - static_cast<double>(start) / static_cast<double>(sysconf(_SC_CLK_TCK)) < 1.0) continue;
         attach(pid, start);
     }
@@ -204,7 +200,8 @@ std::pair<std::string, std::string> object_and_function(const std::string &name,
     return {name.substr(0, colon), name.substr(colon + 1)};
 }
 
-void Server::add_rows(const Served &s, MetricsTarget *t)
+// keyed: --by's rows of the process, their function not split yet (render's).
+void Server::add_rows(const Served &s, MetricsTarget *t, std::vector<MetricsRow> *keyed)
 {
     const Image &im = *s.im;
     std::map<std::pair<std::string, std::string>, MetricsRow> rows;  // one series per function
@@ -220,18 +217,10 @@ void Server::add_rows(const Served &s, MetricsTarget *t)
         }
         for (auto &[fn, r] : rows) t->rows.push_back(std::move(r));
     } else {
-        o_.keyed->visit([&](int pid, const std::string &name, const std::string &key, uint64_t calls,
-                            const std::array<uint64_t, trace::kHistBuckets> &ns) {
-            if (pid != s.pid) return;
-            const auto fn = object_and_function(name, im.exe);
-            MetricsRow r;
-            r.object = fn.first;
-            r.function = fn.second;
-            r.key = key;
-            r.calls = calls;
-            r.hist = ns;
+        for (MetricsRow &r : *keyed) {
+            std::tie(r.object, r.function) = object_and_function(r.function, im.exe);
             t->rows.push_back(std::move(r));
-        });
+        }
     }
     for (uint32_t p = 0; p < im.shm.probes; ++p)
         t->missed[object_and_function(im.probes.name_of(p), im.exe)] += trace::missed_of(im.shm.base, p)->load();
@@ -246,6 +235,17 @@ std::string Server::render(MetricsFormat f)
     if (o_.keyed)
         snap.key_label = o_.by == "tid" ? "tid" : o_.by == "comm" ? "thread" : o_.by == "caller" ? "caller" : "key";
     snap.processes = served_.size();
+    std::map<int, std::vector<MetricsRow>> keyed;  // --by: the tool's rows by process, in one walk
+    if (o_.keyed)
+        o_.keyed->visit([&](int pid, const std::string &name, const std::string &key, uint64_t calls,
+                            const std::array<uint64_t, trace::kHistBuckets> &ns) {
+            MetricsRow r;
+            r.function = name;
+            r.key = key;
+            r.calls = calls;
+            r.hist = ns;
+            keyed[pid].push_back(std::move(r));
+        });
     for (Served &s : served_) {
         const Image &im = *s.im;
         if (!im.named || !im.shm.corrupt.empty()) continue;
@@ -264,7 +264,7 @@ std::string Server::render(MetricsFormat f)
         for (uint32_t r = 0; r < trace::kRings; ++r) t.dropped += trace::ring_head(im.shm.base, r)->dropped.load();
         t.trap = static_cast<uint32_t>(im.slow.size());
         t.jump = im.shm.probes - t.trap;
-        add_rows(s, &t);
+        add_rows(s, &t, &keyed[s.pid]);
         snap.targets.push_back(std::move(t));
     }
     return render_metrics(snap, f);

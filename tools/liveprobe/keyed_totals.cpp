@@ -33,6 +33,26 @@ void KeyedTotals::Row::add(const Row &r)
 
 // The key as printed: a thread's id, a name, a value, a caller or a stack named (a frame a line;
 // --folded: by function, outermost first, ';' between).
+namespace {
+
+// A row's key, as take() makes it: the function's id (4 bytes), the process (4), a flag (1), the
+// key's bytes.
+uint32_t raw_id(const std::string &raw)
+{
+    uint32_t id = 0;
+    std::memcpy(&id, raw.data(), 4);
+    return id;
+}
+
+int32_t raw_pid(const std::string &raw)
+{
+    int32_t pid = 0;
+    std::memcpy(&pid, raw.data() + 4, 4);
+    return pid;
+}
+
+}  // namespace
+
 std::string KeyedTotals::key_text(int pid, const std::string &key, char flag)
 {
     using Key = KeyedOptions::Key;
@@ -128,10 +148,8 @@ void KeyedTotals::visit(const Visit &fn)
 {
     std::map<std::tuple<int, std::string, std::string>, Row> named;
     for (const auto &[raw, r] : rows_) {
-        uint32_t id = 0;
-        int32_t pid = 0;
-        std::memcpy(&id, raw.data(), 4);
-        std::memcpy(&pid, raw.data() + 4, 4);
+        const uint32_t id = raw_id(raw);
+        const int32_t pid = raw_pid(raw);
         named[{pid, names_[id], key_text(pid, raw.substr(9), raw[8])}].add(r);
     }
     for (const auto &[k, r] : named) fn(std::get<0>(k), std::get<1>(k), std::get<2>(k), r.calls, r.ns);
@@ -140,9 +158,7 @@ void KeyedTotals::visit(const Visit &fn)
 void KeyedTotals::forget(int pid)
 {
     for (auto it = rows_.begin(); it != rows_.end();) {
-        int32_t p = 0;
-        std::memcpy(&p, it->first.data() + 4, 4);
-        it = p == pid ? rows_.erase(it) : std::next(it);
+        it = raw_pid(it->first) == pid ? rows_.erase(it) : std::next(it);
     }
 }
 
@@ -152,10 +168,8 @@ void KeyedTotals::print()
     // threads of one name) are one row.
     std::map<std::pair<std::string, std::string>, Row> named;
     for (const auto &[raw, r] : rows_) {
-        uint32_t id = 0;
-        int32_t pid = 0;
-        std::memcpy(&id, raw.data(), 4);
-        std::memcpy(&pid, raw.data() + 4, 4);
+        const uint32_t id = raw_id(raw);
+        const int32_t pid = raw_pid(raw);
         named[{names_[id], key_text(pid, raw.substr(9), raw[8])}].add(r);
     }
     std::vector<std::pair<std::pair<std::string, std::string>, const Row *>> rows;

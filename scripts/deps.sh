@@ -12,7 +12,7 @@
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libzydis-dev libzycore-dev libelf-dev libdw-dev
       libfmt-dev libcli11-dev googletest libgtest-dev libgmock-dev libbenchmark-dev libunwind-dev gdb
-      libmicrohttpd-dev python3-prometheus-client  # trace --serve: its server; its test reads OpenMetrics
+      libmicrohttpd-dev python3-prometheus-client curl  # trace --serve: its server; its tests scrape it
       clang libclang-rt-14-dev)  # make fuzz: libFuzzer
 servers=(nginx-light wrk memcached perl procps
          chromium  # report --html's test: a browser, headless
